@@ -1,0 +1,86 @@
+# ci: code-interpreter sandbox orchestrator.
+#
+#   make            build/ci-daemon and build/ci-ctl
+#   make run        set up this machine (packages, dockerd, redis, image), then run the daemon
+#   make test       the same set-up, then every test (unit, sanitizers, valgrind, runner, integration)
+#   make image      build the sandbox image when its recipe changed
+#   make bench      benchmarks (not part of make test)
+#   SANITIZE=1      build with AddressSanitizer and UBSan into build/asan/
+
+CC ?= cc
+PKGS := libevent libcurl yajl hiredis uuid
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2
+CFLAGS ?= -O2 -g
+BUILD := build
+ifeq ($(SANITIZE),1)
+BUILD := build/asan
+CFLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDFLAGS += -fsanitize=address,undefined
+endif
+ALL_CFLAGS := -std=gnu11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(PKG_CFLAGS) -MMD -MP
+
+# One file per responsibility; see docs/architecture.md.
+DAEMON_LIB_SRCS := daemon/err.c daemon/log.c daemon/clock.c daemon/json.c daemon/config.c \
+	daemon/session.c daemon/frame.c daemon/capbuf.c daemon/exec_result.c \
+	daemon/container_spec.c daemon/kernel.c daemon/docker.c daemon/store.c \
+	daemon/http_server.c daemon/manager.c daemon/http_api.c
+DAEMON_SRCS := $(DAEMON_LIB_SRCS) daemon/main.c
+include cli/cli.mk
+UNIT_SRCS := $(wildcard tests/unit/*.c)
+
+DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(BUILD)/obj/%.o)
+DAEMON_LIB_OBJS := $(DAEMON_LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
+UNIT_OBJS := $(UNIT_SRCS:%.c=$(BUILD)/obj/%.o)
+
+.PHONY: all run test unit image setup bench clean format format-check
+all: $(BUILD)/ci-daemon $(BUILD)/ci-ctl
+
+$(BUILD)/ci-daemon: $(DAEMON_OBJS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+$(BUILD)/ci-ctl: $(CLI_OBJS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+$(BUILD)/unit-tests: $(UNIT_OBJS) $(DAEMON_LIB_OBJS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Idaemon -c -o $@ $<
+
+unit: $(BUILD)/unit-tests
+	$(BUILD)/unit-tests
+
+# Installs what is missing, starts dockerd and redis if needed, builds the image.
+setup:
+	@deploy/setup.sh
+
+image:
+	@images/python/build.sh
+
+run: setup all
+	$(BUILD)/ci-daemon
+
+test: setup
+	@$(MAKE) --no-print-directory all build/unit-tests
+	@$(MAKE) --no-print-directory SANITIZE=1 all build/asan/unit-tests
+	@tests/run-all.sh
+
+bench: setup all
+	@tests/bench/run.sh
+
+FORMAT_SRCS = $(DAEMON_SRCS) $(CLI_SRCS) $(UNIT_SRCS) $(wildcard daemon/*.h cli/*.h tests/unit/*.h)
+format:
+	clang-format -i $(FORMAT_SRCS)
+
+format-check:
+	@clang-format --dry-run --Werror $(FORMAT_SRCS) && echo "format-check: ok"
+
+clean:
+	rm -rf build
+
+-include $(shell find build -name '*.d' 2>/dev/null)

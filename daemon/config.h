@@ -1,0 +1,72 @@
+/* config.h: the daemon's settings, one table row per option.
+ *
+ * Each option has a config-file key, a command-line flag (the key with
+ * dashes) and an environment variable (CID_ + the key in capitals; a bare CI_
+ * prefix would collide with what CI systems set). Precedence, lowest first:
+ * built-in default, config file, environment, command line. */
+#ifndef CI_CONFIG_H
+#define CI_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "err.h"
+
+struct config {
+	char *listen;
+	char *redis;
+	char *docker;
+	char *state_dir;
+	char *key_prefix;
+	char *node;
+	char *log_level;
+	char *config_file;
+	char *image;      /* the default image profile */
+	char *images;     /* "python=ci/python:latest,..." profile → Docker tag */
+	char *runtime;    /* Docker runtime for session containers ("" = engine default) */
+
+	int64_t idle_timeout_s, max_idle_timeout_s;
+	int64_t memory_mb, max_memory_mb;
+	double cpus, max_cpus;
+	int64_t pids, max_pids;
+	int64_t disk_mb, max_disk_mb;
+	int64_t exec_timeout_s, max_exec_timeout_s;
+
+	int64_t output_cap_bytes;
+	int64_t max_sessions;
+	int64_t sandbox_uid, sandbox_gid;
+	int64_t start_timeout_s;
+	int64_t kill_grace_ms;
+	int64_t tombstone_ttl_s;
+	int64_t max_body_bytes;
+	bool remove_on_exit;
+};
+
+/* Defaults in *cfg. Strings are owned by cfg (config_free). */
+void config_defaults(struct config *cfg);
+void config_free(struct config *cfg);
+
+/* Apply a config file's text ("key = value" lines, '#' comments). */
+int config_apply_text(struct config *cfg, const char *text, const char *origin, struct err **errp);
+
+/* Apply CID_* variables from envp (NULL-terminated "K=V"). */
+int config_apply_env(struct config *cfg, char *const *envp, struct err **errp);
+
+/* Apply one option by key ("listen", "max-memory-mb" and "max_memory_mb" alike). */
+int config_set(struct config *cfg, const char *key, const char *value, const char *origin,
+	       struct err **errp);
+
+/* Load in precedence order: defaults, the file named by --config/CID_CONFIG,
+ * environment, argv flags. Returns 1 when --help was asked (usage printed). */
+int config_load(struct config *cfg, int argc, char **argv, char *const *envp, struct err **errp);
+
+/* Cross-field checks: defaults within maxima, listen address allowed. */
+int config_validate(const struct config *cfg, struct err **errp);
+
+/* The Docker tag of an image profile, or NULL when the profile is unknown. */
+char *config_image_tag(const struct config *cfg, const char *profile);
+
+/* Print the option table (for --help). */
+void config_usage(const char *prog);
+
+#endif

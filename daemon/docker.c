@@ -1,0 +1,401 @@
+/* docker.c: curl multi on libevent, talking to dockerd's unix socket. */
+#include "docker.h"
+
+#include <curl/curl.h>
+#include <sys/queue.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "json.h"
+#include "log.h"
+#include "xalloc.h"
+
+/* Newest API we have been tested against; older engines down to the minimum
+ * are spoken to in their own version. */
+#define DOCKER_API_MAX_MINOR 43
+#define DOCKER_API_MIN_MINOR 40
+
+struct docker_req {
+	struct docker *d;
+	CURL *easy;
+	struct curl_slist *headers;
+	char *method, *path, *body;
+	size_t blen;
+	char *resp;
+	size_t resp_len;
+	bool overflow;
+	docker_cb cb;
+	void *arg;
+	struct docker_req *next; /* queued before negotiation */
+	LIST_ENTRY(docker_req) active; /* in curl's hands */
+};
+
+struct docker {
+	struct event_base *base;
+	CURLM *multi;
+	struct event *timer;
+	struct event *retry;
+	char *sock_path;
+	char version[16];
+	bool negotiating;
+	bool reachable;
+	struct docker_req *queue, **queue_tail;
+	LIST_HEAD(, docker_req) active;
+};
+
+struct docker_sock {
+	struct event *ev;
+};
+
+static void check_multi_info(struct docker *d);
+static void negotiate(struct docker *d);
+
+static void sock_event_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct docker *d = arg;
+	int running, flags = (what & EV_READ ? CURL_CSELECT_IN : 0) | (what & EV_WRITE ? CURL_CSELECT_OUT : 0);
+	curl_multi_socket_action(d->multi, fd, flags, &running);
+	check_multi_info(d);
+}
+
+static int socket_cb(CURL *easy, curl_socket_t s, int action, void *userp, void *socketp)
+{
+	(void)easy;
+	struct docker *d = userp;
+	struct docker_sock *ds = socketp;
+	if (action == CURL_POLL_REMOVE) {
+		if (ds) {
+			event_free(ds->ev);
+			free(ds);
+			curl_multi_assign(d->multi, s, NULL);
+		}
+		return 0;
+	}
+	short kind = (short)((action & CURL_POLL_IN ? EV_READ : 0) | (action & CURL_POLL_OUT ? EV_WRITE : 0) |
+			     EV_PERSIST);
+	if (ds == NULL) {
+		ds = xcalloc(1, sizeof(*ds));
+		curl_multi_assign(d->multi, s, ds);
+	} else {
+		event_free(ds->ev);
+	}
+	ds->ev = event_new(d->base, s, kind, sock_event_cb, d);
+	event_add(ds->ev, NULL);
+	return 0;
+}
+
+static void timer_event_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct docker *d = arg;
+	int running;
+	curl_multi_socket_action(d->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+	check_multi_info(d);
+}
+
+static int timer_cb(CURLM *multi, long timeout_ms, void *userp)
+{
+	(void)multi;
+	struct docker *d = userp;
+	if (timeout_ms < 0) {
+		evtimer_del(d->timer);
+		return 0;
+	}
+	struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+	evtimer_add(d->timer, &tv);
+	return 0;
+}
+
+static size_t write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+	struct docker_req *r = userdata;
+	size_t n = size * nmemb;
+	if (r->resp_len + n > DOCKER_MAX_RESPONSE) {
+		r->overflow = true;
+		return 0; /* aborts the transfer */
+	}
+	r->resp = xrealloc(r->resp, r->resp_len + n + 1);
+	memcpy(r->resp + r->resp_len, ptr, n);
+	r->resp_len += n;
+	r->resp[r->resp_len] = '\0';
+	return n;
+}
+
+static void req_free(struct docker_req *r)
+{
+	if (r->easy)
+		curl_easy_cleanup(r->easy);
+	curl_slist_free_all(r->headers);
+	free(r->method);
+	free(r->path);
+	free(r->body);
+	free(r->resp);
+	free(r);
+}
+
+struct deferred_fail {
+	struct docker_req *r;
+	char error[256];
+};
+
+static void fail_deferred_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct deferred_fail *f = arg;
+	struct docker_response resp = {.status = 0, .body = "", .len = 0, .error = f->error};
+	f->r->cb(&resp, f->r->arg);
+	req_free(f->r);
+	free(f);
+}
+
+/* Fail a request through the loop, so the callback never runs inside the
+ * call that made the request. */
+static void req_fail_later(struct docker_req *r, const char *error)
+{
+	struct deferred_fail *f = xcalloc(1, sizeof(*f));
+	f->r = r;
+	snprintf(f->error, sizeof(f->error), "%s", error);
+	struct timeval zero = {0, 0};
+	event_base_once(r->d->base, -1, EV_TIMEOUT, fail_deferred_cb, f, &zero);
+}
+
+static void req_start(struct docker_req *r, const char *version)
+{
+	struct docker *d = r->d;
+	char url[2048];
+	if (version)
+		snprintf(url, sizeof(url), "http://docker/v%s%s", version, r->path);
+	else
+		snprintf(url, sizeof(url), "http://docker%s", r->path);
+	r->easy = curl_easy_init();
+	if (r->easy == NULL)
+		abort();
+	curl_easy_setopt(r->easy, CURLOPT_UNIX_SOCKET_PATH, d->sock_path);
+	curl_easy_setopt(r->easy, CURLOPT_URL, url);
+	curl_easy_setopt(r->easy, CURLOPT_CUSTOMREQUEST, r->method);
+	curl_easy_setopt(r->easy, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(r->easy, CURLOPT_WRITEFUNCTION, write_cb);
+	curl_easy_setopt(r->easy, CURLOPT_WRITEDATA, r);
+	curl_easy_setopt(r->easy, CURLOPT_PRIVATE, r);
+	curl_easy_setopt(r->easy, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
+	/* Lifecycle calls finish in seconds; a hung engine must not hold a
+	 * session's create or teardown forever. */
+	curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS, 120000L);
+	r->headers = curl_slist_append(r->headers, "Content-Type: application/json");
+	r->headers = curl_slist_append(r->headers, "Expect:");
+	curl_easy_setopt(r->easy, CURLOPT_HTTPHEADER, r->headers);
+	if (r->body) {
+		curl_easy_setopt(r->easy, CURLOPT_POSTFIELDS, r->body);
+		curl_easy_setopt(r->easy, CURLOPT_POSTFIELDSIZE, (long)r->blen);
+	} else if (strcmp(r->method, "POST") == 0) {
+		curl_easy_setopt(r->easy, CURLOPT_POSTFIELDS, "");
+		curl_easy_setopt(r->easy, CURLOPT_POSTFIELDSIZE, 0L);
+	}
+	if (curl_multi_add_handle(d->multi, r->easy) != CURLM_OK) {
+		req_fail_later(r, "curl_multi_add_handle failed");
+		return;
+	}
+	LIST_INSERT_HEAD(&d->active, r, active);
+}
+
+static void check_multi_info(struct docker *d)
+{
+	CURLMsg *msg;
+	int left;
+	while ((msg = curl_multi_info_read(d->multi, &left)) != NULL) {
+		if (msg->msg != CURLMSG_DONE)
+			continue;
+		CURL *easy = msg->easy_handle;
+		CURLcode res = msg->data.result;
+		struct docker_req *r = NULL;
+		curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&r);
+		curl_multi_remove_handle(d->multi, easy);
+		LIST_REMOVE(r, active);
+		struct docker_response resp = {0};
+		char errbuf[256];
+		if (res == CURLE_OK) {
+			curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &resp.status);
+			resp.body = r->resp ? r->resp : "";
+			resp.len = r->resp_len;
+			d->reachable = true;
+		} else {
+			snprintf(errbuf, sizeof(errbuf), "%s",
+				 r->overflow ? "response larger than the cap" : curl_easy_strerror(res));
+			resp.error = errbuf;
+			resp.body = "";
+			if (res == CURLE_COULDNT_CONNECT)
+				d->reachable = false;
+		}
+		r->cb(&resp, r->arg);
+		req_free(r);
+	}
+}
+
+static void flush_queue(struct docker *d, const char *error)
+{
+	struct docker_req *q = d->queue;
+	d->queue = NULL;
+	d->queue_tail = &d->queue;
+	while (q) {
+		struct docker_req *next = q->next;
+		q->next = NULL;
+		if (error)
+			req_fail_later(q, error);
+		else
+			req_start(q, d->version);
+		q = next;
+	}
+}
+
+static void retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	negotiate(arg);
+}
+
+static void negotiate_done(const struct docker_response *resp, void *arg)
+{
+	struct docker *d = arg;
+	d->negotiating = false;
+	struct err *e = NULL;
+	yajl_val v = resp->status == 200 ? json_parse(resp->body, resp->len, &e) : NULL;
+	const char *api = json_get_str(v, "ApiVersion");
+	int major = 0, minor = 0;
+	if (api && sscanf(api, "%d.%d", &major, &minor) == 2 && major == 1 &&
+	    minor >= DOCKER_API_MIN_MINOR) {
+		if (minor > DOCKER_API_MAX_MINOR)
+			minor = DOCKER_API_MAX_MINOR;
+		snprintf(d->version, sizeof(d->version), "1.%d", minor);
+		d->reachable = true;
+		log_info("docker: engine at %s speaks API %s; using %s", d->sock_path, api, d->version);
+		flush_queue(d, NULL);
+	} else {
+		char why[256];
+		snprintf(why, sizeof(why), "docker engine at %s: %s", d->sock_path,
+			 resp->error     ? resp->error
+			 : api           ? "API version older than 1.40"
+					 : "no API version in /version");
+		d->reachable = false;
+		log_warn("%s; retrying in 1 s", why);
+		flush_queue(d, why);
+		struct timeval one = {1, 0};
+		evtimer_add(d->retry, &one);
+	}
+	err_free(e);
+	if (v)
+		yajl_tree_free(v);
+}
+
+static void negotiate(struct docker *d)
+{
+	if (d->negotiating || d->version[0])
+		return;
+	d->negotiating = true;
+	struct docker_req *r = xcalloc(1, sizeof(*r));
+	r->d = d;
+	r->method = xstrdup("GET");
+	r->path = xstrdup("/version");
+	r->cb = negotiate_done;
+	r->arg = d;
+	req_start(r, NULL);
+}
+
+struct docker *docker_new(struct event_base *base, const char *sock_path)
+{
+	struct docker *d = xcalloc(1, sizeof(*d));
+	d->base = base;
+	d->sock_path = xstrdup(sock_path);
+	d->queue_tail = &d->queue;
+	LIST_INIT(&d->active);
+	d->multi = curl_multi_init();
+	if (d->multi == NULL)
+		abort();
+	d->timer = evtimer_new(base, timer_event_cb, d);
+	d->retry = evtimer_new(base, retry_cb, d);
+	curl_multi_setopt(d->multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
+	curl_multi_setopt(d->multi, CURLMOPT_SOCKETDATA, d);
+	curl_multi_setopt(d->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
+	curl_multi_setopt(d->multi, CURLMOPT_TIMERDATA, d);
+	negotiate(d);
+	return d;
+}
+
+void docker_free(struct docker *d)
+{
+	if (d == NULL)
+		return;
+	/* Take every handle out before the multi goes, or curl would call our
+	 * socket callback on a half-freed client. */
+	while (!LIST_EMPTY(&d->active)) {
+		struct docker_req *r = LIST_FIRST(&d->active);
+		LIST_REMOVE(r, active);
+		curl_multi_remove_handle(d->multi, r->easy);
+		req_free(r);
+	}
+	struct docker_req *q = d->queue;
+	while (q) {
+		struct docker_req *next = q->next;
+		req_free(q);
+		q = next;
+	}
+	curl_multi_cleanup(d->multi);
+	event_free(d->timer);
+	event_free(d->retry);
+	free(d->sock_path);
+	free(d);
+}
+
+void docker_request(struct docker *d, const char *method, const char *path, const char *body,
+		    size_t blen, docker_cb cb, void *arg)
+{
+	struct docker_req *r = xcalloc(1, sizeof(*r));
+	r->d = d;
+	r->method = xstrdup(method);
+	r->path = xstrdup(path);
+	if (body) {
+		r->body = xmalloc(blen + 1);
+		memcpy(r->body, body, blen);
+		r->body[blen] = '\0';
+		r->blen = blen;
+	}
+	r->cb = cb;
+	r->arg = arg;
+	if (d->version[0]) {
+		req_start(r, d->version);
+		return;
+	}
+	*d->queue_tail = r;
+	d->queue_tail = &r->next;
+	negotiate(d);
+}
+
+bool docker_reachable(const struct docker *d)
+{
+	return d->reachable && d->version[0];
+}
+
+const char *docker_api_version(const struct docker *d)
+{
+	return d->version[0] ? d->version : NULL;
+}
+
+struct err *docker_error(const struct docker_response *resp, const char *what)
+{
+	if (resp->status == 0)
+		return err_new(ERR_UNAVAILABLE, "%s: docker: %s", what, resp->error);
+	struct err *pe = NULL;
+	yajl_val v = json_parse(resp->body, resp->len, &pe);
+	const char *msg = json_get_str(v, "message");
+	enum err_code code = resp->status == 404 ? ERR_NOT_FOUND
+			     : resp->status >= 500 ? ERR_UNAVAILABLE
+						   : ERR_INTERNAL;
+	struct err *e = err_new(code, "%s: docker: %ld %.300s", what, resp->status,
+				msg ? msg : "(no message)");
+	err_free(pe);
+	if (v)
+		yajl_tree_free(v);
+	return e;
+}

@@ -1,0 +1,99 @@
+/* err.c: errors that carry an API code and a message, wrapped as they climb. */
+#include "err.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "xalloc.h"
+
+static const struct {
+	const char *name;
+	int status;
+} err_table[] = {
+	[ERR_BAD_REQUEST] = {"bad_request", 400},
+	[ERR_BAD_PATH] = {"bad_path", 400},
+	[ERR_UNAUTHORIZED] = {"unauthorized", 401},
+	[ERR_FORBIDDEN] = {"forbidden", 403},
+	[ERR_NOT_FOUND] = {"not_found", 404},
+	[ERR_EXPIRED] = {"expired", 410},
+	[ERR_BUSY] = {"busy", 409},
+	[ERR_QUOTA_EXCEEDED] = {"quota_exceeded", 429},
+	[ERR_PAYLOAD_TOO_LARGE] = {"payload_too_large", 413},
+	[ERR_UNAVAILABLE] = {"unavailable", 503},
+	[ERR_INTERNAL] = {"internal", 500},
+};
+
+static struct err *err_vnew(enum err_code code, const char *fmt, va_list ap)
+{
+	struct err *e = xcalloc(1, sizeof(*e));
+	e->code = code;
+	if (vasprintf(&e->message, fmt, ap) < 0)
+		abort();
+	return e;
+}
+
+struct err *err_new(enum err_code code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	struct err *e = err_vnew(code, fmt, ap);
+	va_end(ap);
+	return e;
+}
+
+int err_set(struct err **errp, enum err_code code, const char *fmt, ...)
+{
+	if (errp == NULL || *errp != NULL)
+		return -1;
+	va_list ap;
+	va_start(ap, fmt);
+	*errp = err_vnew(code, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+void err_wrap(struct err **errp, const char *fmt, ...)
+{
+	if (errp == NULL || *errp == NULL)
+		return;
+	char *ctx = NULL, *joined = NULL;
+	va_list ap;
+	va_start(ap, fmt);
+	if (vasprintf(&ctx, fmt, ap) < 0)
+		abort();
+	va_end(ap);
+	if (asprintf(&joined, "%s: %s", ctx, (*errp)->message) < 0)
+		abort();
+	free(ctx);
+	free((*errp)->message);
+	(*errp)->message = joined;
+}
+
+void err_free(struct err *e)
+{
+	if (e == NULL)
+		return;
+	free(e->message);
+	free(e);
+}
+
+void err_cleanup(struct err **errp)
+{
+	err_free(*errp);
+	*errp = NULL;
+}
+
+const char *err_code_name(enum err_code code)
+{
+	if ((unsigned)code >= sizeof(err_table) / sizeof(err_table[0]))
+		return "internal";
+	return err_table[code].name;
+}
+
+int err_code_status(enum err_code code)
+{
+	if ((unsigned)code >= sizeof(err_table) / sizeof(err_table[0]))
+		return 500;
+	return err_table[code].status;
+}

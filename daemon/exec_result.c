@@ -1,0 +1,240 @@
+/* exec_result.c: assembling and serialising an execution's result. */
+#include "exec_result.h"
+
+#include <string.h>
+
+#include "json.h"
+#include "xalloc.h"
+
+#define RESULT_TEXT_CAP (256 * 1024)
+
+static const char *const status_names[] = {
+	[EXEC_OK] = "ok", [EXEC_ERROR] = "error", [EXEC_TIMEOUT] = "timeout", [EXEC_KILLED] = "killed"};
+
+const char *exec_status_name(enum exec_status st)
+{
+	return status_names[st];
+}
+
+struct exec_result *exec_result_new(size_t output_cap)
+{
+	struct exec_result *r = xcalloc(1, sizeof(*r));
+	capbuf_init(&r->out, output_cap);
+	capbuf_init(&r->err, output_cap);
+	return r;
+}
+
+void exec_result_free(struct exec_result *r)
+{
+	if (r == NULL)
+		return;
+	capbuf_release(&r->out);
+	capbuf_release(&r->err);
+	free(r->result);
+	free(r->ename);
+	free(r->evalue);
+	for (size_t i = 0; i < r->n_traceback; i++)
+		free(r->traceback[i]);
+	free(r->traceback);
+	for (size_t i = 0; i < r->n_display; i++) {
+		free(r->display[i].mime);
+		free(r->display[i].b64);
+	}
+	free(r->display);
+	for (size_t i = 0; i < r->n_files; i++) {
+		free(r->files[i].path);
+		free(r->files[i].change);
+	}
+	free(r->files);
+	free(r->reason);
+	free(r);
+}
+
+size_t exec_result_on_stream(struct exec_result *r, bool is_stderr, const char *data, size_t len,
+			     bool tail, uint64_t dropped)
+{
+	struct capbuf *cb = is_stderr ? &r->err : &r->out;
+	if (tail) {
+		capbuf_set_tail(cb, data, len, dropped);
+		return len;
+	}
+	return capbuf_append(cb, data, len);
+}
+
+char *base64_encode(const unsigned char *data, size_t len)
+{
+	static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	size_t olen = 4 * ((len + 2) / 3);
+	char *out = xmalloc(olen + 1), *o = out;
+	size_t i = 0;
+	for (; i + 2 < len; i += 3) {
+		uint32_t v = (uint32_t)data[i] << 16 | (uint32_t)data[i + 1] << 8 | data[i + 2];
+		*o++ = tbl[v >> 18];
+		*o++ = tbl[(v >> 12) & 63];
+		*o++ = tbl[(v >> 6) & 63];
+		*o++ = tbl[v & 63];
+	}
+	if (i < len) {
+		uint32_t v = (uint32_t)data[i] << 16 | (i + 1 < len ? (uint32_t)data[i + 1] << 8 : 0);
+		*o++ = tbl[v >> 18];
+		*o++ = tbl[(v >> 12) & 63];
+		*o++ = i + 1 < len ? tbl[(v >> 6) & 63] : '=';
+		*o++ = '=';
+	}
+	*o = '\0';
+	return out;
+}
+
+bool exec_result_on_display(struct exec_result *r, const char *mime, const char *data, size_t len)
+{
+	if (r->n_display >= EXEC_MAX_DISPLAY)
+		return false;
+	r->display = xrealloc(r->display, (r->n_display + 1) * sizeof(*r->display));
+	r->display[r->n_display].mime = xstrndup(mime, 128);
+	r->display[r->n_display].b64 = base64_encode((const unsigned char *)data, len);
+	r->n_display++;
+	return true;
+}
+
+static char *capped_strdup(const char *s, size_t cap)
+{
+	size_t n = strlen(s);
+	return xstrndup(s, n < cap ? n : cap);
+}
+
+static int take_error(struct exec_result *r, yajl_val e, struct err **errp)
+{
+	if (!YAJL_IS_OBJECT(e))
+		return err_set(errp, ERR_BAD_REQUEST, "done.error: expected an object");
+	const char *ename = json_get_str(e, "ename"), *evalue = json_get_str(e, "evalue");
+	r->has_error = true;
+	r->ename = capped_strdup(ename ? ename : "Error", 1024);
+	r->evalue = capped_strdup(evalue ? evalue : "", 64 * 1024);
+	yajl_val tb = json_get(e, "traceback");
+	if (tb && YAJL_IS_ARRAY(tb)) {
+		size_t n = tb->u.array.len < EXEC_MAX_TRACEBACK ? tb->u.array.len : EXEC_MAX_TRACEBACK;
+		r->traceback = xcalloc(n, sizeof(char *));
+		for (size_t i = 0; i < n; i++) {
+			yajl_val line = tb->u.array.values[i];
+			if (YAJL_IS_STRING(line))
+				r->traceback[r->n_traceback++] = capped_strdup(line->u.string, 16 * 1024);
+		}
+	}
+	return 0;
+}
+
+static void take_files(struct exec_result *r, yajl_val files)
+{
+	size_t n = files->u.array.len;
+	if (n > EXEC_MAX_FILES) {
+		n = EXEC_MAX_FILES;
+		r->files_truncated = true;
+	}
+	r->files = xcalloc(n, sizeof(*r->files));
+	for (size_t i = 0; i < n; i++) {
+		yajl_val f = files->u.array.values[i];
+		const char *path = json_get_str(f, "path"), *change = json_get_str(f, "change");
+		int64_t size = 0;
+		json_get_int(f, "size", &size);
+		if (path == NULL || change == NULL ||
+		    (strcmp(change, "created") && strcmp(change, "modified") && strcmp(change, "deleted")))
+			continue;
+		r->files[r->n_files].path = capped_strdup(path, 4096);
+		r->files[r->n_files].change = xstrdup(change);
+		r->files[r->n_files].size = size;
+		r->n_files++;
+	}
+}
+
+int exec_result_on_done(struct exec_result *r, yajl_val done, struct err **errp)
+{
+	const char *status = json_get_str(done, "status");
+	if (status == NULL || (strcmp(status, "ok") && strcmp(status, "error")))
+		return err_set(errp, ERR_BAD_REQUEST, "done: status must be \"ok\" or \"error\"");
+	r->status = strcmp(status, "ok") == 0 ? EXEC_OK : EXEC_ERROR;
+	const char *result = json_get_str(done, "result");
+	if (result)
+		r->result = capped_strdup(result, RESULT_TEXT_CAP);
+	yajl_val e = json_get(done, "error");
+	if (e && !YAJL_IS_NULL(e) && take_error(r, e, errp) < 0)
+		return -1;
+	if (r->status == EXEC_ERROR && !r->has_error) {
+		r->has_error = true;
+		r->ename = xstrdup("Error");
+		r->evalue = xstrdup("");
+	}
+	yajl_val files = json_get(done, "files");
+	if (files && YAJL_IS_ARRAY(files))
+		take_files(r, files);
+	yajl_val ft = json_get(done, "files_truncated");
+	if (ft && YAJL_IS_TRUE(ft))
+		r->files_truncated = true;
+	return 0;
+}
+
+void exec_result_fail(struct exec_result *r, enum exec_status status, bool kernel_restarted,
+		      const char *reason)
+{
+	r->status = status;
+	r->kernel_restarted = kernel_restarted;
+	free(r->reason);
+	r->reason = reason ? xstrdup(reason) : NULL;
+}
+
+static void output_to_json(yajl_gen g, const char *key, const struct capbuf *cb)
+{
+	size_t len;
+	char *text = capbuf_render(cb, &len);
+	jg_str(g, key);
+	jg_strn(g, text, len);
+	free(text);
+}
+
+void exec_result_to_json(const struct exec_result *r, yajl_gen g)
+{
+	jg_obj(g);
+	jg_kv_str(g, "status", exec_status_name(r->status));
+	output_to_json(g, "stdout", &r->out);
+	output_to_json(g, "stderr", &r->err);
+	jg_kv_bool(g, "stdout_truncated", r->out.truncated);
+	jg_kv_bool(g, "stderr_truncated", r->err.truncated);
+	jg_kv_str(g, "result", r->result);
+	jg_str(g, "error");
+	if (r->has_error) {
+		jg_obj(g);
+		jg_kv_str(g, "ename", r->ename);
+		jg_kv_str(g, "evalue", r->evalue);
+		jg_str(g, "traceback");
+		jg_arr(g);
+		for (size_t i = 0; i < r->n_traceback; i++)
+			jg_str(g, r->traceback[i]);
+		jg_arr_end(g);
+		jg_obj_end(g);
+	} else {
+		jg_null(g);
+	}
+	jg_str(g, "display");
+	jg_arr(g);
+	for (size_t i = 0; i < r->n_display; i++) {
+		jg_obj(g);
+		jg_kv_str(g, "mime", r->display[i].mime);
+		jg_kv_str(g, "data", r->display[i].b64);
+		jg_obj_end(g);
+	}
+	jg_arr_end(g);
+	jg_str(g, "files");
+	jg_arr(g);
+	for (size_t i = 0; i < r->n_files; i++) {
+		jg_obj(g);
+		jg_kv_str(g, "path", r->files[i].path);
+		jg_kv_int(g, "size", r->files[i].size);
+		jg_kv_str(g, "change", r->files[i].change);
+		jg_obj_end(g);
+	}
+	jg_arr_end(g);
+	jg_kv_bool(g, "files_truncated", r->files_truncated);
+	jg_kv_int(g, "duration_ms", r->duration_ms);
+	jg_kv_str(g, "kernel", r->kernel_restarted ? "restarted" : "preserved");
+	jg_kv_str(g, "reason", r->reason);
+	jg_obj_end(g);
+}

@@ -1,0 +1,78 @@
+/* exec_result.h: the result of one execution, assembled from kernel frames.
+ *
+ * Everything in it came from the sandbox, so every part is capped here:
+ * output by capbuf, displays by count, files by count, tracebacks by lines. */
+#ifndef CI_EXEC_RESULT_H
+#define CI_EXEC_RESULT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <yajl/yajl_gen.h>
+#include <yajl/yajl_tree.h>
+
+#include "capbuf.h"
+#include "err.h"
+
+#define EXEC_MAX_DISPLAY 20
+#define EXEC_MAX_FILES 1000
+#define EXEC_MAX_TRACEBACK 200
+
+enum exec_status { EXEC_OK, EXEC_ERROR, EXEC_TIMEOUT, EXEC_KILLED };
+
+struct exec_display {
+	char *mime;
+	char *b64;
+};
+
+struct exec_file {
+	char *path;
+	int64_t size;
+	char *change;
+};
+
+struct exec_result {
+	enum exec_status status;
+	struct capbuf out, err;
+	char *result;
+	bool has_error;
+	char *ename, *evalue;
+	char **traceback;
+	size_t n_traceback;
+	struct exec_display *display;
+	size_t n_display;
+	struct exec_file *files;
+	size_t n_files;
+	bool files_truncated;
+	int64_t duration_ms;
+	bool kernel_restarted;
+	char *reason; /* why it timed out or was killed; NULL otherwise */
+};
+
+/* A new, empty result with output caps. Caller frees (exec_result_free). */
+struct exec_result *exec_result_new(size_t output_cap);
+void exec_result_free(struct exec_result *r);
+
+/* A stream frame. Returns the bytes kept (what a live stream may forward). */
+size_t exec_result_on_stream(struct exec_result *r, bool is_stderr, const char *data, size_t len,
+			     bool tail, uint64_t dropped);
+
+/* A display frame; false when over the display cap (dropped). */
+bool exec_result_on_display(struct exec_result *r, const char *mime, const char *data, size_t len);
+
+/* The kernel's "done" header: status, result, error, files. */
+int exec_result_on_done(struct exec_result *r, yajl_val done, struct err **errp);
+
+/* Note why the execution ended badly; status and kernel state as given. */
+void exec_result_fail(struct exec_result *r, enum exec_status status, bool kernel_restarted,
+		      const char *reason);
+
+const char *exec_status_name(enum exec_status st);
+
+/* The exec result object of the API (docs/api.md). */
+void exec_result_to_json(const struct exec_result *r, yajl_gen g);
+
+/* Standard base64 of len bytes; malloc'd, NUL-terminated. */
+char *base64_encode(const unsigned char *data, size_t len);
+
+#endif

@@ -1,0 +1,27 @@
+/* http_api.h: the v1 HTTP API (docs/api.md): routes, request validation and
+ * JSON in and out. The only file that knows URLs. */
+#ifndef CI_HTTP_API_H
+#define CI_HTTP_API_H
+
+#include <stdbool.h>
+
+#include "config.h"
+#include "docker.h"
+#include "err.h"
+#include "manager.h"
+#include "store.h"
+
+struct http_api;
+struct http_server;
+
+struct http_api *http_api_new(struct event_base *base, const struct config *cfg,
+			      struct manager *mgr, struct docker *docker, struct store *store);
+void http_api_free(struct http_api *api);
+
+/* Listen on cfg->listen. */
+int http_api_listen(struct http_api *api, struct err **errp);
+
+/* Stop accepting connections (drain). */
+void http_api_stop(struct http_api *api);
+
+#endif

@@ -1,0 +1,97 @@
+/* http_server.h: a small HTTP/1.1 server on libevent bufferevents.
+ *
+ * Why not evhttp: libevent 2.1's evhttp reads a whole request body into
+ * memory before the handler runs, answers an oversized body with its own HTML
+ * page (the API promises a JSON error), and gives a streamed reply no
+ * backpressure. Uploads of 100 MB, JSON errors everywhere and live NDJSON
+ * output to slow clients need all three, so this server hands the request to
+ * its handler as soon as the headers are in, and lets the handler choose how
+ * to take the body. See docs/architecture.md.
+ *
+ * Ownership: a request belongs to its connection. The handler must give every
+ * request exactly one reply (http_req_reply, or http_req_reply_start ...
+ * http_req_reply_end); the request is freed when the reply is done, so the
+ * handler must not touch it afterwards. If the client goes away first, the
+ * close callback says so; the handler still replies (a no-op that frees). */
+#ifndef CI_HTTP_SERVER_H
+#define CI_HTTP_SERVER_H
+
+#include <event2/event.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+#define HTTP_MAX_HEADER_BYTES (16 * 1024)
+#define HTTP_MAX_HEADERS 64
+#define HTTP_MAX_CONNECTIONS 4096
+
+struct http_server;
+struct http_req;
+
+/* Called once per request, when its headers are complete. */
+typedef void (*http_request_cb)(struct http_req *req, void *arg);
+/* The whole body (buffered, capped), NUL-terminated for convenience. */
+typedef void (*http_body_cb)(struct http_req *req, const char *body, size_t len, void *arg);
+/* A piece of a streamed body; len 0 with done set marks the end. */
+typedef void (*http_chunk_cb)(struct http_req *req, const char *data, size_t len, bool done,
+			      void *arg);
+typedef void (*http_close_cb)(struct http_req *req, void *arg);
+
+struct http_server *http_server_new(struct event_base *base, http_request_cb cb, void *arg);
+
+/* Listen on "HOST:PORT" or "unix:PATH"; may be called more than once. */
+int http_server_listen(struct http_server *srv, const char *spec, struct err **errp);
+
+/* Stop accepting new connections (drain). */
+void http_server_stop_accepting(struct http_server *srv);
+
+void http_server_free(struct http_server *srv);
+
+const char *http_req_method(const struct http_req *req);
+/* The path without the query, still percent-encoded. */
+const char *http_req_path(const struct http_req *req);
+/* The query string without '?', or "" when there is none. */
+const char *http_req_query(const struct http_req *req);
+/* A request header by name (case-insensitive), or NULL. */
+const char *http_req_header(const struct http_req *req, const char *name);
+/* Content-Length, or -1 when the body is chunked; 0 when there is none. */
+int64_t http_req_content_length(const struct http_req *req);
+bool http_req_client_gone(const struct http_req *req);
+
+/* Buffer the body up to cap bytes, then call cb. A larger body gets a 413
+ * JSON error from the server itself and cb is never called. */
+void http_req_read_body(struct http_req *req, size_t cap, http_body_cb cb, void *arg);
+
+/* Deliver the body piece by piece. Between pause and resume no chunk is
+ * delivered and the socket is not read (backpressure toward the client). */
+void http_req_stream_body(struct http_req *req, http_chunk_cb cb, void *arg);
+void http_req_pause_body(struct http_req *req);
+void http_req_resume_body(struct http_req *req);
+
+void http_req_set_close_cb(struct http_req *req, http_close_cb cb, void *arg);
+
+/* Add a response header (before the reply starts). */
+void http_req_add_header(struct http_req *req, const char *name, const char *value);
+
+void http_req_reply(struct http_req *req, int status, const char *content_type, const char *body,
+		    size_t len);
+/* A JSON error reply {"error":{"code","message"}} with the code's status. */
+void http_req_reply_error(struct http_req *req, enum err_code code, const char *message);
+
+/* A streamed reply (chunked). */
+void http_req_reply_start(struct http_req *req, int status, const char *content_type);
+void http_req_reply_chunk(struct http_req *req, const char *data, size_t len);
+void http_req_reply_end(struct http_req *req);
+/* Bytes written to the client's socket buffer but not yet sent. */
+size_t http_req_output_backlog(const struct http_req *req);
+/* Called each time the output backlog drains below low (streaming). */
+typedef void (*http_drain_cb)(struct http_req *req, void *arg);
+void http_req_set_drain_cb(struct http_req *req, size_t low, http_drain_cb cb, void *arg);
+
+/* Percent-decode src into a new string; NULL when malformed or when it
+ * decodes to a NUL byte. Caller frees. */
+char *http_percent_decode(const char *src, size_t len);
+
+#endif

@@ -1,0 +1,448 @@
+/* kernel.c: per-session unix socket, connections and frames (docs/protocol.md). */
+#include "kernel.h"
+
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/listener.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "frame.h"
+#include "json.h"
+#include "log.h"
+#include "xalloc.h"
+
+enum conn_role { ROLE_PENDING, ROLE_SUPERVISOR, ROLE_KERNEL };
+
+/* Connections that have not said hello yet; a sandbox that opens more is
+ * refused rather than allowed to pile up descriptors in the daemon. */
+#define MAX_PENDING 4
+
+struct kernel_conn {
+	struct kernel_link *link;
+	struct bufferevent *bev;
+	enum conn_role role;
+	pid_t pid;  /* host pid of the peer (SO_PEERCRED) */
+	int pidfd;  /* kernel only; -1 otherwise */
+	bool closed;
+};
+
+struct kernel_link {
+	struct event_base *base;
+	char *dir;
+	char *sock_path;
+	uid_t uid;
+	struct evconnlistener *listener;
+	struct kernel_conn *supervisor;
+	struct kernel_conn *kernel;
+	struct kernel_conn *pending[MAX_PENDING];
+	const struct kernel_link_ops *ops;
+	void *arg;
+	int depth;  /* ops callbacks on the stack */
+	bool dying; /* freed by the owner while a callback ran */
+};
+
+static void conn_destroy(struct kernel_conn *c)
+{
+	if (c->pidfd >= 0)
+		close(c->pidfd);
+	bufferevent_free(c->bev);
+	free(c);
+}
+
+static void conn_destroy_deferred(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	conn_destroy(arg);
+}
+
+/* Detach a connection from its link at once; free it now, or on the next
+ * loop turn when one of our callbacks (and so maybe its read loop) is on the
+ * stack. */
+static void conn_close(struct kernel_conn *c)
+{
+	if (c == NULL || c->closed)
+		return;
+	struct kernel_link *link = c->link;
+	c->closed = true;
+	if (link->supervisor == c)
+		link->supervisor = NULL;
+	if (link->kernel == c)
+		link->kernel = NULL;
+	for (int i = 0; i < MAX_PENDING; i++)
+		if (link->pending[i] == c)
+			link->pending[i] = NULL;
+	if (link->depth > 0) {
+		bufferevent_disable(c->bev, EV_READ | EV_WRITE);
+		bufferevent_setcb(c->bev, NULL, NULL, NULL, NULL);
+		struct timeval zero = {0, 0};
+		event_base_once(link->base, -1, EV_TIMEOUT, conn_destroy_deferred, c, &zero);
+		return;
+	}
+	conn_destroy(c);
+}
+
+static void link_release(struct kernel_link *link)
+{
+	conn_close(link->supervisor);
+	conn_close(link->kernel);
+	for (int i = 0; i < MAX_PENDING; i++)
+		conn_close(link->pending[i]);
+	if (link->listener)
+		evconnlistener_free(link->listener);
+	unlink(link->sock_path);
+	rmdir(link->dir);
+	free(link->sock_path);
+	free(link->dir);
+	free(link);
+}
+
+static void link_release_deferred(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	link_release(arg);
+}
+
+void kernel_link_free(struct kernel_link *link)
+{
+	if (link == NULL || link->dying)
+		return;
+	link->dying = true;
+	if (link->depth > 0) {
+		/* A callback of ours is on the stack: stop talking now, free later. */
+		if (link->listener)
+			evconnlistener_disable(link->listener);
+		struct timeval zero = {0, 0};
+		event_base_once(link->base, -1, EV_TIMEOUT, link_release_deferred, link, &zero);
+		return;
+	}
+	link_release(link);
+}
+
+/* Each op call is bracketed so the owner can free the link inside it. */
+#define LINK_CALL(link, op, ...)                                          \
+	do {                                                              \
+		if ((link)->ops->op && !(link)->dying) {                  \
+			(link)->depth++;                                  \
+			(link)->ops->op((link)->arg, ##__VA_ARGS__);      \
+			(link)->depth--;                                  \
+		}                                                         \
+	} while (0)
+
+static void conn_lost(struct kernel_conn *c, const char *why)
+{
+	struct kernel_link *link = c->link;
+	enum conn_role role = c->role;
+	/* A kernel we cannot talk to is of no use and may be hostile: make sure
+	 * it is gone, so the supervisor starts a fresh one. */
+	if (role == ROLE_KERNEL && c->pidfd >= 0)
+		syscall(SYS_pidfd_send_signal, c->pidfd, SIGKILL, NULL, 0);
+	conn_close(c);
+	if (role == ROLE_KERNEL)
+		LINK_CALL(link, kernel_down, why);
+	else if (role == ROLE_SUPERVISOR)
+		LINK_CALL(link, supervisor_down, why);
+}
+
+static int pidfd_open_compat(pid_t pid)
+{
+	return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+static int conn_hello(struct kernel_conn *c, yajl_val h)
+{
+	struct kernel_link *link = c->link;
+	const char *role = json_get_str(h, "role");
+	if (role == NULL)
+		return -1;
+	for (int i = 0; i < MAX_PENDING; i++)
+		if (link->pending[i] == c)
+			link->pending[i] = NULL;
+	if (strcmp(role, "kernel") == 0) {
+		if (link->kernel != NULL) {
+			log_warn("ipc %s: a second kernel connected; refused", link->dir);
+			return -1;
+		}
+		c->pidfd = pidfd_open_compat(c->pid);
+		if (c->pidfd < 0) {
+			log_warn("ipc %s: pidfd_open(%d): %s", link->dir, (int)c->pid, strerror(errno));
+			return -1;
+		}
+		c->role = ROLE_KERNEL;
+		link->kernel = c;
+		LINK_CALL(link, kernel_up);
+		return 0;
+	}
+	if (strcmp(role, "supervisor") == 0) {
+		if (link->supervisor != NULL) {
+			log_warn("ipc %s: a second supervisor connected; refused", link->dir);
+			return -1;
+		}
+		c->role = ROLE_SUPERVISOR;
+		link->supervisor = c;
+		LINK_CALL(link, supervisor_up);
+		return 0;
+	}
+	return -1;
+}
+
+static int conn_frame_kernel(struct kernel_conn *c, const char *t, yajl_val h, const char *body,
+			     size_t blen)
+{
+	struct kernel_link *link = c->link;
+	int64_t id = 0;
+	if (!json_get_int(h, "id", &id) || id <= 0)
+		return -1;
+	if (strcmp(t, "stream") == 0) {
+		const char *name = json_get_str(h, "name");
+		if (name == NULL || (strcmp(name, "stdout") && strcmp(name, "stderr")))
+			return -1;
+		yajl_val tail = json_get(h, "tail");
+		int64_t dropped = 0;
+		json_get_int(h, "dropped", &dropped);
+		LINK_CALL(link, exec_stream, (uint64_t)id, strcmp(name, "stderr") == 0, body, blen,
+			  tail && YAJL_IS_TRUE(tail), dropped > 0 ? (uint64_t)dropped : 0);
+	} else if (strcmp(t, "display") == 0) {
+		const char *mime = json_get_str(h, "mime");
+		if (mime == NULL)
+			return -1;
+		LINK_CALL(link, exec_display, (uint64_t)id, mime, body, blen);
+	} else if (strcmp(t, "done") == 0) {
+		LINK_CALL(link, exec_done, (uint64_t)id, h);
+	}
+	/* Unknown types are ignored: a newer runner may say more. */
+	return 0;
+}
+
+static int conn_frame(struct kernel_conn *c, const char *hdr, size_t hlen, const char *body,
+		      size_t blen)
+{
+	struct kernel_link *link = c->link;
+	struct err *e = NULL;
+	yajl_val h = json_parse(hdr, hlen, &e);
+	if (h == NULL) {
+		log_warn("ipc %s: bad frame header: %s", link->dir, e->message);
+		err_free(e);
+		return -1;
+	}
+	int rc = 0;
+	const char *t = json_get_str(h, "t");
+	if (t == NULL)
+		rc = -1;
+	else if (c->role == ROLE_PENDING)
+		rc = strcmp(t, "hello") == 0 ? conn_hello(c, h) : -1;
+	else if (c->role == ROLE_KERNEL)
+		rc = conn_frame_kernel(c, t, h, body, blen);
+	else if (strcmp(t, "kernel_exit") == 0) {
+		int64_t code = -1, sig = -1;
+		json_get_int(h, "code", &code);
+		json_get_int(h, "signal", &sig);
+		yajl_val oom = json_get(h, "oom");
+		LINK_CALL(link, kernel_exit, (int)code, (int)sig, oom && YAJL_IS_TRUE(oom));
+	} else
+		LINK_CALL(link, supervisor_frame, h, body, blen);
+	yajl_tree_free(h);
+	return rc;
+}
+
+static void conn_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct kernel_conn *c = arg;
+	struct kernel_link *link = c->link;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	link->depth++;
+	while (!link->dying) {
+		unsigned char prefix[FRAME_PREFIX];
+		if (evbuffer_copyout(in, prefix, FRAME_PREFIX) < FRAME_PREFIX)
+			break;
+		uint32_t hlen, blen;
+		struct err *e = NULL;
+		if (frame_parse_prefix(prefix, &hlen, &blen, &e) < 0) {
+			log_warn("ipc %s: %s; closing", link->dir, e->message);
+			err_free(e);
+			link->depth--;
+			conn_lost(c, "protocol error");
+			return;
+		}
+		size_t total = FRAME_PREFIX + (size_t)hlen + blen;
+		if (evbuffer_get_length(in) < total)
+			break;
+		/* One contiguous view of the frame, then drop it from the buffer. */
+		const char *p = (const char *)evbuffer_pullup(in, (ev_ssize_t)total);
+		int rc = conn_frame(c, p + FRAME_PREFIX, hlen, p + FRAME_PREFIX + hlen, blen);
+		if (link->dying || c->closed)
+			break;
+		evbuffer_drain(in, total);
+		if (rc < 0) {
+			link->depth--;
+			conn_lost(c, "protocol error");
+			return;
+		}
+	}
+	link->depth--;
+}
+
+static void conn_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	(void)bev;
+	struct kernel_conn *c = arg;
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
+		conn_lost(c, what & BEV_EVENT_EOF ? "connection closed" : "connection error");
+}
+
+static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int len,
+		      void *arg)
+{
+	(void)l;
+	(void)sa;
+	(void)len;
+	struct kernel_link *link = arg;
+	struct ucred cred;
+	socklen_t clen = sizeof(cred);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &clen) < 0 || cred.uid != link->uid) {
+		/* Only the sandbox user may speak for a sandbox. */
+		log_warn("ipc %s: refused a peer with uid %d", link->dir, (int)cred.uid);
+		close(fd);
+		return;
+	}
+	int slot = -1;
+	for (int i = 0; i < MAX_PENDING; i++)
+		if (link->pending[i] == NULL)
+			slot = i;
+	if (slot < 0) {
+		close(fd);
+		return;
+	}
+	struct kernel_conn *c = xcalloc(1, sizeof(*c));
+	c->link = link;
+	c->pid = cred.pid;
+	c->pidfd = -1;
+	c->bev = bufferevent_socket_new(link->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (c->bev == NULL)
+		abort();
+	/* Stop reading past one maximal frame; frames are consumed whole. */
+	bufferevent_setwatermark(c->bev, EV_READ, 0,
+				 FRAME_PREFIX + FRAME_MAX_HEADER + FRAME_MAX_BODY + 65536);
+	bufferevent_setcb(c->bev, conn_read_cb, NULL, conn_event_cb, c);
+	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+	link->pending[slot] = c;
+}
+
+struct kernel_link *kernel_link_new(struct event_base *base, const char *dir, uid_t uid, gid_t gid,
+				    const struct kernel_link_ops *ops, void *arg, struct err **errp)
+{
+	struct sockaddr_un sun = {.sun_family = AF_UNIX};
+	int n = snprintf(sun.sun_path, sizeof(sun.sun_path), "%s/ipc.sock", dir);
+	if (n < 0 || (size_t)n >= sizeof(sun.sun_path)) {
+		err_set(errp, ERR_INTERNAL, "socket path %s/ipc.sock is too long", dir);
+		return NULL;
+	}
+	if (mkdir(dir, 0711) < 0 && errno != EEXIST) {
+		err_set(errp, ERR_INTERNAL, "mkdir %s: %s", dir, strerror(errno));
+		return NULL;
+	}
+	chmod(dir, 0711);
+	unlink(sun.sun_path); /* a stale socket from a previous daemon */
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		err_set(errp, ERR_INTERNAL, "socket: %s", strerror(errno));
+		return NULL;
+	}
+	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0 || chown(sun.sun_path, uid, gid) < 0 ||
+	    chmod(sun.sun_path, 0600) < 0 || listen(fd, 8) < 0) {
+		err_set(errp, ERR_INTERNAL, "listen on %s: %s", sun.sun_path, strerror(errno));
+		close(fd);
+		unlink(sun.sun_path);
+		rmdir(dir);
+		return NULL;
+	}
+	struct kernel_link *link = xcalloc(1, sizeof(*link));
+	link->base = base;
+	link->dir = xstrdup(dir);
+	link->sock_path = xstrdup(sun.sun_path);
+	link->uid = uid;
+	link->ops = ops;
+	link->arg = arg;
+	link->listener = evconnlistener_new(base, accept_cb, link, LEV_OPT_CLOSE_ON_FREE, -1, fd);
+	if (link->listener == NULL)
+		abort();
+	return link;
+}
+
+bool kernel_link_kernel_connected(const struct kernel_link *link)
+{
+	return link->kernel != NULL;
+}
+
+bool kernel_link_supervisor_connected(const struct kernel_link *link)
+{
+	return link->supervisor != NULL;
+}
+
+static int conn_send(struct kernel_conn *c, const char *hdr, size_t hlen, const void *body,
+		     size_t blen)
+{
+	unsigned char prefix[FRAME_PREFIX];
+	frame_write_prefix(prefix, (uint32_t)hlen, (uint32_t)blen);
+	struct evbuffer *out = bufferevent_get_output(c->bev);
+	evbuffer_add(out, prefix, FRAME_PREFIX);
+	evbuffer_add(out, hdr, hlen);
+	if (blen)
+		evbuffer_add(out, body, blen);
+	return 0;
+}
+
+int kernel_link_send_exec(struct kernel_link *link, uint64_t id, const char *code, size_t len,
+			  size_t output_cap, size_t files_cap, struct err **errp)
+{
+	if (link->kernel == NULL)
+		return err_set(errp, ERR_UNAVAILABLE, "the kernel is not connected");
+	if (len > FRAME_MAX_BODY)
+		return err_set(errp, ERR_PAYLOAD_TOO_LARGE, "code is larger than %u bytes",
+			       FRAME_MAX_BODY);
+	char hdr[256];
+	int n = snprintf(hdr, sizeof(hdr),
+			 "{\"t\":\"exec\",\"id\":%llu,\"stdout_cap\":%zu,\"stderr_cap\":%zu,"
+			 "\"files_cap\":%zu}",
+			 (unsigned long long)id, output_cap, output_cap, files_cap);
+	return conn_send(link->kernel, hdr, (size_t)n, code, len);
+}
+
+int kernel_link_send_supervisor(struct kernel_link *link, const char *header, size_t hlen,
+				const void *body, size_t blen, struct err **errp)
+{
+	if (link->supervisor == NULL)
+		return err_set(errp, ERR_UNAVAILABLE, "the sandbox supervisor is not connected");
+	if (hlen > FRAME_MAX_HEADER || blen > FRAME_MAX_BODY)
+		return err_set(errp, ERR_INTERNAL, "frame too large");
+	return conn_send(link->supervisor, header, hlen, body, blen);
+}
+
+size_t kernel_link_supervisor_backlog(const struct kernel_link *link)
+{
+	if (link->supervisor == NULL)
+		return 0;
+	return evbuffer_get_length(bufferevent_get_output(link->supervisor->bev));
+}
+
+int kernel_link_signal_kernel(struct kernel_link *link, int sig)
+{
+	if (link->kernel == NULL || link->kernel->pidfd < 0)
+		return -1;
+	return (int)syscall(SYS_pidfd_send_signal, link->kernel->pidfd, sig, NULL, 0);
+}
+
+void kernel_link_drop_kernel(struct kernel_link *link, const char *why)
+{
+	if (link->kernel)
+		conn_lost(link->kernel, why);
+}

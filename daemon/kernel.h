@@ -1,0 +1,71 @@
+/* kernel.h: the IPC link between the daemon and one session's sandbox.
+ *
+ * The daemon listens on a unix socket in the session's own directory, which
+ * is bind-mounted read-only into the container; the sandbox's supervisor and
+ * kernel connect to it (docs/protocol.md). This file owns that socket, the
+ * two connections, frame parsing, and the kernel's pidfd, through which the
+ * daemon interrupts or kills the kernel without the sandbox's cooperation. */
+#ifndef CI_KERNEL_H
+#define CI_KERNEL_H
+
+#include <event2/event.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <yajl/yajl_tree.h>
+
+#include "err.h"
+
+/* What the link reports to its owner. Headers are borrowed: valid only during
+ * the call. The owner may free the link from inside any of these. */
+struct kernel_link_ops {
+	void (*kernel_up)(void *arg);
+	void (*kernel_down)(void *arg, const char *why);
+	void (*supervisor_up)(void *arg);
+	void (*supervisor_down)(void *arg, const char *why);
+	/* The supervisor saw the kernel process end: exit code or signal (-1 when
+	 * not applicable), and whether the memory cgroup OOM-killed it. */
+	void (*kernel_exit)(void *arg, int code, int sig, bool oom);
+	void (*exec_stream)(void *arg, uint64_t id, bool is_stderr, const char *data, size_t len,
+			    bool tail, uint64_t dropped);
+	void (*exec_display)(void *arg, uint64_t id, const char *mime, const char *data, size_t len);
+	void (*exec_done)(void *arg, uint64_t id, yajl_val header);
+	/* Any other frame from the supervisor (file replies). */
+	void (*supervisor_frame)(void *arg, yajl_val header, const char *body, size_t len);
+};
+
+struct kernel_link;
+
+/* Create dir (mode 0711), bind dir/ipc.sock owned by uid:gid mode 0600 and
+ * listen. Caller owns the link (kernel_link_free). */
+struct kernel_link *kernel_link_new(struct event_base *base, const char *dir, uid_t uid, gid_t gid,
+				    const struct kernel_link_ops *ops, void *arg, struct err **errp);
+
+/* Close both connections and the listener, unlink the socket, remove dir.
+ * Safe to call from inside an ops callback: the memory is released on the
+ * next loop turn. NULL is a no-op. */
+void kernel_link_free(struct kernel_link *link);
+
+bool kernel_link_kernel_connected(const struct kernel_link *link);
+bool kernel_link_supervisor_connected(const struct kernel_link *link);
+
+/* Send an exec frame (code in the body). */
+int kernel_link_send_exec(struct kernel_link *link, uint64_t id, const char *code, size_t len,
+			  size_t output_cap, size_t files_cap, struct err **errp);
+
+/* Send a frame to the supervisor. */
+int kernel_link_send_supervisor(struct kernel_link *link, const char *header, size_t hlen,
+				const void *body, size_t blen, struct err **errp);
+
+/* Bytes queued toward the supervisor and not yet written (for backpressure). */
+size_t kernel_link_supervisor_backlog(const struct kernel_link *link);
+
+/* Signal the connected kernel process through its pidfd; -1 when there is none. */
+int kernel_link_signal_kernel(struct kernel_link *link, int sig);
+
+/* Drop the kernel connection (after a protocol violation, or to force the
+ * supervisor to start a new kernel once it is killed). */
+void kernel_link_drop_kernel(struct kernel_link *link, const char *why);
+
+#endif

@@ -1,0 +1,1001 @@
+/* manager.c: the life of a session, from create to teardown. */
+#include "manager.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/queue.h>
+#include <sys/stat.h>
+
+#include "clock.h"
+#include "container_spec.h"
+#include "json.h"
+#include "kernel.h"
+#include "log.h"
+#include "xalloc.h"
+
+#define BUCKETS 4096
+/* How long to wait for the supervisor's word on why a kernel died. */
+#define EXIT_REASON_WAIT_MS 1000
+/* A supervisor that stays away this long means the container is gone. */
+#define SUPERVISOR_GRACE_MS 3000
+
+struct msession;
+
+struct create_op {
+	struct manager *m;
+	struct msession *ms; /* NULL once the session ended under it */
+	manager_session_cb cb;
+	void *arg;
+	struct event *timeout;
+	enum { CREATE_STORE, CREATE_DOCKER_CREATE, CREATE_DOCKER_START, CREATE_WAIT_KERNEL } step;
+};
+
+struct exec_op {
+	struct msession *ms;
+	uint64_t id;
+	char *code;
+	size_t len;
+	bool sent;
+	bool timed_out;   /* the deadline passed and SIGINT was sent */
+	bool hard_killed; /* SIGKILL was sent after the grace */
+	bool kernel_lost; /* waiting for the supervisor's exit notice */
+	int64_t start_us;
+	int64_t timeout_s;
+	struct exec_result *result;
+	struct event *deadline;
+	manager_event_cb on_event;
+	manager_exec_cb cb;
+	void *arg;
+};
+
+struct teardown_op {
+	struct msession *ms;
+	int pending;
+	manager_done_cb cb;
+	void *arg;
+};
+
+struct kernel_exit_info {
+	bool valid;
+	int code, sig;
+	bool oom;
+};
+
+struct msession {
+	struct manager *m;
+	struct session *s;
+	struct kernel_link *link;
+	struct event *idle_timer;
+	struct event *supervisor_timer;
+	struct create_op *create;
+	struct exec_op *exec;
+	struct teardown_op *teardown;
+	struct kernel_exit_info last_exit;
+	char *end_reason;
+	struct msession *hnext;
+	TAILQ_ENTRY(msession) all;
+};
+
+struct manager {
+	struct event_base *base;
+	const struct config *cfg;
+	struct docker *docker;
+	struct store *store;
+	char *sessions_dir;
+	struct msession *buckets[BUCKETS];
+	TAILQ_HEAD(, msession) all;
+	size_t count;
+	uint64_t next_exec_id;
+	bool draining;
+};
+
+static void exec_finish(struct exec_op *op, const struct err *e);
+static void session_end(struct msession *ms, enum session_state st, const char *reason,
+			manager_done_cb cb, void *arg);
+
+/* ---- table ---- */
+
+static unsigned bucket_of(const char *id)
+{
+	unsigned h = 2166136261u;
+	for (const char *p = id; *p; p++)
+		h = (h ^ (unsigned char)*p) * 16777619u;
+	return h % BUCKETS;
+}
+
+static struct msession *table_find(struct manager *m, const char *id)
+{
+	for (struct msession *ms = m->buckets[bucket_of(id)]; ms; ms = ms->hnext)
+		if (strcmp(ms->s->id, id) == 0)
+			return ms;
+	return NULL;
+}
+
+static void table_insert(struct manager *m, struct msession *ms)
+{
+	unsigned b = bucket_of(ms->s->id);
+	ms->hnext = m->buckets[b];
+	m->buckets[b] = ms;
+	TAILQ_INSERT_TAIL(&m->all, ms, all);
+	m->count++;
+}
+
+static void table_remove(struct manager *m, struct msession *ms)
+{
+	for (struct msession **pp = &m->buckets[bucket_of(ms->s->id)]; *pp; pp = &(*pp)->hnext)
+		if (*pp == ms) {
+			*pp = ms->hnext;
+			break;
+		}
+	TAILQ_REMOVE(&m->all, ms, all);
+	m->count--;
+}
+
+static void msession_free(struct msession *ms)
+{
+	kernel_link_free(ms->link);
+	if (ms->idle_timer)
+		event_free(ms->idle_timer);
+	if (ms->supervisor_timer)
+		event_free(ms->supervisor_timer);
+	session_free(ms->s);
+	free(ms->end_reason);
+	free(ms);
+}
+
+/* ---- clocks ---- */
+
+static void arm_idle_timer(struct msession *ms)
+{
+	int64_t delay = ms->s->expires_at_ms - clock_now_ms();
+	if (delay < 0)
+		delay = 0;
+	struct timeval tv = {delay / 1000, (delay % 1000) * 1000};
+	evtimer_add(ms->idle_timer, &tv);
+}
+
+static void touch(struct msession *ms)
+{
+	session_touch(ms->s, clock_now_ms());
+	arm_idle_timer(ms);
+	store_session_touch(ms->m->store, ms->s);
+}
+
+static void idle_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct msession *ms = arg;
+	/* An execution counts as activity: its end slides the clock again. */
+	if (ms->exec || ms->create || ms->teardown)
+		return;
+	if (clock_now_ms() < ms->s->expires_at_ms) {
+		arm_idle_timer(ms); /* the wall clock moved */
+		return;
+	}
+	char reason[128];
+	snprintf(reason, sizeof(reason), "idle for %llds (idle_timeout_s)",
+		 (long long)ms->s->idle_timeout_s);
+	log_info("session %s: expired: %s", ms->s->id, reason);
+	session_end(ms, SESSION_EXPIRED, reason, NULL, NULL);
+}
+
+/* ---- create ---- */
+
+static void ignore_response(const struct docker_response *resp, void *arg)
+{
+	(void)resp;
+	(void)arg;
+}
+
+/* Report the create. When a Docker or Redis call is still in flight (a
+ * timeout), the op must outlive this: it is detached and freed when that
+ * call comes back (create_abandoned). */
+static void create_finish_ex(struct create_op *op, struct err *e, bool call_in_flight)
+{
+	struct msession *ms = op->ms;
+	ms->create = NULL;
+	event_free(op->timeout);
+	op->timeout = NULL;
+	if (e == NULL) {
+		ms->s->state = SESSION_READY;
+		touch(ms);
+		log_info("session %s: ready (tenant %s, image %s)", ms->s->id, ms->s->tenant,
+			 ms->s->image);
+		op->cb(ms->s, NULL, op->arg);
+	} else {
+		err_wrap(&e, "create session");
+		log_warn("session %s: %s", ms->s->id, e->message);
+		op->cb(NULL, e, op->arg);
+		session_end(ms, SESSION_DEAD, e->message, NULL, NULL);
+		err_free(e);
+	}
+	if (call_in_flight)
+		op->ms = NULL;
+	else
+		free(op);
+}
+
+static void create_finish(struct create_op *op, struct err *e)
+{
+	create_finish_ex(op, e, false);
+}
+
+static void create_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct create_op *op = arg;
+	static const char *const steps[] = {"writing the registry", "creating the container",
+					    "starting the container", "waiting for the kernel"};
+	create_finish_ex(op,
+			 err_new(ERR_UNAVAILABLE, "the sandbox did not become ready within %llds (%s)",
+				 (long long)op->m->cfg->start_timeout_s, steps[op->step]),
+			 op->step != CREATE_WAIT_KERNEL);
+}
+
+static void create_check_ready(struct create_op *op)
+{
+	struct kernel_link *link = op->ms->link;
+	if (op->step == CREATE_WAIT_KERNEL && kernel_link_kernel_connected(link) &&
+	    kernel_link_supervisor_connected(link))
+		create_finish(op, NULL);
+}
+
+/* The session ended while a create step was in flight: the requester was
+ * answered then; free the op, and remove a container that came too late. */
+static bool create_abandoned(struct create_op *op, struct manager *m, const char *late_container)
+{
+	if (op->ms != NULL)
+		return false;
+	if (late_container) {
+		char path[256];
+		snprintf(path, sizeof(path), "/containers/%s?force=true&v=true", late_container);
+		docker_request(m->docker, "DELETE", path, NULL, 0, ignore_response, NULL);
+	}
+	free(op);
+	return true;
+}
+
+static void create_started(const struct docker_response *resp, void *arg)
+{
+	struct create_op *op = arg;
+	if (create_abandoned(op, NULL, NULL))
+		return;
+	if (resp->status != 204 && resp->status != 304) {
+		create_finish(op, docker_error(resp, "start container"));
+		return;
+	}
+	op->step = CREATE_WAIT_KERNEL;
+	create_check_ready(op);
+}
+
+static void create_created(const struct docker_response *resp, void *arg)
+{
+	struct create_op *op = arg;
+	if (op->ms == NULL) {
+		struct err *pe = NULL;
+		yajl_val v = resp->status == 201 ? json_parse(resp->body, resp->len, &pe) : NULL;
+		const char *cid = json_get_str(v, "Id");
+		AUTOFREE char *late = cid ? xstrdup(cid) : NULL;
+		if (v)
+			yajl_tree_free(v);
+		err_free(pe);
+		create_abandoned(op, op->m, late);
+		return;
+	}
+	struct msession *ms = op->ms;
+	if (resp->status != 201) {
+		struct err *e = docker_error(resp, "create container");
+		if (resp->status == 404) {
+			/* Not the client's fault and not a missing session. */
+			AUTOFREE char *tag = config_image_tag(ms->m->cfg, ms->s->image);
+			err_free(e);
+			e = err_new(ERR_UNAVAILABLE,
+				    "image %s is not on this node (build it with `make image`)", tag);
+		}
+		create_finish(op, e);
+		return;
+	}
+	struct err *e = NULL;
+	yajl_val v = json_parse(resp->body, resp->len, &e);
+	const char *cid = json_get_str(v, "Id");
+	if (cid == NULL || strlen(cid) > 128) {
+		if (v)
+			yajl_tree_free(v);
+		err_free(e);
+		create_finish(op, err_new(ERR_INTERNAL, "create container: no Id in Docker's answer"));
+		return;
+	}
+	ms->s->container_id = xstrdup(cid);
+	yajl_tree_free(v);
+	store_session_touch(ms->m->store, ms->s); /* the record now names its container */
+	op->step = CREATE_DOCKER_START;
+	char path[256];
+	snprintf(path, sizeof(path), "/containers/%s/start", ms->s->container_id);
+	docker_request(ms->m->docker, "POST", path, NULL, 0, create_started, op);
+}
+
+static void create_stored(const struct err *e, void *arg)
+{
+	struct create_op *op = arg;
+	if (create_abandoned(op, op->m, NULL))
+		return;
+	struct msession *ms = op->ms;
+	if (e) {
+		create_finish(op, err_new(ERR_UNAVAILABLE, "registry: %s", e->message));
+		return;
+	}
+	const struct config *cfg = ms->m->cfg;
+	AUTOFREE char *tag = config_image_tag(cfg, ms->s->image);
+	char dir[512], name[64], path[128];
+	snprintf(dir, sizeof(dir), "%s/%s", ms->m->sessions_dir, ms->s->id);
+	size_t len;
+	AUTOFREE char *spec = container_spec_json(ms->s, cfg, tag, dir, &len);
+	container_spec_name(ms->s, name, sizeof(name));
+	snprintf(path, sizeof(path), "/containers/create?name=%s", name);
+	op->step = CREATE_DOCKER_CREATE;
+	docker_request(ms->m->docker, "POST", path, spec, len, create_created, op);
+}
+
+/* ---- kernel link events ---- */
+
+static void ms_kernel_up(void *arg)
+{
+	struct msession *ms = arg;
+	ms->last_exit.valid = false;
+	log_debug("session %s: kernel connected", ms->s->id);
+	if (ms->create)
+		create_check_ready(ms->create);
+	struct exec_op *op = ms->exec;
+	if (op && !op->sent) {
+		struct err *e = NULL;
+		if (kernel_link_send_exec(ms->link, op->id, op->code, op->len,
+					  (size_t)ms->m->cfg->output_cap_bytes, EXEC_MAX_FILES, &e) < 0) {
+			exec_finish(op, e);
+			err_free(e);
+			return;
+		}
+		op->sent = true;
+	}
+}
+
+static void exec_finish_killed(struct exec_op *op)
+{
+	struct kernel_exit_info *x = &op->ms->last_exit;
+	char reason[160];
+	if (op->hard_killed) {
+		snprintf(reason, sizeof(reason),
+			 "the code ignored the interrupt at the %llds deadline; the kernel was killed "
+			 "and restarted (variables lost, files kept)",
+			 (long long)op->timeout_s);
+		exec_result_fail(op->result, EXEC_TIMEOUT, true, reason);
+	} else {
+		if (x->valid && x->oom)
+			snprintf(reason, sizeof(reason),
+				 "out of memory: the kernel exceeded memory_mb=%lld and was killed",
+				 (long long)op->ms->s->limits.memory_mb);
+		else if (x->valid && x->sig > 0)
+			snprintf(reason, sizeof(reason), "the kernel was killed by signal %d (%s)",
+				 x->sig, strsignal(x->sig));
+		else if (x->valid && x->code >= 0)
+			snprintf(reason, sizeof(reason), "the kernel exited with code %d", x->code);
+		else
+			snprintf(reason, sizeof(reason), "the kernel died");
+		exec_result_fail(op->result, EXEC_KILLED, true, reason);
+	}
+	exec_finish(op, NULL);
+}
+
+static void ms_kernel_down(void *arg, const char *why)
+{
+	struct msession *ms = arg;
+	log_debug("session %s: kernel connection lost: %s", ms->s->id, why);
+	struct exec_op *op = ms->exec;
+	if (op == NULL || !op->sent)
+		return;
+	op->sent = false;
+	if (op->hard_killed || ms->last_exit.valid) {
+		exec_finish_killed(op);
+		return;
+	}
+	/* Wait briefly for the supervisor to say how the kernel died. */
+	op->kernel_lost = true;
+	struct timeval tv = {0, EXIT_REASON_WAIT_MS * 1000};
+	evtimer_add(op->deadline, &tv);
+}
+
+static void ms_kernel_exit(void *arg, int code, int sig, bool oom)
+{
+	struct msession *ms = arg;
+	ms->last_exit = (struct kernel_exit_info){.valid = true, .code = code, .sig = sig, .oom = oom};
+	log_info("session %s: kernel ended (code %d, signal %d%s)", ms->s->id, code, sig,
+		 oom ? ", out of memory" : "");
+	if (ms->exec && ms->exec->kernel_lost)
+		exec_finish_killed(ms->exec);
+}
+
+static void supervisor_gone_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct msession *ms = arg;
+	if (kernel_link_supervisor_connected(ms->link))
+		return;
+	session_end(ms, SESSION_DEAD, "the sandbox stopped (its supervisor went away)", NULL, NULL);
+}
+
+static void ms_supervisor_up(void *arg)
+{
+	struct msession *ms = arg;
+	evtimer_del(ms->supervisor_timer);
+	if (ms->create)
+		create_check_ready(ms->create);
+}
+
+static void ms_supervisor_down(void *arg, const char *why)
+{
+	struct msession *ms = arg;
+	log_warn("session %s: supervisor connection lost: %s", ms->s->id, why);
+	struct timeval tv = {SUPERVISOR_GRACE_MS / 1000, (SUPERVISOR_GRACE_MS % 1000) * 1000};
+	evtimer_add(ms->supervisor_timer, &tv);
+}
+
+static struct exec_op *current_exec(struct msession *ms, uint64_t id)
+{
+	return ms->exec && ms->exec->id == id && ms->exec->sent ? ms->exec : NULL;
+}
+
+static void ms_exec_stream(void *arg, uint64_t id, bool is_stderr, const char *data, size_t len,
+			   bool tail, uint64_t dropped)
+{
+	struct msession *ms = arg;
+	struct exec_op *op = current_exec(ms, id);
+	if (op == NULL)
+		return;
+	size_t kept = exec_result_on_stream(op->result, is_stderr, data, len, tail, dropped);
+	if (op->on_event && kept > 0)
+		op->on_event(is_stderr ? "stderr" : "stdout", data, kept, NULL, op->arg);
+}
+
+static void ms_exec_display(void *arg, uint64_t id, const char *mime, const char *data, size_t len)
+{
+	struct msession *ms = arg;
+	struct exec_op *op = current_exec(ms, id);
+	if (op == NULL)
+		return;
+	if (exec_result_on_display(op->result, mime, data, len) && op->on_event) {
+		const struct exec_display *d = &op->result->display[op->result->n_display - 1];
+		op->on_event("display", d->b64, strlen(d->b64), d->mime, op->arg);
+	}
+}
+
+static void ms_exec_done(void *arg, uint64_t id, yajl_val header)
+{
+	struct msession *ms = arg;
+	struct exec_op *op = current_exec(ms, id);
+	if (op == NULL)
+		return;
+	struct err *e = NULL;
+	if (exec_result_on_done(op->result, header, &e) < 0) {
+		log_warn("session %s: bad result from the kernel: %s", ms->s->id, e->message);
+		err_free(e);
+		kernel_link_drop_kernel(ms->link, "protocol error");
+		return;
+	}
+	if (op->timed_out) {
+		char reason[128];
+		snprintf(reason, sizeof(reason),
+			 "interrupted at the %llds deadline; the kernel and its variables are kept",
+			 (long long)op->timeout_s);
+		exec_result_fail(op->result, EXEC_TIMEOUT, false, reason);
+	}
+	exec_finish(op, NULL);
+}
+
+static void ms_supervisor_frame(void *arg, yajl_val header, const char *body, size_t len)
+{
+	(void)arg;
+	(void)header;
+	(void)body;
+	(void)len;
+	/* File replies are routed here once the files API lands. */
+}
+
+static const struct kernel_link_ops link_ops = {
+	.kernel_up = ms_kernel_up,
+	.kernel_down = ms_kernel_down,
+	.supervisor_up = ms_supervisor_up,
+	.supervisor_down = ms_supervisor_down,
+	.kernel_exit = ms_kernel_exit,
+	.exec_stream = ms_exec_stream,
+	.exec_display = ms_exec_display,
+	.exec_done = ms_exec_done,
+	.supervisor_frame = ms_supervisor_frame,
+};
+
+int manager_create(struct manager *m, yajl_val body, const char *tenant, manager_session_cb cb,
+		   void *arg, struct err **errp)
+{
+	if (m->draining)
+		return err_set(errp, ERR_UNAVAILABLE, "the daemon is draining; create the session elsewhere");
+	if (m->count >= (size_t)m->cfg->max_sessions)
+		return err_set(errp, ERR_QUOTA_EXCEEDED, "this node already runs %zu sessions (max-sessions)",
+			       m->count);
+	if (!store_connected(m->store))
+		return err_set(errp, ERR_UNAVAILABLE, "the session registry (redis) is not reachable");
+	struct session *s = session_from_request(body, m->cfg, tenant, errp);
+	if (s == NULL)
+		return -1;
+	session_new_id(s->id);
+	s->node = xstrdup(m->cfg->node);
+	s->created_at_ms = clock_now_ms();
+	session_touch(s, s->created_at_ms);
+
+	struct msession *ms = xcalloc(1, sizeof(*ms));
+	ms->m = m;
+	ms->s = s;
+	char dir[512];
+	snprintf(dir, sizeof(dir), "%s/%s", m->sessions_dir, s->id);
+	ms->link = kernel_link_new(m->base, dir, (uid_t)m->cfg->sandbox_uid,
+				   (gid_t)m->cfg->sandbox_gid, &link_ops, ms, errp);
+	if (ms->link == NULL) {
+		msession_free(ms);
+		return -1;
+	}
+	ms->idle_timer = evtimer_new(m->base, idle_timer_cb, ms);
+	ms->supervisor_timer = evtimer_new(m->base, supervisor_gone_cb, ms);
+	table_insert(m, ms);
+
+	struct create_op *op = xcalloc(1, sizeof(*op));
+	op->m = m;
+	op->ms = ms;
+	op->cb = cb;
+	op->arg = arg;
+	op->step = CREATE_STORE;
+	op->timeout = evtimer_new(m->base, create_timeout_cb, op);
+	struct timeval tv = {m->cfg->start_timeout_s, 0};
+	evtimer_add(op->timeout, &tv);
+	ms->create = op;
+	store_session_put(m->store, s, create_stored, op);
+	return 0;
+}
+
+/* ---- exec ---- */
+
+static void exec_finish(struct exec_op *op, const struct err *e)
+{
+	struct msession *ms = op->ms;
+	ms->exec = NULL;
+	op->result->duration_ms = (clock_mono_us() - op->start_us) / 1000;
+	event_free(op->deadline);
+	if (ms->s->state == SESSION_BUSY)
+		ms->s->state = SESSION_READY;
+	if (ms->s->state == SESSION_READY)
+		touch(ms);
+	op->cb(e ? NULL : op->result, e, op->arg);
+	exec_result_free(op->result);
+	free(op->code);
+	free(op);
+}
+
+static void exec_deadline_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct exec_op *op = arg;
+	struct msession *ms = op->ms;
+	if (op->kernel_lost) {
+		exec_finish_killed(op); /* the supervisor never said why */
+		return;
+	}
+	if (!op->sent) {
+		/* The kernel never came back to run it. */
+		exec_result_fail(op->result, EXEC_TIMEOUT, true,
+				 "the kernel was restarting and did not come back before the deadline");
+		exec_finish(op, NULL);
+		return;
+	}
+	if (!op->timed_out) {
+		/* Soft: interrupt, and give the code a grace to unwind. */
+		op->timed_out = true;
+		kernel_link_signal_kernel(ms->link, SIGINT);
+		int64_t g = ms->m->cfg->kill_grace_ms;
+		struct timeval tv = {g / 1000, (g % 1000) * 1000};
+		evtimer_add(op->deadline, &tv);
+		return;
+	}
+	/* Hard: the code ignored the interrupt. The daemon does not wait on the
+	 * sandbox's cooperation: SIGKILL through the pidfd. */
+	op->hard_killed = true;
+	log_info("session %s: execution ignored the interrupt; killing the kernel", ms->s->id);
+	if (kernel_link_signal_kernel(ms->link, SIGKILL) < 0)
+		kernel_link_drop_kernel(ms->link, "hard timeout");
+}
+
+int manager_exec(struct manager *m, const char *id, const char *tenant, const char *code, size_t len,
+		 int64_t timeout_s, manager_event_cb on_event, manager_exec_cb cb, void *arg,
+		 struct err **errp)
+{
+	struct msession *ms = table_find(m, id);
+	if (ms == NULL || strcmp(ms->s->tenant, tenant) != 0)
+		return err_set(errp, ERR_NOT_FOUND, "no session %s", id);
+	if (ms->teardown)
+		return err_set(errp, ERR_EXPIRED, "session %s has ended: %s", id,
+			       ms->end_reason ? ms->end_reason : "deleted");
+	if (session_check_exec(ms->s, errp) < 0)
+		return -1;
+	int64_t cap = ms->s->limits.exec_timeout_s;
+	if (timeout_s <= 0 || timeout_s > cap)
+		timeout_s = cap;
+	struct exec_op *op = xcalloc(1, sizeof(*op));
+	op->ms = ms;
+	op->id = ++m->next_exec_id;
+	op->code = xstrndup(code, len);
+	op->len = len;
+	op->timeout_s = timeout_s;
+	op->start_us = clock_mono_us();
+	op->result = exec_result_new((size_t)m->cfg->output_cap_bytes);
+	op->on_event = on_event;
+	op->cb = cb;
+	op->arg = arg;
+	op->deadline = evtimer_new(m->base, exec_deadline_cb, op);
+	struct timeval tv = {timeout_s, 0};
+	evtimer_add(op->deadline, &tv);
+	ms->exec = op;
+	ms->s->state = SESSION_BUSY;
+	session_touch(ms->s, clock_now_ms());
+	if (kernel_link_kernel_connected(ms->link)) {
+		if (kernel_link_send_exec(ms->link, op->id, op->code, op->len,
+					  (size_t)m->cfg->output_cap_bytes, EXEC_MAX_FILES, errp) < 0) {
+			ms->exec = NULL;
+			ms->s->state = SESSION_READY;
+			event_free(op->deadline);
+			exec_result_free(op->result);
+			free(op->code);
+			free(op);
+			return -1;
+		}
+		op->sent = true;
+	}
+	return 0;
+}
+
+/* ---- teardown ---- */
+
+static void teardown_step_done(struct teardown_op *op)
+{
+	if (--op->pending > 0)
+		return;
+	struct msession *ms = op->ms;
+	struct manager *m = ms->m;
+	log_info("session %s: removed (%s)", ms->s->id, ms->end_reason);
+	table_remove(m, ms);
+	if (op->cb)
+		op->cb(NULL, op->arg);
+	msession_free(ms);
+	free(op);
+}
+
+static void teardown_container_removed(const struct docker_response *resp, void *arg)
+{
+	struct teardown_op *op = arg;
+	if (resp->status != 204 && resp->status != 404) {
+		struct err *e = docker_error(resp, "remove container");
+		log_warn("session %s: %s (the orphan reaper will retry)", op->ms->s->id, e->message);
+		err_free(e);
+	}
+	teardown_step_done(op);
+}
+
+static void teardown_store_done(const struct err *e, void *arg)
+{
+	struct teardown_op *op = arg;
+	if (e)
+		log_warn("session %s: tombstone not written: %s", op->ms->s->id, e->message);
+	teardown_step_done(op);
+}
+
+static void session_end(struct msession *ms, enum session_state st, const char *reason,
+			manager_done_cb cb, void *arg)
+{
+	if (ms->teardown)
+		return;
+	ms->s->state = st;
+	ms->end_reason = xstrdup(reason);
+	struct teardown_op *op = xcalloc(1, sizeof(*op));
+	op->ms = ms;
+	op->cb = cb;
+	op->arg = arg;
+	op->pending = 2;
+	ms->teardown = op;
+	evtimer_del(ms->idle_timer);
+	evtimer_del(ms->supervisor_timer);
+	if (ms->create) {
+		struct create_op *c = ms->create;
+		ms->create = NULL;
+		event_free(c->timeout);
+		struct err *e = err_new(ERR_EXPIRED, "create session: the session ended while starting: %s",
+					reason);
+		c->cb(NULL, e, c->arg);
+		err_free(e);
+		/* A Docker or Redis call is still in flight and will come back to
+		 * c, which is freed then (create_abandoned). In the wait for the
+		 * kernel nothing is in flight. */
+		c->ms = NULL;
+		if (c->step == CREATE_WAIT_KERNEL)
+			free(c);
+	}
+	if (ms->exec) {
+		char why[256];
+		snprintf(why, sizeof(why), "the session ended during the execution: %s", reason);
+		exec_result_fail(ms->exec->result, EXEC_KILLED, true, why);
+		exec_finish(ms->exec, NULL);
+	}
+	kernel_link_free(ms->link);
+	ms->link = NULL;
+	if (ms->s->container_id) {
+		char path[256];
+		snprintf(path, sizeof(path), "/containers/%s?force=true&v=true", ms->s->container_id);
+		docker_request(ms->m->docker, "DELETE", path, NULL, 0, teardown_container_removed, op);
+	} else {
+		op->pending--;
+	}
+	store_session_end(ms->m->store, ms->s, reason, teardown_store_done, op);
+}
+
+int manager_delete(struct manager *m, const char *id, const char *tenant, manager_done_cb cb,
+		   void *arg, struct err **errp)
+{
+	struct msession *ms = table_find(m, id);
+	if (ms == NULL || strcmp(ms->s->tenant, tenant) != 0)
+		return err_set(errp, ERR_NOT_FOUND, "no session %s", id);
+	if (ms->teardown)
+		return err_set(errp, ERR_EXPIRED, "session %s is already ending: %s", id, ms->end_reason);
+	log_info("session %s: delete requested", id);
+	session_end(ms, SESSION_DEAD, "deleted by the client", cb, arg);
+	return 0;
+}
+
+/* ---- queries ---- */
+
+const struct session *manager_get(struct manager *m, const char *id, const char *tenant)
+{
+	struct msession *ms = table_find(m, id);
+	if (ms == NULL || strcmp(ms->s->tenant, tenant) != 0 || ms->teardown)
+		return NULL;
+	return ms->s;
+}
+
+struct explain_op {
+	manager_done_cb cb;
+	void *arg;
+	char id[SESSION_ID_LEN + 1];
+};
+
+static void explain_tomb(bool found, const char *reason, int64_t ended_at_ms, const char *state,
+			 void *arg)
+{
+	struct explain_op *op = arg;
+	struct err *e;
+	if (found) {
+		char when[32];
+		e = err_new(ERR_EXPIRED, "session %s ended at %s (%s): %s", op->id,
+			    clock_format_rfc3339(ended_at_ms, when, sizeof(when)),
+			    state ? state : "dead", reason);
+	} else {
+		e = err_new(ERR_NOT_FOUND, "no session %s", op->id);
+	}
+	op->cb(e, op->arg);
+	err_free(e);
+	free(op);
+}
+
+struct missing_now {
+	struct msession *ms;
+	struct explain_op *op;
+};
+
+void manager_explain_missing(struct manager *m, const char *id, manager_done_cb cb, void *arg)
+{
+	struct explain_op *op = xcalloc(1, sizeof(*op));
+	op->cb = cb;
+	op->arg = arg;
+	snprintf(op->id, sizeof(op->id), "%s", id);
+	struct msession *ms = table_find(m, id);
+	if (ms && ms->teardown) {
+		/* Ending right now: the tombstone may not be written yet. */
+		char reason[512];
+		snprintf(reason, sizeof(reason), "%s", ms->end_reason);
+		explain_tomb(true, reason, clock_now_ms(), session_state_name(ms->s->state), op);
+		return;
+	}
+	store_tombstone_get(m->store, id, explain_tomb, op);
+}
+
+int manager_keepalive(struct manager *m, const char *id, const char *tenant, struct err **errp)
+{
+	struct msession *ms = table_find(m, id);
+	if (ms == NULL || strcmp(ms->s->tenant, tenant) != 0 || ms->teardown)
+		return err_set(errp, ERR_NOT_FOUND, "no session %s", id);
+	touch(ms);
+	return 0;
+}
+
+void manager_foreach(struct manager *m, const char *tenant,
+		     void (*fn)(const struct session *s, void *arg), void *arg)
+{
+	struct msession *ms;
+	TAILQ_FOREACH(ms, &m->all, all)
+	if (!ms->teardown && strcmp(ms->s->tenant, tenant) == 0)
+		fn(ms->s, arg);
+}
+
+size_t manager_count(const struct manager *m)
+{
+	return m->count;
+}
+
+void manager_set_draining(struct manager *m, bool draining)
+{
+	m->draining = draining;
+}
+
+/* ---- shutdown and orphans ---- */
+
+struct shutdown_op {
+	int pending;
+	manager_done_cb cb;
+	void *arg;
+};
+
+static void shutdown_one_done(const struct err *e, void *arg)
+{
+	(void)e;
+	struct shutdown_op *op = arg;
+	if (--op->pending == 0) {
+		op->cb(NULL, op->arg);
+		free(op);
+	}
+}
+
+static void shutdown_deferred(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	shutdown_one_done(NULL, arg);
+}
+
+void manager_shutdown(struct manager *m, const char *reason, manager_done_cb cb, void *arg)
+{
+	m->draining = true;
+	struct shutdown_op *op = xcalloc(1, sizeof(*op));
+	op->cb = cb;
+	op->arg = arg;
+	op->pending = 1; /* ours, released below */
+	struct msession *ms, *next;
+	for (ms = TAILQ_FIRST(&m->all); ms; ms = next) {
+		next = TAILQ_NEXT(ms, all);
+		if (ms->teardown)
+			continue;
+		op->pending++;
+		session_end(ms, SESSION_DEAD, reason, shutdown_one_done, op);
+	}
+	if (--op->pending == 0) {
+		/* Nothing to wait for; still answer through the loop. */
+		op->pending = 1;
+		struct timeval zero = {0, 0};
+		event_base_once(m->base, -1, EV_TIMEOUT, shutdown_deferred, op, &zero);
+	}
+}
+
+static void orphans_listed(const struct docker_response *resp, void *arg)
+{
+	struct manager *m = arg;
+	if (resp->status != 200) {
+		struct err *e = docker_error(resp, "list containers");
+		log_warn("orphan check: %s", e->message);
+		err_free(e);
+		return;
+	}
+	struct err *e = NULL;
+	yajl_val v = json_parse(resp->body, resp->len, &e);
+	if (v == NULL || !YAJL_IS_ARRAY(v)) {
+		log_warn("orphan check: unexpected answer from docker");
+		err_free(e);
+		if (v)
+			yajl_tree_free(v);
+		return;
+	}
+	for (size_t i = 0; i < v->u.array.len; i++) {
+		yajl_val c = v->u.array.values[i];
+		const char *cid = json_get_str(c, "Id");
+		const char *sid = json_get_str(json_get(c, "Labels"), "ci.session");
+		if (cid == NULL || strlen(cid) > 128 || (sid && table_find(m, sid)))
+			continue;
+		log_info("orphan container %.12s (session %s) removed", cid, sid ? sid : "?");
+		char path[256];
+		snprintf(path, sizeof(path), "/containers/%s?force=true&v=true", cid);
+		docker_request(m->docker, "DELETE", path, NULL, 0, ignore_response, NULL);
+	}
+	yajl_tree_free(v);
+}
+
+void manager_reap_orphans(struct manager *m)
+{
+	/* filters={"label":["ci.node=N","ci.prefix=P"]}, URL-encoded. */
+	AUTOGEN yajl_gen g = json_gen_new();
+	char buf[512];
+	jg_obj(g);
+	jg_str(g, "label");
+	jg_arr(g);
+	snprintf(buf, sizeof(buf), "ci.node=%s", m->cfg->node);
+	jg_str(g, buf);
+	snprintf(buf, sizeof(buf), "ci.prefix=%s", m->cfg->key_prefix);
+	jg_str(g, buf);
+	jg_arr_end(g);
+	jg_obj_end(g);
+	size_t len;
+	const char *filters = jg_text(g, &len);
+	char path[2048] = "/containers/json?all=true&filters=";
+	size_t o = strlen(path);
+	for (size_t i = 0; i < len && o + 4 < sizeof(path); i++) {
+		unsigned char ch = (unsigned char)filters[i];
+		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+		    ch == '-' || ch == '_' || ch == '.')
+			path[o++] = (char)ch;
+		else
+			o += (size_t)snprintf(path + o, sizeof(path) - o, "%%%02X", ch);
+	}
+	path[o] = '\0';
+	docker_request(m->docker, "GET", path, NULL, 0, orphans_listed, m);
+}
+
+/* ---- life ---- */
+
+struct manager *manager_new(struct event_base *base, const struct config *cfg, struct docker *docker,
+			    struct store *store, struct err **errp)
+{
+	char dir[512];
+	snprintf(dir, sizeof(dir), "%s/s", cfg->state_dir);
+	if ((mkdir(cfg->state_dir, 0711) < 0 && errno != EEXIST) ||
+	    (mkdir(dir, 0711) < 0 && errno != EEXIST)) {
+		err_set(errp, ERR_INTERNAL, "state-dir %s: %s", cfg->state_dir, strerror(errno));
+		return NULL;
+	}
+	chmod(cfg->state_dir, 0711);
+	chmod(dir, 0711);
+	struct manager *m = xcalloc(1, sizeof(*m));
+	m->base = base;
+	m->cfg = cfg;
+	m->docker = docker;
+	m->store = store;
+	m->sessions_dir = xstrdup(dir);
+	TAILQ_INIT(&m->all);
+	return m;
+}
+
+void manager_free(struct manager *m)
+{
+	if (m == NULL)
+		return;
+	while (!TAILQ_EMPTY(&m->all)) {
+		struct msession *ms = TAILQ_FIRST(&m->all);
+		table_remove(m, ms);
+		if (ms->create) {
+			event_free(ms->create->timeout);
+			free(ms->create);
+		}
+		if (ms->exec) {
+			exec_result_fail(ms->exec->result, EXEC_KILLED, false,
+					 "the daemon is shutting down");
+			exec_finish(ms->exec, NULL);
+		}
+		free(ms->teardown);
+		msession_free(ms);
+	}
+	free(m->sessions_dir);
+	free(m);
+}

@@ -1,0 +1,79 @@
+/* manager.h: sessions in motion. Creates, executes in, expires and tears
+ * down sessions by driving docker.c, store.c and kernel.c.
+ *
+ * Each long flow (create, exec, teardown) is a small context struct walked
+ * through its steps by callbacks; session.c holds the rules, this file the
+ * orchestration. Results are reported through callbacks that run exactly
+ * once and never inside the call that started the flow; a flow that cannot
+ * start returns -1 with an error instead. */
+#ifndef CI_MANAGER_H
+#define CI_MANAGER_H
+
+#include <event2/event.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <yajl/yajl_tree.h>
+
+#include "config.h"
+#include "docker.h"
+#include "err.h"
+#include "exec_result.h"
+#include "session.h"
+#include "store.h"
+
+struct manager;
+
+typedef void (*manager_session_cb)(const struct session *s, const struct err *e, void *arg);
+typedef void (*manager_exec_cb)(const struct exec_result *r, const struct err *e, void *arg);
+typedef void (*manager_done_cb)(const struct err *e, void *arg);
+/* Live output of a streaming execution: "stdout" or "stderr" text, or a
+ * "display" (data is the base64 PNG, mime in extra). */
+typedef void (*manager_event_cb)(const char *type, const char *data, size_t len,
+				 const char *extra, void *arg);
+
+struct manager *manager_new(struct event_base *base, const struct config *cfg, struct docker *docker,
+			    struct store *store, struct err **errp);
+
+/* Free every session's runtime state. Containers are left running for the
+ * next daemon to adopt (or removed by the caller first, per config). */
+void manager_free(struct manager *m);
+
+int manager_create(struct manager *m, yajl_val body, const char *tenant, manager_session_cb cb,
+		   void *arg, struct err **errp);
+
+/* The live session with this id owned by tenant, or NULL. Borrowed. */
+const struct session *manager_get(struct manager *m, const char *id, const char *tenant);
+
+/* Why a session is not here: 410 expired with when and why (tombstone), or
+ * 404. Always calls cb with an error. */
+void manager_explain_missing(struct manager *m, const char *id, manager_done_cb cb, void *arg);
+
+int manager_exec(struct manager *m, const char *id, const char *tenant, const char *code, size_t len,
+		 int64_t timeout_s, manager_event_cb on_event, manager_exec_cb cb, void *arg,
+		 struct err **errp);
+
+int manager_delete(struct manager *m, const char *id, const char *tenant, manager_done_cb cb,
+		   void *arg, struct err **errp);
+
+/* Slide the idle clock. */
+int manager_keepalive(struct manager *m, const char *id, const char *tenant, struct err **errp);
+
+/* Call fn for each live session of tenant. */
+void manager_foreach(struct manager *m, const char *tenant,
+		     void (*fn)(const struct session *s, void *arg), void *arg);
+
+/* Sessions on this node (all tenants). */
+size_t manager_count(const struct manager *m);
+
+/* End every session of this node (container removed, tombstone "reason"),
+ * then call cb once. */
+void manager_shutdown(struct manager *m, const char *reason, manager_done_cb cb, void *arg);
+
+/* Remove containers of this node and prefix that no live session owns
+ * (left by a daemon that died). Runs in the background. */
+void manager_reap_orphans(struct manager *m);
+
+/* Refuse new sessions from now on (drain). */
+void manager_set_draining(struct manager *m, bool draining);
+
+#endif

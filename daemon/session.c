@@ -1,0 +1,402 @@
+/* session.c: validation of create requests, and the session's own rules. */
+#include "session.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <uuid/uuid.h>
+
+#include "json.h"
+#include "xalloc.h"
+
+static const char *const state_names[] = {
+	[SESSION_STARTING] = "starting", [SESSION_READY] = "ready", [SESSION_BUSY] = "busy",
+	[SESSION_EXPIRED] = "expired",   [SESSION_DEAD] = "dead",
+};
+
+const char *session_state_name(enum session_state st)
+{
+	return (unsigned)st < sizeof(state_names) / sizeof(state_names[0]) ? state_names[st] : "dead";
+}
+
+void session_new_id(char *buf)
+{
+	uuid_t u;
+	uuid_generate_random(u);
+	uuid_unparse_lower(u, buf);
+}
+
+bool session_id_valid(const char *s)
+{
+	if (s == NULL || strlen(s) != SESSION_ID_LEN)
+		return false;
+	for (int i = 0; i < SESSION_ID_LEN; i++) {
+		bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+		if (dash ? s[i] != '-' : !(isdigit((unsigned char)s[i]) || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	}
+	return true;
+}
+
+static void kv_free(struct session_kv *kv, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(kv[i].key);
+		free(kv[i].value);
+	}
+	free(kv);
+}
+
+void session_free(struct session *s)
+{
+	if (s == NULL)
+		return;
+	free(s->tenant);
+	free(s->image);
+	for (size_t i = 0; i < s->n_allow; i++)
+		free(s->allow[i]);
+	free(s->allow);
+	kv_free(s->env, s->n_env);
+	kv_free(s->metadata, s->n_metadata);
+	free(s->node);
+	free(s->container_id);
+	free(s);
+}
+
+/* An integer field in [min, max]; absent keeps *out. */
+static int take_int(yajl_val obj, const char *where, const char *key, int64_t min, int64_t max,
+		    int64_t *out, struct err **errp)
+{
+	yajl_val v = json_get(obj, key);
+	if (v == NULL || YAJL_IS_NULL(v))
+		return 0;
+	if (!YAJL_IS_INTEGER(v))
+		return err_set(errp, ERR_BAD_REQUEST, "%s%s: expected an integer, got %s", where, key,
+			       json_type_name(v));
+	int64_t x = YAJL_GET_INTEGER(v);
+	if (x < min)
+		return err_set(errp, ERR_BAD_REQUEST, "%s%s: %lld is below the minimum %lld", where,
+			       key, (long long)x, (long long)min);
+	if (x > max)
+		return err_set(errp, ERR_BAD_REQUEST, "%s%s: %lld exceeds the server maximum %lld",
+			       where, key, (long long)x, (long long)max);
+	*out = x;
+	return 0;
+}
+
+static int take_double(yajl_val obj, const char *where, const char *key, double min, double max,
+		       double *out, struct err **errp)
+{
+	yajl_val v = json_get(obj, key);
+	if (v == NULL || YAJL_IS_NULL(v))
+		return 0;
+	if (!YAJL_IS_NUMBER(v))
+		return err_set(errp, ERR_BAD_REQUEST, "%s%s: expected a number, got %s", where, key,
+			       json_type_name(v));
+	double x = YAJL_GET_DOUBLE(v);
+	if (YAJL_IS_INTEGER(v))
+		x = (double)YAJL_GET_INTEGER(v);
+	if (!isfinite(x) || x < min)
+		return err_set(errp, ERR_BAD_REQUEST, "%s%s: %g is below the minimum %g", where, key,
+			       x, min);
+	if (x > max)
+		return err_set(errp, ERR_BAD_REQUEST, "%s%s: %g exceeds the server maximum %g", where,
+			       key, x, max);
+	*out = x;
+	return 0;
+}
+
+/* Only the members we know; a typo ("memroy_mb") must not pass silently. */
+static int check_keys(yajl_val obj, const char *where, const char *const *known,
+		      struct err **errp)
+{
+	for (size_t i = 0; i < obj->u.object.len; i++) {
+		const char *k = obj->u.object.keys[i];
+		bool ok = false;
+		for (const char *const *p = known; *p; p++)
+			if (strcmp(*p, k) == 0)
+				ok = true;
+		if (!ok)
+			return err_set(errp, ERR_BAD_REQUEST, "%sunknown field '%s'", where, k);
+	}
+	return 0;
+}
+
+/* host, host:port, *.suffix or *.suffix:port; letters, digits, dots, dashes
+ * (IPv6 literals in brackets too). The egress proxy interprets them. */
+static bool allow_entry_valid(const char *s)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n > 260)
+		return false;
+	const char *host = s, *colon = strrchr(s, ':');
+	size_t hlen = n;
+	if (s[0] == '[') {
+		const char *close = strchr(s, ']');
+		if (close == NULL)
+			return false;
+		colon = close[1] == ':' ? close + 1 : (close[1] == '\0' ? NULL : close);
+		if (colon && *colon != ':')
+			return false;
+		hlen = (size_t)(close - s + 1);
+	} else if (colon) {
+		hlen = (size_t)(colon - s);
+	}
+	if (colon) {
+		char *end = NULL;
+		long port = strtol(colon + 1, &end, 10);
+		if (end == colon + 1 || *end != '\0' || port < 1 || port > 65535)
+			return false;
+	}
+	if (hlen == 0)
+		return false;
+	if (host[0] == '[')
+		return true;
+	size_t start = 0;
+	if (hlen > 2 && host[0] == '*' && host[1] == '.')
+		start = 2;
+	for (size_t i = start; i < hlen; i++) {
+		char c = host[i];
+		if (!(isalnum((unsigned char)c) || c == '.' || c == '-'))
+			return false;
+	}
+	return host[start] != '.' && host[hlen - 1] != '.';
+}
+
+static bool env_key_valid(const char *k)
+{
+	if (!(isalpha((unsigned char)k[0]) || k[0] == '_'))
+		return false;
+	for (const char *p = k; *p; p++)
+		if (!(isalnum((unsigned char)*p) || *p == '_'))
+			return false;
+	/* SANDBOX_* belong to the runner; a client must not redirect it. */
+	return strlen(k) <= 128 && strncmp(k, "SANDBOX_", 8) != 0;
+}
+
+static int take_kv(yajl_val obj, const char *key, bool env_rules, struct session_kv **out,
+		   size_t *n_out, struct err **errp)
+{
+	yajl_val v = json_get(obj, key);
+	if (v == NULL || YAJL_IS_NULL(v))
+		return 0;
+	if (!YAJL_IS_OBJECT(v))
+		return err_set(errp, ERR_BAD_REQUEST, "%s: expected an object, got %s", key,
+			       json_type_name(v));
+	if (v->u.object.len > SESSION_MAX_KV)
+		return err_set(errp, ERR_BAD_REQUEST, "%s: more than %d entries", key, SESSION_MAX_KV);
+	size_t total = 0;
+	struct session_kv *kv = xcalloc(v->u.object.len, sizeof(*kv));
+	size_t n = 0;
+	for (size_t i = 0; i < v->u.object.len; i++) {
+		const char *k = v->u.object.keys[i];
+		yajl_val val = v->u.object.values[i];
+		if (!YAJL_IS_STRING(val)) {
+			err_set(errp, ERR_BAD_REQUEST, "%s.%s: expected a string, got %s", key, k,
+				json_type_name(val));
+			goto fail;
+		}
+		if (env_rules ? !env_key_valid(k) : (k[0] == '\0' || strlen(k) > 128)) {
+			err_set(errp, ERR_BAD_REQUEST, "%s: invalid name '%.64s'", key, k);
+			goto fail;
+		}
+		total += strlen(k) + strlen(val->u.string);
+		if (total > SESSION_MAX_KV_BYTES) {
+			err_set(errp, ERR_BAD_REQUEST, "%s: larger than %d bytes", key,
+				SESSION_MAX_KV_BYTES);
+			goto fail;
+		}
+		kv[n].key = xstrdup(k);
+		kv[n].value = xstrdup(val->u.string);
+		n++;
+	}
+	*out = kv;
+	*n_out = n;
+	return 0;
+fail:
+	kv_free(kv, n);
+	return -1;
+}
+
+static int take_limits(yajl_val body, const struct config *cfg, struct session_limits *lim,
+		       struct err **errp)
+{
+	lim->memory_mb = cfg->memory_mb;
+	lim->cpus = cfg->cpus;
+	lim->pids = cfg->pids;
+	lim->disk_mb = cfg->disk_mb;
+	lim->exec_timeout_s = cfg->exec_timeout_s;
+	yajl_val v = json_get(body, "limits");
+	if (v == NULL || YAJL_IS_NULL(v))
+		return 0;
+	if (!YAJL_IS_OBJECT(v))
+		return err_set(errp, ERR_BAD_REQUEST, "limits: expected an object, got %s",
+			       json_type_name(v));
+	static const char *const known[] = {"memory_mb", "cpus", "pids", "disk_mb",
+					    "exec_timeout_s", NULL};
+	if (check_keys(v, "limits: ", known, errp) < 0 ||
+	    take_int(v, "limits.", "memory_mb", 16, cfg->max_memory_mb, &lim->memory_mb, errp) < 0 ||
+	    take_double(v, "limits.", "cpus", 0.01, cfg->max_cpus, &lim->cpus, errp) < 0 ||
+	    take_int(v, "limits.", "pids", 8, cfg->max_pids, &lim->pids, errp) < 0 ||
+	    take_int(v, "limits.", "disk_mb", 1, cfg->max_disk_mb, &lim->disk_mb, errp) < 0 ||
+	    take_int(v, "limits.", "exec_timeout_s", 1, cfg->max_exec_timeout_s,
+		     &lim->exec_timeout_s, errp) < 0)
+		return -1;
+	return 0;
+}
+
+static int take_network(yajl_val body, struct session *s, struct err **errp)
+{
+	yajl_val net = json_get(body, "network");
+	if (net == NULL || YAJL_IS_NULL(net))
+		return 0;
+	if (!YAJL_IS_OBJECT(net))
+		return err_set(errp, ERR_BAD_REQUEST, "network: expected an object, got %s",
+			       json_type_name(net));
+	static const char *const known[] = {"allow", NULL};
+	if (check_keys(net, "network: ", known, errp) < 0)
+		return -1;
+	yajl_val allow = json_get(net, "allow");
+	if (allow == NULL || YAJL_IS_NULL(allow))
+		return 0;
+	if (!YAJL_IS_ARRAY(allow))
+		return err_set(errp, ERR_BAD_REQUEST, "network.allow: expected an array, got %s",
+			       json_type_name(allow));
+	if (allow->u.array.len > SESSION_MAX_ALLOW)
+		return err_set(errp, ERR_BAD_REQUEST, "network.allow: more than %d entries",
+			       SESSION_MAX_ALLOW);
+	s->allow = xcalloc(allow->u.array.len, sizeof(char *));
+	for (size_t i = 0; i < allow->u.array.len; i++) {
+		yajl_val e = allow->u.array.values[i];
+		if (!YAJL_IS_STRING(e))
+			return err_set(errp, ERR_BAD_REQUEST, "network.allow[%zu]: expected a string",
+				       i);
+		if (!allow_entry_valid(e->u.string))
+			return err_set(errp, ERR_BAD_REQUEST,
+				       "network.allow[%zu]: '%.64s' is not HOST[:PORT] or *.SUFFIX[:PORT]",
+				       i, e->u.string);
+		s->allow[s->n_allow++] = xstrdup(e->u.string);
+	}
+	return 0;
+}
+
+struct session *session_from_request(yajl_val body, const struct config *cfg, const char *tenant,
+				     struct err **errp)
+{
+	struct session *s = xcalloc(1, sizeof(*s));
+	s->tenant = xstrdup(tenant);
+	s->state = SESSION_STARTING;
+	s->idle_timeout_s = cfg->idle_timeout_s;
+	const char *image = cfg->image;
+	if (body != NULL && !YAJL_IS_NULL(body)) {
+		if (!YAJL_IS_OBJECT(body)) {
+			err_set(errp, ERR_BAD_REQUEST, "body: expected a JSON object, got %s",
+				json_type_name(body));
+			goto fail;
+		}
+		static const char *const known[] = {"image", "idle_timeout_s", "limits", "network",
+						    "env", "metadata", NULL};
+		if (check_keys(body, "", known, errp) < 0)
+			goto fail;
+		yajl_val img = json_get(body, "image");
+		if (img && !YAJL_IS_NULL(img)) {
+			if (!YAJL_IS_STRING(img)) {
+				err_set(errp, ERR_BAD_REQUEST, "image: expected a string, got %s",
+					json_type_name(img));
+				goto fail;
+			}
+			image = img->u.string;
+		}
+		if (take_int(body, "", "idle_timeout_s", 1, cfg->max_idle_timeout_s,
+			     &s->idle_timeout_s, errp) < 0)
+			goto fail;
+	}
+	char *tag = config_image_tag(cfg, image);
+	if (tag == NULL) {
+		err_set(errp, ERR_BAD_REQUEST, "image: unknown image '%.64s'", image);
+		goto fail;
+	}
+	free(tag);
+	s->image = xstrdup(image);
+	if (take_limits(body, cfg, &s->limits, errp) < 0 || take_network(body, s, errp) < 0 ||
+	    take_kv(body, "env", true, &s->env, &s->n_env, errp) < 0 ||
+	    take_kv(body, "metadata", false, &s->metadata, &s->n_metadata, errp) < 0)
+		goto fail;
+	return s;
+fail:
+	session_free(s);
+	return NULL;
+}
+
+void session_touch(struct session *s, int64_t now_ms)
+{
+	s->last_active_at_ms = now_ms;
+	s->expires_at_ms = now_ms + s->idle_timeout_s * 1000;
+}
+
+int session_check_exec(const struct session *s, struct err **errp)
+{
+	switch (s->state) {
+	case SESSION_READY:
+		return 0;
+	case SESSION_BUSY:
+		return err_set(errp, ERR_BUSY, "session %s is busy: an execution is running", s->id);
+	case SESSION_STARTING:
+		return err_set(errp, ERR_BUSY, "session %s is still starting", s->id);
+	case SESSION_EXPIRED:
+		return err_set(errp, ERR_EXPIRED, "session %s has expired", s->id);
+	case SESSION_DEAD:
+		return err_set(errp, ERR_EXPIRED, "session %s has ended", s->id);
+	}
+	return err_set(errp, ERR_INTERNAL, "session %s: bad state", s->id);
+}
+
+static void kv_to_json(yajl_gen g, const char *key, const struct session_kv *kv, size_t n)
+{
+	jg_str(g, key);
+	jg_obj(g);
+	for (size_t i = 0; i < n; i++)
+		jg_kv_str(g, kv[i].key, kv[i].value);
+	jg_obj_end(g);
+}
+
+void session_to_json(const struct session *s, yajl_gen g, bool internal)
+{
+	jg_obj(g);
+	jg_kv_str(g, "id", s->id);
+	jg_kv_str(g, "tenant", s->tenant);
+	jg_kv_str(g, "state", session_state_name(s->state));
+	jg_kv_str(g, "image", s->image);
+	jg_kv_time(g, "created_at", s->created_at_ms);
+	jg_kv_time(g, "last_active_at", s->last_active_at_ms);
+	jg_kv_time(g, "expires_at", s->expires_at_ms);
+	jg_kv_int(g, "idle_timeout_s", s->idle_timeout_s);
+	jg_str(g, "limits");
+	jg_obj(g);
+	jg_kv_int(g, "memory_mb", s->limits.memory_mb);
+	jg_str(g, "cpus");
+	jg_double(g, s->limits.cpus);
+	jg_kv_int(g, "pids", s->limits.pids);
+	jg_kv_int(g, "disk_mb", s->limits.disk_mb);
+	jg_kv_int(g, "exec_timeout_s", s->limits.exec_timeout_s);
+	jg_obj_end(g);
+	jg_str(g, "network");
+	jg_obj(g);
+	jg_str(g, "allow");
+	jg_arr(g);
+	for (size_t i = 0; i < s->n_allow; i++)
+		jg_str(g, s->allow[i]);
+	jg_arr_end(g);
+	jg_obj_end(g);
+	if (internal)
+		kv_to_json(g, "env", s->env, s->n_env);
+	kv_to_json(g, "metadata", s->metadata, s->n_metadata);
+	if (internal) {
+		jg_kv_str(g, "node", s->node);
+		jg_kv_str(g, "container_id", s->container_id);
+		jg_kv_int(g, "created_at_ms", s->created_at_ms);
+		jg_kv_int(g, "expires_at_ms", s->expires_at_ms);
+	}
+	jg_obj_end(g);
+}

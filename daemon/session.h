@@ -1,0 +1,91 @@
+/* session.h: what a session is, and the rules about it.
+ *
+ * Pure state and validation: no I/O, no event loop, so every rule here is
+ * unit-tested without Docker or Redis. The orchestration that moves a session
+ * through its life (containers, kernels, Redis) lives in manager.c. */
+#ifndef CI_SESSION_H
+#define CI_SESSION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <yajl/yajl_gen.h>
+#include <yajl/yajl_tree.h>
+
+#include "config.h"
+#include "err.h"
+
+#define SESSION_ID_LEN 36
+#define SESSION_MAX_ALLOW 64
+#define SESSION_MAX_KV 64
+#define SESSION_MAX_KV_BYTES 4096
+
+enum session_state {
+	SESSION_STARTING, /* container being created; not yet usable */
+	SESSION_READY,
+	SESSION_BUSY,     /* an execution is running */
+	SESSION_EXPIRED,  /* ended by a clock; a tombstone remains */
+	SESSION_DEAD,     /* ended by a failure or a delete; a tombstone remains */
+};
+
+struct session_limits {
+	int64_t memory_mb;
+	double cpus;
+	int64_t pids;
+	int64_t disk_mb;
+	int64_t exec_timeout_s;
+};
+
+struct session_kv {
+	char *key;
+	char *value;
+};
+
+struct session {
+	char id[SESSION_ID_LEN + 1];
+	char *tenant;
+	char *image; /* profile name, e.g. "python" */
+	enum session_state state;
+	int64_t created_at_ms;
+	int64_t last_active_at_ms;
+	int64_t expires_at_ms;
+	int64_t idle_timeout_s;
+	struct session_limits limits;
+	char **allow;
+	size_t n_allow;
+	struct session_kv *env;
+	size_t n_env;
+	struct session_kv *metadata;
+	size_t n_metadata;
+	char *node;
+	char *container_id; /* NULL until Docker created it */
+};
+
+/* A new session from a create request body (NULL body = all defaults),
+ * validated against cfg's defaults and maxima. Caller owns the result
+ * (session_free). The id, times and node are left for the caller to set. */
+struct session *session_from_request(yajl_val body, const struct config *cfg, const char *tenant,
+				     struct err **errp);
+
+void session_free(struct session *s);
+
+/* A new random id (RFC 4122 v4, lowercase) into buf[SESSION_ID_LEN + 1]. */
+void session_new_id(char *buf);
+
+/* Whether s looks like an id this daemon issued (36 chars, hex and dashes).
+ * Checked before an id reaches a path, a Redis key or a Docker filter. */
+bool session_id_valid(const char *s);
+
+const char *session_state_name(enum session_state st);
+
+/* Record activity at now_ms: the idle clock slides. */
+void session_touch(struct session *s, int64_t now_ms);
+
+/* Whether an execution may start now; busy (409) or not ready otherwise. */
+int session_check_exec(const struct session *s, struct err **errp);
+
+/* The API view of a session, as one JSON object. With internal set, also the
+ * fields only the daemon needs to recover it (node, container). */
+void session_to_json(const struct session *s, yajl_gen g, bool internal);
+
+#endif

@@ -1,0 +1,357 @@
+/* store.c: hiredis async on the event loop; registry writes and tombstones. */
+#include "store.h"
+
+#include <hiredis/adapters/libevent.h>
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "clock.h"
+#include "json.h"
+#include "log.h"
+#include "xalloc.h"
+
+struct store {
+	struct event_base *base;
+	redisAsyncContext *ac;
+	struct event *reconnect;
+	struct event *ping;
+	char *host, *path;
+	int port, db;
+	char *prefix, *node;
+	int64_t tomb_ttl_s;
+	bool connected;
+	int backoff_ms;
+};
+
+int store_parse_url(const char *url, char **host, int *port, char **path, int *db,
+		    struct err **errp)
+{
+	*host = *path = NULL;
+	*port = 6379;
+	*db = 0;
+	if (strncmp(url, "unix://", 7) == 0 || strncmp(url, "unix:", 5) == 0) {
+		const char *p = url + (strncmp(url, "unix://", 7) == 0 ? 7 : 5);
+		if (*p != '/')
+			return err_set(errp, ERR_BAD_REQUEST, "redis url %s: unix path must be absolute",
+				       url);
+		*path = xstrdup(p);
+		return 0;
+	}
+	if (strncmp(url, "redis://", 8) != 0)
+		return err_set(errp, ERR_BAD_REQUEST,
+			       "redis url %s: expected redis://HOST:PORT[/DB] or unix:///PATH", url);
+	const char *h = url + 8, *slash = strchr(h, '/'), *end = slash ? slash : h + strlen(h);
+	const char *colon = memchr(h, ':', (size_t)(end - h));
+	if (colon) {
+		char *e = NULL;
+		long p = strtol(colon + 1, &e, 10);
+		if (e != end || p < 1 || p > 65535)
+			return err_set(errp, ERR_BAD_REQUEST, "redis url %s: bad port", url);
+		*port = (int)p;
+	} else
+		colon = end;
+	if (colon == h)
+		return err_set(errp, ERR_BAD_REQUEST, "redis url %s: no host", url);
+	if (slash && slash[1]) {
+		char *e = NULL;
+		long d = strtol(slash + 1, &e, 10);
+		if (*e != '\0' || d < 0 || d > 1000)
+			return err_set(errp, ERR_BAD_REQUEST, "redis url %s: bad database number", url);
+		*db = (int)d;
+	}
+	*host = xstrndup(h, (size_t)(colon - h));
+	return 0;
+}
+
+static void store_connect(struct store *st);
+
+static void schedule_reconnect(struct store *st)
+{
+	struct timeval tv = {st->backoff_ms / 1000, (st->backoff_ms % 1000) * 1000};
+	evtimer_add(st->reconnect, &tv);
+	st->backoff_ms = st->backoff_ms * 2 > 2000 ? 2000 : st->backoff_ms * 2;
+}
+
+static void connect_cb(const redisAsyncContext *ac, int status)
+{
+	struct store *st = ac->data;
+	if (status != REDIS_OK) {
+		log_warn("redis: connect failed: %s", ac->errstr);
+		st->ac = NULL; /* hiredis frees the context after this callback */
+		st->connected = false;
+		schedule_reconnect(st);
+		return;
+	}
+	st->connected = true;
+	st->backoff_ms = 100;
+	log_info("redis: connected");
+}
+
+static void disconnect_cb(const redisAsyncContext *ac, int status)
+{
+	struct store *st = ac->data;
+	if (st == NULL)
+		return; /* store_free in progress */
+	st->ac = NULL;
+	st->connected = false;
+	if (status != REDIS_OK)
+		log_warn("redis: connection lost: %s", ac->errstr);
+	schedule_reconnect(st);
+}
+
+static void store_connect(struct store *st)
+{
+	redisAsyncContext *ac = st->path ? redisAsyncConnectUnix(st->path)
+					 : redisAsyncConnect(st->host, st->port);
+	if (ac == NULL)
+		abort();
+	if (ac->err) {
+		log_warn("redis: %s", ac->errstr);
+		redisAsyncFree(ac);
+		schedule_reconnect(st);
+		return;
+	}
+	ac->data = st;
+	redisLibeventAttach(ac, st->base);
+	redisAsyncSetConnectCallback(ac, connect_cb);
+	redisAsyncSetDisconnectCallback(ac, disconnect_cb);
+	st->ac = ac;
+	if (st->db)
+		redisAsyncCommand(ac, NULL, NULL, "SELECT %d", st->db);
+}
+
+static void reconnect_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	store_connect(arg);
+}
+
+static void ping_reply(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	(void)ac;
+	struct store *st = privdata;
+	redisReply *r = reply;
+	if (r == NULL || r->type == REDIS_REPLY_ERROR)
+		st->connected = false;
+	else
+		st->connected = true;
+}
+
+/* A PING a second notices a Redis that accepts but no longer answers. */
+static void ping_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct store *st = arg;
+	if (st->ac)
+		redisAsyncCommand(st->ac, ping_reply, st, "PING");
+}
+
+struct store *store_new(struct event_base *base, const char *url, const char *prefix,
+			const char *node, int64_t tombstone_ttl_s, struct err **errp)
+{
+	char *host, *path;
+	int port, db;
+	if (store_parse_url(url, &host, &port, &path, &db, errp) < 0)
+		return NULL;
+	struct store *st = xcalloc(1, sizeof(*st));
+	st->base = base;
+	st->host = host;
+	st->path = path;
+	st->port = port;
+	st->db = db;
+	st->prefix = xstrdup(prefix);
+	st->node = xstrdup(node);
+	st->tomb_ttl_s = tombstone_ttl_s;
+	st->backoff_ms = 100;
+	st->reconnect = evtimer_new(base, reconnect_cb, st);
+	st->ping = event_new(base, -1, EV_PERSIST, ping_cb, st);
+	struct timeval one = {1, 0};
+	event_add(st->ping, &one);
+	store_connect(st);
+	return st;
+}
+
+void store_free(struct store *st)
+{
+	if (st == NULL)
+		return;
+	if (st->ac) {
+		st->ac->data = NULL;
+		redisAsyncFree(st->ac);
+	}
+	event_free(st->reconnect);
+	event_free(st->ping);
+	free(st->host);
+	free(st->path);
+	free(st->prefix);
+	free(st->node);
+	free(st);
+}
+
+bool store_connected(const struct store *st)
+{
+	return st->connected && st->ac != NULL;
+}
+
+struct store_op {
+	struct store *st;
+	store_done_cb cb;
+	store_tomb_cb tomb_cb;
+	void *arg;
+	char error[256];
+};
+
+static void op_fail_deferred(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct store_op *op = arg;
+	struct err e = {.code = ERR_UNAVAILABLE, .message = op->error};
+	if (op->cb)
+		op->cb(&e, op->arg);
+	if (op->tomb_cb)
+		op->tomb_cb(false, NULL, 0, NULL, op->arg);
+	free(op);
+}
+
+static struct store_op *op_new(struct store *st, store_done_cb cb, void *arg)
+{
+	struct store_op *op = xcalloc(1, sizeof(*op));
+	op->st = st;
+	op->cb = cb;
+	op->arg = arg;
+	return op;
+}
+
+/* When Redis is not connected, answer through the loop (never inline). */
+static bool op_unavailable(struct store_op *op)
+{
+	if (op->st->ac != NULL && op->st->connected)
+		return false;
+	snprintf(op->error, sizeof(op->error), "redis is not reachable");
+	struct timeval zero = {0, 0};
+	event_base_once(op->st->base, -1, EV_TIMEOUT, op_fail_deferred, op, &zero);
+	return true;
+}
+
+static void exec_reply(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	(void)ac;
+	struct store_op *op = privdata;
+	redisReply *r = reply;
+	if (op->cb) {
+		if (r == NULL || r->type == REDIS_REPLY_ERROR || r->type == REDIS_REPLY_NIL) {
+			struct err e = {.code = ERR_UNAVAILABLE, .message = op->error};
+			snprintf(op->error, sizeof(op->error), "redis: %s",
+				 r ? (r->type == REDIS_REPLY_NIL ? "transaction aborted" : r->str)
+				   : "connection lost");
+			op->cb(&e, op->arg);
+		} else {
+			op->cb(NULL, op->arg);
+		}
+	}
+	free(op);
+}
+
+static char *session_record(const struct session *s, size_t *len)
+{
+	AUTOGEN yajl_gen g = json_gen_new();
+	session_to_json(s, g, true);
+	const char *t = jg_text(g, len);
+	return xstrndup(t, *len);
+}
+
+/* SET record + ZADD clock + SADD node set, in one MULTI so a reader never
+ * sees one without the other. With cb NULL the reply is ignored. */
+static void put_record(struct store *st, const struct session *s, struct store_op *op)
+{
+	size_t len;
+	AUTOFREE char *rec = session_record(s, &len);
+	int64_t ttl_ms = s->expires_at_ms - clock_now_ms();
+	if (ttl_ms < 1)
+		ttl_ms = 1;
+	redisAsyncCommand(st->ac, NULL, NULL, "MULTI");
+	redisAsyncCommand(st->ac, NULL, NULL, "SET %ssession:%s %b PX %lld", st->prefix, s->id, rec,
+			  len, (long long)ttl_ms);
+	redisAsyncCommand(st->ac, NULL, NULL, "ZADD %sexpiry:%s %lld %s", st->prefix, st->node,
+			  (long long)s->expires_at_ms, s->id);
+	redisAsyncCommand(st->ac, NULL, NULL, "SADD %snode:%s:sessions %s", st->prefix, st->node,
+			  s->id);
+	redisAsyncCommand(st->ac, op ? exec_reply : NULL, op, "EXEC");
+}
+
+void store_session_put(struct store *st, const struct session *s, store_done_cb cb, void *arg)
+{
+	struct store_op *op = op_new(st, cb, arg);
+	if (op_unavailable(op))
+		return;
+	put_record(st, s, op);
+}
+
+void store_session_touch(struct store *st, const struct session *s)
+{
+	if (st->ac == NULL || !st->connected)
+		return;
+	put_record(st, s, NULL);
+}
+
+void store_session_end(struct store *st, const struct session *s, const char *reason,
+		       store_done_cb cb, void *arg)
+{
+	struct store_op *op = op_new(st, cb, arg);
+	if (op_unavailable(op))
+		return;
+	AUTOGEN yajl_gen g = json_gen_new();
+	int64_t now = clock_now_ms();
+	jg_obj(g);
+	jg_kv_str(g, "id", s->id);
+	jg_kv_str(g, "tenant", s->tenant);
+	jg_kv_str(g, "state", session_state_name(s->state));
+	jg_kv_str(g, "reason", reason);
+	jg_kv_time(g, "ended_at", now);
+	jg_kv_int(g, "ended_at_ms", now);
+	jg_kv_str(g, "node", s->node);
+	jg_obj_end(g);
+	size_t len;
+	const char *tomb = jg_text(g, &len);
+	redisAsyncCommand(st->ac, NULL, NULL, "MULTI");
+	redisAsyncCommand(st->ac, NULL, NULL, "DEL %ssession:%s", st->prefix, s->id);
+	redisAsyncCommand(st->ac, NULL, NULL, "ZREM %sexpiry:%s %s", st->prefix, st->node, s->id);
+	redisAsyncCommand(st->ac, NULL, NULL, "SREM %snode:%s:sessions %s", st->prefix, st->node,
+			  s->id);
+	redisAsyncCommand(st->ac, NULL, NULL, "SET %stomb:%s %b EX %lld", st->prefix, s->id, tomb,
+			  len, (long long)st->tomb_ttl_s);
+	redisAsyncCommand(st->ac, exec_reply, op, "EXEC");
+}
+
+static void tomb_reply(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	(void)ac;
+	struct store_op *op = privdata;
+	redisReply *r = reply;
+	yajl_val v = NULL;
+	struct err *e = NULL;
+	if (r && r->type == REDIS_REPLY_STRING)
+		v = json_parse(r->str, r->len, &e);
+	int64_t ended = 0;
+	json_get_int(v, "ended_at_ms", &ended);
+	const char *reason = json_get_str(v, "reason");
+	op->tomb_cb(v != NULL && reason != NULL, reason, ended, json_get_str(v, "state"), op->arg);
+	err_free(e);
+	if (v)
+		yajl_tree_free(v);
+	free(op);
+}
+
+void store_tombstone_get(struct store *st, const char *id, store_tomb_cb cb, void *arg)
+{
+	struct store_op *op = op_new(st, NULL, arg);
+	op->tomb_cb = cb;
+	if (op_unavailable(op))
+		return;
+	redisAsyncCommand(st->ac, tomb_reply, op, "GET %stomb:%s", st->prefix, id);
+}

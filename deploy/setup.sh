@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# One idempotent set-up step for `make run` and `make test` on Debian 12 as root:
+#   1. install the Debian packages that are missing,
+#   2. start dockerd when no engine answers (waiting on the socket, bounded),
+#   3. start or reuse a Redis on 127.0.0.1:6379 (for `make run`; tests start their own),
+#   4. build the sandbox image when it is missing or its recipe changed.
+# Every step checks first, so a machine that is already set up costs about a second.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+say() { printf 'setup: %s\n' "$*"; }
+die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
+
+PACKAGES=(
+	# build
+	gcc make pkg-config libevent-dev libcurl4-openssl-dev libyajl-dev libhiredis-dev uuid-dev
+	# services
+	docker.io containerd runc iptables redis-server redis-tools
+	# the sandbox image is built from Debian packages, no registry
+	debootstrap
+	# tests
+	python3 python3-pytest valgrind clang-format
+)
+
+need_root() {
+	[ "$(id -u)" = 0 ] || die "run as root (it installs packages and starts dockerd)"
+}
+
+install_packages() {
+	local missing=() p
+	for p in "${PACKAGES[@]}"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+	done
+	if [ ${#missing[@]} -eq 0 ]; then
+		say "packages: all present"
+		return
+	fi
+	need_root
+	say "packages: installing ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -q >/dev/null
+	apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+docker_answers() {
+	timeout 5 docker version --format '{{.Server.APIVersion}}' >/dev/null 2>&1
+}
+
+start_docker() {
+	if docker_answers; then
+		say "docker: engine answers"
+		return
+	fi
+	need_root
+	if [ -d /run/systemd/system ] && command -v systemctl >/dev/null; then
+		say "docker: starting with systemctl"
+		systemctl start docker || true
+	fi
+	if ! docker_answers; then
+		say "docker: starting dockerd (log: /var/log/ci-dockerd.log)"
+		# setsid: dockerd must outlive this shell and the make that ran it.
+		setsid nohup dockerd >/var/log/ci-dockerd.log 2>&1 </dev/null &
+	fi
+	local i
+	for i in $(seq 1 120); do
+		docker_answers && { say "docker: ready after ${i} checks"; return; }
+		sleep 0.5
+	done
+	tail -n 20 /var/log/ci-dockerd.log >&2 || true
+	die "dockerd did not answer within 60 s"
+}
+
+start_redis() {
+	if redis-cli -h 127.0.0.1 -p 6379 ping 2>/dev/null | grep -q PONG; then
+		say "redis: answers on 127.0.0.1:6379"
+		return
+	fi
+	need_root
+	say "redis: starting redis-server on 127.0.0.1:6379"
+	redis-server --bind 127.0.0.1 --port 6379 --daemonize yes --save '' --appendonly no \
+		--logfile /var/log/ci-redis.log
+	local i
+	for i in $(seq 1 50); do
+		redis-cli -h 127.0.0.1 -p 6379 ping 2>/dev/null | grep -q PONG && return
+		sleep 0.1
+	done
+	die "redis-server did not answer within 5 s"
+}
+
+install_packages
+start_docker
+[ "${SETUP_SKIP_REDIS:-0}" = 1 ] || start_redis
+"$here/images/python/build.sh"

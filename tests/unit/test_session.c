@@ -1,0 +1,147 @@
+/* test_session.c: create-request validation and session rules. */
+#include <stdlib.h>
+
+#include "json.h"
+#include "session.h"
+#include "unit.h"
+
+static struct config cfg;
+
+static struct session *from(const char *body, struct err **e)
+{
+	static bool init;
+	if (!init) {
+		config_defaults(&cfg);
+		init = true;
+	}
+	yajl_val v = body ? json_parse(body, strlen(body), e) : NULL;
+	if (body && v == NULL)
+		return NULL;
+	struct session *s = session_from_request(v, &cfg, "default", e);
+	if (v)
+		yajl_tree_free(v);
+	return s;
+}
+
+TEST(session_defaults_from_config)
+{
+	struct err *e = NULL;
+	struct session *s = from(NULL, &e);
+	CHECK(s != NULL);
+	CHECK_STR(s->image, "python");
+	CHECK(s->limits.memory_mb == 512 && s->limits.pids == 128 && s->limits.exec_timeout_s == 60);
+	CHECK(s->idle_timeout_s == 600);
+	CHECK(s->state == SESSION_STARTING);
+	session_free(s);
+}
+
+TEST(session_full_request)
+{
+	struct err *e = NULL;
+	struct session *s = from("{\"image\":\"python\",\"idle_timeout_s\":3,\"limits\":{\"memory_mb\":256,"
+				 "\"cpus\":0.5,\"pids\":64,\"disk_mb\":100,\"exec_timeout_s\":10},"
+				 "\"network\":{\"allow\":[\"api.example.com:443\",\"*.example.org\"]},"
+				 "\"env\":{\"FOO\":\"bar\"},\"metadata\":{\"owner\":\"agent-7\"}}",
+				 &e);
+	CHECK(s != NULL);
+	if (s == NULL) {
+		fprintf(stderr, "  %s\n", e->message);
+		err_free(e);
+		return;
+	}
+	CHECK(s->idle_timeout_s == 3);
+	CHECK(s->limits.memory_mb == 256 && s->limits.cpus == 0.5 && s->limits.disk_mb == 100);
+	CHECK(s->n_allow == 2);
+	CHECK(s->n_env == 1 && strcmp(s->env[0].key, "FOO") == 0);
+	CHECK(s->n_metadata == 1);
+	session_free(s);
+}
+
+static void expect_bad(const char *body, const char *needle)
+{
+	struct err *e = NULL;
+	struct session *s = from(body, &e);
+	CHECK(s == NULL);
+	CHECK(e != NULL && e->code == ERR_BAD_REQUEST);
+	if (e && strstr(e->message, needle) == NULL) {
+		fprintf(stderr, "  message '%s' lacks '%s'\n", e->message, needle);
+		unit_failures_in_test++;
+	}
+	session_free(s);
+	err_free(e);
+}
+
+TEST(session_rejects_bad_requests)
+{
+	expect_bad("[]", "expected a JSON object");
+	expect_bad("{\"image\":5}", "image: expected a string");
+	expect_bad("{\"image\":\"ruby\"}", "unknown image");
+	expect_bad("{\"idle_timeout_s\":\"10\"}", "expected an integer");
+	expect_bad("{\"idle_timeout_s\":0}", "below the minimum");
+	expect_bad("{\"limits\":{\"memory_mb\":999999}}", "exceeds the server maximum 4096");
+	expect_bad("{\"limits\":{\"cpus\":64}}", "exceeds the server maximum");
+	expect_bad("{\"limits\":{\"memroy_mb\":1}}", "unknown field 'memroy_mb'");
+	expect_bad("{\"limits\":[]}", "limits: expected an object");
+	expect_bad("{\"network\":{\"allow\":\"x\"}}", "expected an array");
+	expect_bad("{\"network\":{\"allow\":[\"bad host\"]}}", "is not HOST");
+	expect_bad("{\"network\":{\"allow\":[\"a.com:99999\"]}}", "is not HOST");
+	expect_bad("{\"env\":{\"1X\":\"y\"}}", "invalid name");
+	expect_bad("{\"env\":{\"SANDBOX_IPC\":\"/x\"}}", "invalid name");
+	expect_bad("{\"env\":{\"A\":1}}", "expected a string");
+	expect_bad("{\"bogus\":1}", "unknown field 'bogus'");
+}
+
+TEST(session_ids)
+{
+	char id[SESSION_ID_LEN + 1], id2[SESSION_ID_LEN + 1];
+	session_new_id(id);
+	session_new_id(id2);
+	CHECK(session_id_valid(id));
+	CHECK(strcmp(id, id2) != 0);
+	CHECK(!session_id_valid("../x"));
+	CHECK(!session_id_valid(""));
+	CHECK(!session_id_valid("ABCDEF00-0000-0000-0000-000000000000"));
+	CHECK(!session_id_valid("0000000000000000000000000000000000000"));
+	CHECK(session_id_valid("abcdef00-0000-4000-8000-000000000000"));
+}
+
+TEST(session_exec_rules_and_clock)
+{
+	struct err *e = NULL;
+	struct session *s = from("{\"idle_timeout_s\":5}", &e);
+	strcpy(s->id, "abcdef00-0000-4000-8000-000000000000");
+	CHECK(session_check_exec(s, &e) < 0 && e->code == ERR_BUSY); /* starting */
+	err_free(e);
+	e = NULL;
+	s->state = SESSION_READY;
+	CHECK(session_check_exec(s, &e) == 0);
+	s->state = SESSION_BUSY;
+	CHECK(session_check_exec(s, &e) < 0 && e->code == ERR_BUSY);
+	err_free(e);
+	e = NULL;
+	s->state = SESSION_EXPIRED;
+	CHECK(session_check_exec(s, &e) < 0 && e->code == ERR_EXPIRED);
+	err_free(e);
+	session_touch(s, 1000);
+	CHECK(s->last_active_at_ms == 1000 && s->expires_at_ms == 6000);
+	session_free(s);
+}
+
+TEST(session_json_hides_env_in_api_view)
+{
+	struct err *e = NULL;
+	struct session *s = from("{\"env\":{\"SECRET\":\"x\"}}", &e);
+	strcpy(s->id, "abcdef00-0000-4000-8000-000000000000");
+	s->node = strdup("n");
+	AUTOGEN yajl_gen g = json_gen_new();
+	session_to_json(s, g, false);
+	size_t len;
+	const char *t = jg_text(g, &len);
+	CHECK(strstr(t, "SECRET") == NULL);
+	CHECK(strstr(t, "\"state\":\"starting\"") != NULL);
+	CHECK(strstr(t, "\"expires_at\":\"1970-01-01T00:00:00.000Z\"") != NULL);
+	AUTOGEN yajl_gen g2 = json_gen_new();
+	session_to_json(s, g2, true);
+	CHECK(strstr(jg_text(g2, &len), "SECRET") != NULL);
+	session_free(s);
+}
