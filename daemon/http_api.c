@@ -156,6 +156,10 @@ static void created_cb(const struct session *s, const struct err *e, void *arg)
 static void create_body_cb(struct http_req *req, const char *body, size_t len, void *arg)
 {
 	struct call *c = arg;
+	if (body == NULL) { /* refused; already answered */
+		free(c);
+		return;
+	}
 	struct err *e = NULL;
 	yajl_val v = NULL;
 	bool blank = true;
@@ -293,6 +297,10 @@ static void exec_done_cb(const struct exec_result *r, const struct err *e, void 
 static void exec_body_cb(struct http_req *req, const char *body, size_t len, void *arg)
 {
 	struct call *c = arg;
+	if (body == NULL) { /* refused; already answered */
+		free(c);
+		return;
+	}
 	struct err *e = NULL;
 	yajl_val v = json_parse(body, len, &e);
 	const char *code = NULL;

@@ -33,7 +33,13 @@
 /* Pipelined bytes we hold while a request is handled. */
 #define HANDLING_READ_HIGH (64 * 1024)
 
-enum conn_state { CS_HEADERS, CS_HANDLING };
+/* CS_LINGER: the answer went out before the client finished sending its
+ * body (a 413, say). Closing at once would reset the connection and the
+ * client, still writing, would never read the answer; so the rest is read
+ * and discarded, within bounds, before closing. */
+enum conn_state { CS_HEADERS, CS_HANDLING, CS_LINGER };
+#define LINGER_MAX_BYTES (64u << 20)
+#define LINGER_TIMEOUT_S 5
 enum body_mode { BODY_UNCLAIMED, BODY_BUFFER, BODY_STREAM };
 enum chunk_state { CH_SIZE, CH_DATA, CH_DATA_CRLF, CH_TRAILER };
 
@@ -82,6 +88,7 @@ struct http_conn {
 	enum conn_state state;
 	struct http_req *req;
 	struct event *kick; /* completes a reply that left nothing to write */
+	size_t lingered;
 	LIST_ENTRY(http_conn) link;
 };
 
@@ -323,16 +330,33 @@ static void conn_process(struct http_conn *c)
 
 static void conn_read_cb(struct bufferevent *bev, void *arg)
 {
-	(void)bev;
-	conn_process(arg);
+	struct http_conn *c = arg;
+	if (c->state == CS_LINGER) {
+		struct evbuffer *in = bufferevent_get_input(bev);
+		c->lingered += evbuffer_get_length(in);
+		evbuffer_drain(in, evbuffer_get_length(in));
+		if (c->lingered > LINGER_MAX_BYTES)
+			conn_free(c);
+		return;
+	}
+	conn_process(c);
 }
 
 static void req_done_writing(struct http_conn *c)
 {
 	struct http_req *req = c->req;
 	bool keep = req->keep_alive && req->body_complete;
+	bool unread_body = !req->body_complete && req->method != NULL;
 	c->req = NULL;
 	req_free(req);
+	if (!keep && unread_body) {
+		c->state = CS_LINGER;
+		shutdown(bufferevent_getfd(c->bev), SHUT_WR);
+		bufferevent_setwatermark(c->bev, EV_READ, 0, 0);
+		conn_set_read_timeout(c, LINGER_TIMEOUT_S);
+		bufferevent_enable(c->bev, EV_READ);
+		return;
+	}
 	if (!keep) {
 		conn_free(c);
 		return;
@@ -373,8 +397,9 @@ static void conn_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	(void)bev;
 	struct http_conn *c = arg;
-	if (what & BEV_EVENT_TIMEOUT && c->state == CS_HEADERS && c->req == NULL) {
-		conn_free(c); /* idle keep-alive or slow headers */
+	if ((what & BEV_EVENT_TIMEOUT && c->state == CS_HEADERS && c->req == NULL) ||
+	    c->state == CS_LINGER) {
+		conn_free(c); /* idle keep-alive, slow headers, or lingering done */
 		return;
 	}
 	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))
@@ -557,6 +582,7 @@ void http_req_read_body(struct http_req *req, size_t cap, http_body_cb cb, void 
 		snprintf(msg, sizeof(msg), "request body of %lld bytes exceeds the limit of %zu bytes",
 			 (long long)req->content_length, cap);
 		http_req_reply_error(req, ERR_PAYLOAD_TOO_LARGE, msg);
+		cb(req, NULL, 0, arg);
 		return;
 	}
 	req->mode = BODY_BUFFER;
@@ -582,7 +608,7 @@ void http_req_stream_body(struct http_req *req, http_chunk_cb cb, void *arg)
 		bufferevent_setwatermark(req->conn->bev, EV_READ, 0, 256 * 1024);
 	send_continue(req);
 	if (req->content_length == 0)
-		cb(req, NULL, 0, true, arg);
+		cb(req, NULL, 0, HTTP_BODY_END, arg);
 }
 
 void http_req_pause_body(struct http_req *req)
@@ -615,6 +641,20 @@ void http_req_resume_body(struct http_req *req)
 	evtimer_add(req->resume_ev, &zero);
 }
 
+/* The body cannot be taken: answer the request with the error, then tell
+ * the consumer so it can release its state. */
+static void body_fail(struct http_req *req, enum err_code code, const char *msg)
+{
+	enum body_mode mode = req->mode;
+	req->mode = BODY_UNCLAIMED;
+	req->keep_alive = false;
+	http_req_reply_error(req, code, msg);
+	if (mode == BODY_BUFFER)
+		req->body_cb(req, NULL, 0, req->body_arg);
+	else if (mode == BODY_STREAM)
+		req->chunk_cb(req, NULL, 0, HTTP_BODY_FAILED, req->body_arg);
+}
+
 /* Hand `n` bytes at the head of `in` to the body consumer. */
 static void body_take(struct http_req *req, struct evbuffer *in, size_t n)
 {
@@ -622,19 +662,17 @@ static void body_take(struct http_req *req, struct evbuffer *in, size_t n)
 		if (evbuffer_get_length(req->body) + n > req->cap) {
 			/* Only a chunked body can get here: its length was unknown. */
 			evbuffer_drain(in, n);
-			req->mode = BODY_UNCLAIMED;
-			req->keep_alive = false;
 			char msg[128];
 			snprintf(msg, sizeof(msg), "request body exceeds the limit of %zu bytes",
 				 req->cap);
-			http_req_reply_error(req, ERR_PAYLOAD_TOO_LARGE, msg);
+			body_fail(req, ERR_PAYLOAD_TOO_LARGE, msg);
 			return;
 		}
 		evbuffer_remove_buffer(in, req->body, n);
 		return;
 	}
 	const char *p = (const char *)evbuffer_pullup(in, (ev_ssize_t)n);
-	req->chunk_cb(req, p, n, false, req->body_arg);
+	req->chunk_cb(req, p, n, HTTP_BODY_MORE, req->body_arg);
 	evbuffer_drain(in, n);
 }
 
@@ -647,7 +685,7 @@ static void body_complete(struct http_req *req)
 		const char *p = (const char *)evbuffer_pullup(req->body, -1);
 		req->body_cb(req, p, len, req->body_arg);
 	} else if (req->mode == BODY_STREAM) {
-		req->chunk_cb(req, NULL, 0, true, req->body_arg);
+		req->chunk_cb(req, NULL, 0, HTTP_BODY_END, req->body_arg);
 	}
 }
 
@@ -683,10 +721,8 @@ static void req_process_body(struct http_req *req)
 			size_t llen = 0;
 			char *line = evbuffer_readln(in, &llen, EVBUFFER_EOL_CRLF);
 			if (line == NULL) {
-				if (avail > 1024) {
-					req->keep_alive = false;
-					http_req_reply_error(req, ERR_BAD_REQUEST, "malformed chunked body");
-				}
+				if (avail > 1024)
+					body_fail(req, ERR_BAD_REQUEST, "malformed chunked body");
 				return;
 			}
 			if (req->chunk_state == CH_TRAILER) {
@@ -703,8 +739,7 @@ static void req_process_body(struct http_req *req)
 			bool bad = e == line || (*e != '\0' && *e != ';') || size > (1ull << 40);
 			free(line);
 			if (bad) {
-				req->keep_alive = false;
-				http_req_reply_error(req, ERR_BAD_REQUEST, "malformed chunk size");
+				body_fail(req, ERR_BAD_REQUEST, "malformed chunk size");
 				return;
 			}
 			req->body_left = size;
@@ -727,8 +762,7 @@ static void req_process_body(struct http_req *req)
 		char crlf[2];
 		evbuffer_remove(in, crlf, 2);
 		if (crlf[0] != '\r' || crlf[1] != '\n') {
-			req->keep_alive = false;
-			http_req_reply_error(req, ERR_BAD_REQUEST, "malformed chunked body");
+			body_fail(req, ERR_BAD_REQUEST, "malformed chunked body");
 			return;
 		}
 		req->chunk_state = CH_SIZE;

@@ -32,11 +32,15 @@ struct http_req;
 
 /* Called once per request, when its headers are complete. */
 typedef void (*http_request_cb)(struct http_req *req, void *arg);
-/* The whole body (buffered, capped), NUL-terminated for convenience. */
+/* The whole body (buffered, capped), NUL-terminated for convenience; or
+ * body NULL when it was refused (too large, malformed): the server has then
+ * already answered the request, and the handler only releases its state. */
 typedef void (*http_body_cb)(struct http_req *req, const char *body, size_t len, void *arg);
-/* A piece of a streamed body; len 0 with done set marks the end. */
-typedef void (*http_chunk_cb)(struct http_req *req, const char *data, size_t len, bool done,
-			      void *arg);
+enum http_body_state { HTTP_BODY_MORE, HTTP_BODY_END, HTTP_BODY_FAILED };
+/* A piece of a streamed body (MORE), its end (END, len 0), or FAILED: the
+ * body was malformed and the server has answered the request. */
+typedef void (*http_chunk_cb)(struct http_req *req, const char *data, size_t len,
+			      enum http_body_state state, void *arg);
 typedef void (*http_close_cb)(struct http_req *req, void *arg);
 
 struct http_server *http_server_new(struct event_base *base, http_request_cb cb, void *arg);
@@ -60,8 +64,9 @@ const char *http_req_header(const struct http_req *req, const char *name);
 int64_t http_req_content_length(const struct http_req *req);
 bool http_req_client_gone(const struct http_req *req);
 
-/* Buffer the body up to cap bytes, then call cb. A larger body gets a 413
- * JSON error from the server itself and cb is never called. */
+/* Buffer the body up to cap bytes, then call cb exactly once. A larger body
+ * gets a 413 JSON error from the server itself, and cb(req, NULL, 0, arg).
+ * cb may run before this returns (no body, or one refused by its length). */
 void http_req_read_body(struct http_req *req, size_t cap, http_body_cb cb, void *arg);
 
 /* Deliver the body piece by piece. Between pause and resume no chunk is
