@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "files.h"
 #include "http_server.h"
 #include "json.h"
 #include "log.h"
@@ -358,7 +359,7 @@ static void exec_body_cb(struct http_req *req, const char *body, size_t len, voi
 		goto fail;
 	}
 	if (c->stream)
-		http_req_reply_start(req, 200, "application/x-ndjson");
+		http_req_reply_start(req, 200, "application/x-ndjson", -1);
 	yajl_tree_free(v);
 	return;
 fail:
@@ -369,7 +370,6 @@ fail:
 	free(c);
 }
 
-/* ---- routing ---- */
 
 static bool method_is(struct http_req *req, const char *m)
 {
@@ -384,6 +384,428 @@ static void reply_method(struct http_req *req, const char *allowed)
 	http_req_add_header(req, "Allow", allowed);
 	http_req_reply_error(req, ERR_BAD_REQUEST, msg);
 }
+
+/* ---- files ---- */
+
+/* A files-API request in flight. Freed right after its single reply. */
+struct xfer {
+	struct http_api *api;
+	struct http_req *req;
+	struct file_op *op;
+	char *path;
+	int64_t limit;    /* PUT: the session's disk size */
+	int64_t received; /* PUT */
+	int64_t size;     /* GET: announced by the sandbox */
+	int64_t sent;     /* GET */
+	bool started;     /* GET: the 200 head is out */
+};
+
+#define DOWNLOAD_BACKLOG (1024 * 1024)
+
+static void xfer_free(struct xfer *x)
+{
+	free(x->path);
+	free(x);
+}
+
+static void xfer_client_gone(struct http_req *req, void *arg)
+{
+	struct xfer *x = arg;
+	if (x->op)
+		files_cancel(x->op);
+	x->op = NULL;
+	if (x->started)
+		http_req_reply_abort(req);
+	else
+		http_req_reply_error(req, ERR_BAD_REQUEST, "client went away");
+	xfer_free(x);
+}
+
+static void put_writable(void *arg)
+{
+	struct xfer *x = arg;
+	http_req_resume_body(x->req);
+}
+
+static void put_done(const struct err *e, int64_t size, yajl_val answer, void *arg)
+{
+	(void)answer;
+	struct xfer *x = arg;
+	x->op = NULL;
+	if (e) {
+		reply_err(x->req, e);
+	} else {
+		AUTOGEN yajl_gen g = json_gen_new();
+		jg_obj(g);
+		jg_kv_str(g, "path", x->path);
+		jg_kv_int(g, "size", size);
+		jg_obj_end(g);
+		reply_gen(x->req, 201, g);
+	}
+	xfer_free(x);
+}
+
+static void put_chunk(struct http_req *req, const char *data, size_t len,
+		      enum http_body_state state, void *arg)
+{
+	struct xfer *x = arg;
+	if (state == HTTP_BODY_FAILED) {
+		if (x->op)
+			files_cancel(x->op);
+		xfer_free(x);
+		return;
+	}
+	if (state == HTTP_BODY_END) {
+		files_put_end(x->op);
+		return;
+	}
+	x->received += (int64_t)len;
+	if (x->received > x->limit) {
+		files_cancel(x->op);
+		x->op = NULL;
+		char msg[160];
+		snprintf(msg, sizeof(msg), "upload exceeds the session's disk of %lld MiB (disk_mb)",
+			 (long long)(x->limit >> 20));
+		http_req_reply_error(req, ERR_PAYLOAD_TOO_LARGE, msg);
+		xfer_free(x);
+		return;
+	}
+	if (files_put_data(x->op, data, len))
+		http_req_pause_body(req);
+}
+
+static void get_drained(struct http_req *req, void *arg)
+{
+	(void)req;
+	struct xfer *x = arg;
+	if (x->op)
+		files_get_pause(x->op, false);
+}
+
+static void get_meta(int64_t size, void *arg)
+{
+	struct xfer *x = arg;
+	x->size = size < 0 ? 0 : size;
+	x->started = true;
+	http_req_reply_start(x->req, 200, "application/octet-stream", x->size);
+	http_req_set_drain_cb(x->req, DOWNLOAD_BACKLOG / 2, get_drained, x);
+}
+
+static void get_data(const char *data, size_t len, void *arg)
+{
+	struct xfer *x = arg;
+	/* Never more than announced: Content-Length is a promise. */
+	if ((int64_t)len > x->size - x->sent)
+		len = (size_t)(x->size - x->sent);
+	http_req_reply_chunk(x->req, data, len);
+	x->sent += (int64_t)len;
+	if (http_req_output_backlog(x->req) > DOWNLOAD_BACKLOG)
+		files_get_pause(x->op, true);
+}
+
+static void get_done(const struct err *e, int64_t size, yajl_val answer, void *arg)
+{
+	(void)size;
+	(void)answer;
+	struct xfer *x = arg;
+	x->op = NULL;
+	if (!x->started)
+		reply_err(x->req, e);
+	else if (e || x->sent != x->size)
+		http_req_reply_abort(x->req);
+	else
+		http_req_reply_end(x->req);
+	xfer_free(x);
+}
+
+static void list_done(const struct err *e, int64_t size, yajl_val answer, void *arg)
+{
+	(void)size;
+	struct xfer *x = arg;
+	x->op = NULL;
+	if (e) {
+		reply_err(x->req, e);
+		xfer_free(x);
+		return;
+	}
+	/* Re-serialise what the sandbox said, keeping only well-formed entries. */
+	AUTOGEN yajl_gen g = json_gen_new();
+	jg_obj(g);
+	jg_str(g, "files");
+	jg_arr(g);
+	yajl_val files = json_get(answer, "files");
+	size_t n = files && YAJL_IS_ARRAY(files) ? files->u.array.len : 0;
+	for (size_t i = 0; i < n && i < 10000; i++) {
+		yajl_val f = files->u.array.values[i];
+		const char *path = json_get_str(f, "path"), *mtime = json_get_str(f, "mtime"),
+			   *type = json_get_str(f, "type");
+		int64_t fsize = 0;
+		if (path == NULL || !json_get_int(f, "size", &fsize))
+			continue;
+		jg_obj(g);
+		jg_kv_str(g, "path", path);
+		jg_kv_int(g, "size", fsize);
+		jg_kv_str(g, "mtime", mtime);
+		jg_kv_str(g, "type", type ? type : "file");
+		jg_obj_end(g);
+	}
+	jg_arr_end(g);
+	yajl_val tr = json_get(answer, "truncated");
+	jg_kv_bool(g, "truncated", tr && YAJL_IS_TRUE(tr));
+	jg_obj_end(g);
+	reply_gen(x->req, 200, g);
+	xfer_free(x);
+}
+
+static void delete_done(const struct err *e, int64_t size, yajl_val answer, void *arg)
+{
+	(void)size;
+	(void)answer;
+	struct xfer *x = arg;
+	x->op = NULL;
+	if (e)
+		reply_err(x->req, e);
+	else
+		http_req_reply(x->req, 204, NULL, NULL, 0);
+	xfer_free(x);
+}
+
+static const struct file_op_cbs put_cbs = {.writable = put_writable, .done = put_done};
+static const struct file_op_cbs get_cbs = {.meta = get_meta, .data = get_data, .done = get_done};
+static const struct file_op_cbs list_cbs = {.done = list_done};
+static const struct file_op_cbs delete_cbs = {.done = delete_done};
+
+/* /v1/sessions/{id}/files[/{path}] */
+static void route_files(struct call *c, const char *raw_path)
+{
+	struct http_api *api = c->api;
+	struct http_req *req = c->req;
+	struct err *e = NULL;
+	enum file_op_kind kind;
+	const struct file_op_cbs *cbs;
+	AUTOFREE char *path = NULL;
+	if (raw_path == NULL) {
+		if (!method_is(req, "GET")) {
+			free(c);
+			reply_method(req, "GET");
+			return;
+		}
+		kind = FILE_LIST;
+		cbs = &list_cbs;
+	} else {
+		path = http_percent_decode(raw_path, strlen(raw_path));
+		if (path == NULL) {
+			free(c);
+			http_req_reply_error(req, ERR_BAD_PATH, "file path is not valid percent-encoding or has a NUL byte");
+			return;
+		}
+		if (files_path_check(path, &e) < 0) {
+			free(c);
+			reply_err(req, e);
+			err_free(e);
+			return;
+		}
+		if (method_is(req, "PUT")) {
+			kind = FILE_PUT;
+			cbs = &put_cbs;
+		} else if (method_is(req, "GET")) {
+			kind = FILE_GET;
+			cbs = &get_cbs;
+		} else if (method_is(req, "DELETE")) {
+			kind = FILE_DELETE;
+			cbs = &delete_cbs;
+		} else {
+			free(c);
+			reply_method(req, "PUT, GET, DELETE");
+			return;
+		}
+	}
+	const struct session *s = manager_get(api->mgr, c->id, c->tenant);
+	if (s == NULL) {
+		reply_missing(c);
+		return;
+	}
+	struct xfer *x = xcalloc(1, sizeof(*x));
+	x->api = api;
+	x->req = req;
+	x->path = path ? xstrdup(path) : NULL;
+	x->limit = s->limits.disk_mb << 20;
+	if (kind == FILE_PUT && http_req_content_length(req) > x->limit) {
+		char msg[160];
+		snprintf(msg, sizeof(msg), "upload of %lld bytes exceeds the session's disk of %lld MiB (disk_mb)",
+			 (long long)http_req_content_length(req), (long long)s->limits.disk_mb);
+		http_req_reply_error(req, ERR_PAYLOAD_TOO_LARGE, msg);
+		xfer_free(x);
+		free(c);
+		return;
+	}
+	x->op = manager_file_start(api->mgr, c->id, c->tenant, kind, path, cbs, x, &e);
+	if (x->op == NULL) {
+		reply_err(req, e);
+		err_free(e);
+		xfer_free(x);
+		free(c);
+		return;
+	}
+	free(c);
+	http_req_set_close_cb(req, xfer_client_gone, x);
+	if (kind == FILE_PUT) {
+		bool active = files_op_active(x->op);
+		http_req_stream_body(req, put_chunk, x);
+		if (!active)
+			http_req_pause_body(req);
+	}
+}
+
+
+/* ---- one-shot: POST /v1/exec ---- */
+
+/* A fresh session for one execution, removed before the answer. */
+struct oneshot {
+	struct http_api *api;
+	struct http_req *req;
+	char id[SESSION_ID_LEN + 1];
+	char *code;
+	int64_t timeout_s;
+	char *result_json;
+	size_t result_len;
+	struct err *error;
+};
+
+static void oneshot_free(struct oneshot *o)
+{
+	free(o->code);
+	free(o->result_json);
+	err_free(o->error);
+	free(o);
+}
+
+static void oneshot_deleted(const struct err *e, void *arg)
+{
+	struct oneshot *o = arg;
+	if (e)
+		log_warn("one-shot session %s: delete failed: %s", o->id, e->message);
+	if (o->error)
+		reply_err(o->req, o->error);
+	else
+		http_req_reply(o->req, 200, "application/json", o->result_json, o->result_len);
+	oneshot_free(o);
+}
+
+static void oneshot_finish(struct oneshot *o)
+{
+	struct err *e = NULL;
+	if (manager_delete(o->api->mgr, o->id, DEFAULT_TENANT, oneshot_deleted, o, &e) < 0) {
+		err_free(e);
+		oneshot_deleted(NULL, o); /* already gone (expired under us) */
+	}
+}
+
+static void oneshot_exec_done(const struct exec_result *r, const struct err *e, void *arg)
+{
+	struct oneshot *o = arg;
+	if (r) {
+		o->api->execs[r->status]++;
+		AUTOGEN yajl_gen g = json_gen_new();
+		exec_result_to_json(r, g);
+		const char *t = jg_text(g, &o->result_len);
+		o->result_json = xstrndup(t, o->result_len);
+	} else {
+		o->error = err_new(e->code, "%s", e->message);
+	}
+	oneshot_finish(o);
+}
+
+static void oneshot_created(const struct session *s, const struct err *e, void *arg)
+{
+	struct oneshot *o = arg;
+	if (e) {
+		o->api->create_failures++;
+		reply_err(o->req, e);
+		oneshot_free(o);
+		return;
+	}
+	o->api->creates++;
+	memcpy(o->id, s->id, sizeof(o->id));
+	struct err *xe = NULL;
+	if (manager_exec(o->api->mgr, o->id, DEFAULT_TENANT, o->code, strlen(o->code), o->timeout_s,
+			 NULL, oneshot_exec_done, o, &xe) < 0) {
+		o->error = xe;
+		oneshot_finish(o);
+	}
+}
+
+static void oneshot_body_cb(struct http_req *req, const char *body, size_t len, void *arg)
+{
+	struct http_api *api = arg;
+	if (body == NULL)
+		return;
+	struct err *e = NULL;
+	yajl_val v = json_parse(body, len, &e);
+	yajl_val session_body = NULL;
+	struct oneshot *o = NULL;
+	if (v == NULL)
+		goto fail;
+	if (!YAJL_IS_OBJECT(v)) {
+		err_set(&e, ERR_BAD_REQUEST, "body: expected a JSON object, got %s", json_type_name(v));
+		goto fail;
+	}
+	for (size_t i = 0; i < v->u.object.len; i++) {
+		const char *k = v->u.object.keys[i];
+		if (strcmp(k, "code") && strcmp(k, "timeout_s") && strcmp(k, "image")) {
+			err_set(&e, ERR_BAD_REQUEST, "unknown field '%.64s'", k);
+			goto fail;
+		}
+	}
+	const char *code = json_get_str(v, "code");
+	if (code == NULL) {
+		err_set(&e, ERR_BAD_REQUEST, "code: expected a string, got %s",
+			json_type_name(json_get(v, "code")));
+		goto fail;
+	}
+	int64_t timeout_s = 0;
+	yajl_val jt = json_get(v, "timeout_s");
+	if (jt && !YAJL_IS_NULL(jt) && (!YAJL_IS_INTEGER(jt) || (timeout_s = YAJL_GET_INTEGER(jt)) < 1)) {
+		err_set(&e, ERR_BAD_REQUEST, "timeout_s: expected a positive integer");
+		goto fail;
+	}
+	yajl_val img = json_get(v, "image");
+	if (img && !YAJL_IS_NULL(img) && !YAJL_IS_STRING(img)) {
+		err_set(&e, ERR_BAD_REQUEST, "image: expected a string, got %s", json_type_name(img));
+		goto fail;
+	}
+	{
+		AUTOGEN yajl_gen g = json_gen_new();
+		jg_obj(g);
+		if (img && YAJL_IS_STRING(img))
+			jg_kv_str(g, "image", img->u.string);
+		jg_obj_end(g);
+		size_t n;
+		const char *t = jg_text(g, &n);
+		session_body = json_parse(t, n, &e);
+	}
+	o = xcalloc(1, sizeof(*o));
+	o->api = api;
+	o->req = req;
+	o->code = xstrdup(code);
+	o->timeout_s = timeout_s;
+	if (manager_create(api->mgr, session_body, DEFAULT_TENANT, oneshot_created, o, &e) < 0)
+		goto fail;
+	yajl_tree_free(v);
+	yajl_tree_free(session_body);
+	return;
+fail:
+	reply_err(req, e);
+	err_free(e);
+	if (o)
+		oneshot_free(o);
+	if (v)
+		yajl_tree_free(v);
+	if (session_body)
+		yajl_tree_free(session_body);
+}
+
+/* ---- routing ---- */
 
 static void route_session(struct http_api *api, struct http_req *req, const char *rest)
 {
@@ -438,6 +860,10 @@ static void route_session(struct http_api *api, struct http_req *req, const char
 		http_req_read_body(req, (size_t)api->cfg->max_body_bytes, exec_body_cb, c);
 		return;
 	}
+	if (strcmp(action, "files") == 0 || strncmp(action, "files/", 6) == 0) {
+		route_files(c, action[5] == '/' ? action + 6 : NULL);
+		return;
+	}
 	if (strcmp(action, "keepalive") == 0) {
 		if (!method_is(req, "POST")) {
 			free(c);
@@ -483,6 +909,13 @@ static void on_request(struct http_req *req, void *arg)
 		} else {
 			reply_method(req, "GET, POST");
 		}
+		return;
+	}
+	if (strcmp(path, "/v1/exec") == 0) {
+		if (method_is(req, "POST"))
+			http_req_read_body(req, (size_t)api->cfg->max_body_bytes, oneshot_body_cb, api);
+		else
+			reply_method(req, "POST");
 		return;
 	}
 	if (strncmp(path, "/v1/sessions/", 13) == 0) {

@@ -852,13 +852,14 @@ void http_req_reply_error(struct http_req *req, enum err_code code, const char *
 	http_req_reply(req, err_code_status(code), "application/json", text, len);
 }
 
-void http_req_reply_start(struct http_req *req, int status, const char *content_type)
+void http_req_reply_start(struct http_req *req, int status, const char *content_type,
+			  int64_t length)
 {
 	if (req->finished || req->started)
 		return;
-	req->chunked_reply = req->minor >= 1;
+	req->chunked_reply = length < 0 && req->minor >= 1;
 	if (req->conn)
-		write_head(req, status, content_type, -1);
+		write_head(req, status, content_type, length);
 	req->started = true;
 }
 
@@ -880,6 +881,14 @@ void http_req_reply_end(struct http_req *req)
 		return;
 	if (req->conn && req->chunked_reply)
 		evbuffer_add(bufferevent_get_output(req->conn->bev), "0\r\n\r\n", 5);
+	req_finish(req);
+}
+
+void http_req_reply_abort(struct http_req *req)
+{
+	if (req->finished)
+		return;
+	req->keep_alive = false;
 	req_finish(req);
 }
 

@@ -85,10 +85,15 @@ void http_req_reply(struct http_req *req, int status, const char *content_type, 
 /* A JSON error reply {"error":{"code","message"}} with the code's status. */
 void http_req_reply_error(struct http_req *req, enum err_code code, const char *message);
 
-/* A streamed reply (chunked). */
-void http_req_reply_start(struct http_req *req, int status, const char *content_type);
+/* A streamed reply: chunked when length is -1, else exactly length bytes
+ * (Content-Length) must follow. */
+void http_req_reply_start(struct http_req *req, int status, const char *content_type,
+			  int64_t length);
 void http_req_reply_chunk(struct http_req *req, const char *data, size_t len);
 void http_req_reply_end(struct http_req *req);
+/* End a streamed reply that failed half-way: the connection is closed so the
+ * client sees a short body rather than a complete one. */
+void http_req_reply_abort(struct http_req *req);
 /* Bytes written to the client's socket buffer but not yet sent. */
 size_t http_req_output_backlog(const struct http_req *req);
 /* Called each time the output backlog drains below low (streaming). */

@@ -291,6 +291,14 @@ static void conn_read_cb(struct bufferevent *bev, void *arg)
 	link->depth--;
 }
 
+static void conn_write_cb(struct bufferevent *bev, void *arg)
+{
+	(void)bev;
+	struct kernel_conn *c = arg;
+	if (c->role == ROLE_SUPERVISOR)
+		LINK_CALL(c->link, supervisor_drained);
+}
+
 static void conn_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	(void)bev;
@@ -332,7 +340,8 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 	/* Stop reading past one maximal frame; frames are consumed whole. */
 	bufferevent_setwatermark(c->bev, EV_READ, 0,
 				 FRAME_PREFIX + FRAME_MAX_HEADER + FRAME_MAX_BODY + 65536);
-	bufferevent_setcb(c->bev, conn_read_cb, NULL, conn_event_cb, c);
+	bufferevent_setcb(c->bev, conn_read_cb, conn_write_cb, conn_event_cb, c);
+	bufferevent_setwatermark(c->bev, EV_WRITE, KERNEL_SUPERVISOR_LOW, 0);
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 	link->pending[slot] = c;
 }
@@ -432,6 +441,16 @@ size_t kernel_link_supervisor_backlog(const struct kernel_link *link)
 	if (link->supervisor == NULL)
 		return 0;
 	return evbuffer_get_length(bufferevent_get_output(link->supervisor->bev));
+}
+
+void kernel_link_supervisor_pause_read(struct kernel_link *link, bool paused)
+{
+	if (link->supervisor == NULL)
+		return;
+	if (paused)
+		bufferevent_disable(link->supervisor->bev, EV_READ);
+	else
+		bufferevent_enable(link->supervisor->bev, EV_READ);
 }
 
 int kernel_link_signal_kernel(struct kernel_link *link, int sig)

@@ -33,7 +33,11 @@ struct kernel_link_ops {
 	void (*exec_done)(void *arg, uint64_t id, yajl_val header);
 	/* Any other frame from the supervisor (file replies). */
 	void (*supervisor_frame)(void *arg, yajl_val header, const char *body, size_t len);
+	/* The backlog toward the supervisor fell below KERNEL_SUPERVISOR_LOW. */
+	void (*supervisor_drained)(void *arg);
 };
+
+#define KERNEL_SUPERVISOR_LOW (256 * 1024)
 
 struct kernel_link;
 
@@ -60,6 +64,10 @@ int kernel_link_send_supervisor(struct kernel_link *link, const char *header, si
 
 /* Bytes queued toward the supervisor and not yet written (for backpressure). */
 size_t kernel_link_supervisor_backlog(const struct kernel_link *link);
+
+/* Stop (or resume) reading the supervisor's frames: a download's client is
+ * slower than the sandbox. */
+void kernel_link_supervisor_pause_read(struct kernel_link *link, bool paused);
 
 /* Signal the connected kernel process through its pidfd; -1 when there is none. */
 int kernel_link_signal_kernel(struct kernel_link *link, int sig);

@@ -67,6 +67,7 @@ struct msession {
 	struct manager *m;
 	struct session *s;
 	struct kernel_link *link;
+	struct files *files;
 	struct event *idle_timer;
 	struct event *supervisor_timer;
 	struct create_op *create;
@@ -135,6 +136,7 @@ static void table_remove(struct manager *m, struct msession *ms)
 
 static void msession_free(struct msession *ms)
 {
+	files_free(ms->files, "the daemon is shutting down");
 	kernel_link_free(ms->link);
 	if (ms->idle_timer)
 		event_free(ms->idle_timer);
@@ -169,7 +171,7 @@ static void idle_timer_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	struct msession *ms = arg;
 	/* An execution counts as activity: its end slides the clock again. */
-	if (ms->exec || ms->create || ms->teardown)
+	if (ms->exec || ms->create || ms->teardown || !files_idle(ms->files))
 		return;
 	if (clock_now_ms() < ms->s->expires_at_ms) {
 		arm_idle_timer(ms); /* the wall clock moved */
@@ -439,6 +441,7 @@ static void ms_supervisor_down(void *arg, const char *why)
 {
 	struct msession *ms = arg;
 	log_warn("session %s: supervisor connection lost: %s", ms->s->id, why);
+	files_on_supervisor_down(ms->files);
 	struct timeval tv = {SUPERVISOR_GRACE_MS / 1000, (SUPERVISOR_GRACE_MS % 1000) * 1000};
 	evtimer_add(ms->supervisor_timer, &tv);
 }
@@ -497,11 +500,16 @@ static void ms_exec_done(void *arg, uint64_t id, yajl_val header)
 
 static void ms_supervisor_frame(void *arg, yajl_val header, const char *body, size_t len)
 {
-	(void)arg;
-	(void)header;
-	(void)body;
-	(void)len;
-	/* File replies are routed here once the files API lands. */
+	struct msession *ms = arg;
+	files_on_frame(ms->files, header, body, len);
+	if (files_idle(ms->files))
+		touch(ms); /* a transfer ended: activity */
+}
+
+static void ms_supervisor_drained(void *arg)
+{
+	struct msession *ms = arg;
+	files_on_drained(ms->files);
 }
 
 static const struct kernel_link_ops link_ops = {
@@ -514,6 +522,7 @@ static const struct kernel_link_ops link_ops = {
 	.exec_display = ms_exec_display,
 	.exec_done = ms_exec_done,
 	.supervisor_frame = ms_supervisor_frame,
+	.supervisor_drained = ms_supervisor_drained,
 };
 
 int manager_create(struct manager *m, yajl_val body, const char *tenant, manager_session_cb cb,
@@ -545,6 +554,7 @@ int manager_create(struct manager *m, yajl_val body, const char *tenant, manager
 		msession_free(ms);
 		return -1;
 	}
+	ms->files = files_new(m->base, ms->link);
 	ms->idle_timer = evtimer_new(m->base, idle_timer_cb, ms);
 	ms->supervisor_timer = evtimer_new(m->base, supervisor_gone_cb, ms);
 	table_insert(m, ms);
@@ -734,6 +744,8 @@ static void session_end(struct msession *ms, enum session_state st, const char *
 		exec_result_fail(ms->exec->result, EXEC_KILLED, true, why);
 		exec_finish(ms->exec, NULL);
 	}
+	files_free(ms->files, reason);
+	ms->files = NULL;
 	kernel_link_free(ms->link);
 	ms->link = NULL;
 	if (ms->s->container_id) {
@@ -744,6 +756,27 @@ static void session_end(struct msession *ms, enum session_state st, const char *
 		op->pending--;
 	}
 	store_session_end(ms->m->store, ms->s, reason, teardown_store_done, op);
+}
+
+struct file_op *manager_file_start(struct manager *m, const char *id, const char *tenant,
+				   enum file_op_kind kind, const char *path,
+				   const struct file_op_cbs *cbs, void *arg, struct err **errp)
+{
+	struct msession *ms = table_find(m, id);
+	if (ms == NULL || strcmp(ms->s->tenant, tenant) != 0) {
+		err_set(errp, ERR_NOT_FOUND, "no session %s", id);
+		return NULL;
+	}
+	if (ms->teardown) {
+		err_set(errp, ERR_EXPIRED, "session %s has ended: %s", id, ms->end_reason);
+		return NULL;
+	}
+	if (ms->s->state == SESSION_STARTING) {
+		err_set(errp, ERR_BUSY, "session %s is still starting", id);
+		return NULL;
+	}
+	touch(ms);
+	return files_start(ms->files, kind, path, cbs, arg, errp);
 }
 
 int manager_delete(struct manager *m, const char *id, const char *tenant, manager_done_cb cb,

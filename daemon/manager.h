@@ -18,6 +18,7 @@
 #include "docker.h"
 #include "err.h"
 #include "exec_result.h"
+#include "files.h"
 #include "session.h"
 #include "store.h"
 
@@ -51,6 +52,12 @@ void manager_explain_missing(struct manager *m, const char *id, manager_done_cb 
 int manager_exec(struct manager *m, const char *id, const char *tenant, const char *code, size_t len,
 		 int64_t timeout_s, manager_event_cb on_event, manager_exec_cb cb, void *arg,
 		 struct err **errp);
+
+/* Start a files-API operation in a session (see files.h); the returned op
+ * is driven with files_put_data / files_put_end / files_cancel. */
+struct file_op *manager_file_start(struct manager *m, const char *id, const char *tenant,
+				   enum file_op_kind kind, const char *path,
+				   const struct file_op_cbs *cbs, void *arg, struct err **errp);
 
 int manager_delete(struct manager *m, const char *id, const char *tenant, manager_done_cb cb,
 		   void *arg, struct err **errp);
