@@ -1,0 +1,210 @@
+/*
+ * cli.c: option parsing and request helpers shared by the commands.
+ */
+#include "cli.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+#include "json.h"
+#include "output.h"
+
+void cli_print_version(void)
+{
+	printf("%s %s (API v1)\n", CLI_PROG, CI_VERSION);
+}
+
+void cli_cmd_help(const struct cli_cmd *cmd, FILE *out)
+{
+	fprintf(out, "usage: %s %s%s%s\n\n%s\n", CLI_PROG, cmd->name, cmd->usage[0] ? " " : "",
+	        cmd->usage, cmd->summary);
+	if (cmd->help != NULL)
+		fprintf(out, "\n%s", cmd->help);
+	fprintf(out, "\nGlobal options (--server, --json, --api-key): see `%s --help`.\n",
+	        CLI_PROG);
+}
+
+int cli_usage_error(struct cli_ctx *ctx, const char *fmt, ...)
+{
+	va_list ap;
+
+	fflush(stdout);
+	fprintf(stderr, "%s %s: ", CLI_PROG, ctx->cmd->name);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nusage: %s %s %s  (see `%s %s -h`)\n", CLI_PROG, ctx->cmd->name,
+	        ctx->cmd->usage, CLI_PROG, ctx->cmd->name);
+	return CLI_EXIT_USAGE;
+}
+
+int cli_want_args(struct cli_ctx *ctx, int argc, int min, int max)
+{
+	if (argc < min)
+		return cli_usage_error(ctx, "missing argument");
+	if (max >= 0 && argc > max)
+		return cli_usage_error(ctx, "too many arguments");
+	return 0;
+}
+
+int cli_check_id(struct cli_ctx *ctx, const char *id)
+{
+	if (id[0] == '\0')
+		return cli_usage_error(ctx, "empty session id");
+	return 0;
+}
+
+int cli_global_option(struct cli_ctx *ctx, int opt, const char *arg)
+{
+	switch (opt) {
+	case CLI_OPT_SERVER:
+		ctx->server = arg;
+		return 1;
+	case CLI_OPT_JSON:
+		ctx->json = 1;
+		return 1;
+	case CLI_OPT_API_KEY:
+		ctx->api_key = arg;
+		return 1;
+	case CLI_OPT_VERSION:
+		cli_print_version();
+		ctx->rc = CLI_EXIT_OK;
+		return CLI_GETOPT_STOP;
+	default:
+		return 0;
+	}
+}
+
+int cli_getopt(struct cli_ctx *ctx, int argc, char **argv, const char *shortopts,
+               const struct option *longopts)
+{
+	int c, g;
+
+	if (!ctx->getopt_started) {
+		/* optind = 0 makes glibc start over on the new argv. */
+		optind = 0;
+		opterr = 0;
+		ctx->getopt_started = 1;
+	}
+	for (;;) {
+		c = getopt_long(argc, argv, shortopts, longopts, NULL);
+		switch (c) {
+		case 'h':
+			cli_cmd_help(ctx->cmd, stdout);
+			ctx->rc = CLI_EXIT_OK;
+			return CLI_GETOPT_STOP;
+		case '?':
+			if (optopt > 0 && optopt < 0x100)
+				ctx->rc = cli_usage_error(ctx, "unknown option '-%c'", optopt);
+			else
+				ctx->rc =
+				    cli_usage_error(ctx, "unknown option '%s'", argv[optind - 1]);
+			return CLI_GETOPT_STOP;
+		case ':':
+			ctx->rc =
+			    cli_usage_error(ctx, "option '%s' needs a value", argv[optind - 1]);
+			return CLI_GETOPT_STOP;
+		default:
+			g = cli_global_option(ctx, c, optarg);
+			if (g == CLI_GETOPT_STOP)
+				return g;
+			if (g == 0)
+				return c;
+			break;
+		}
+	}
+}
+
+static const struct option cli_plain_options[] = {
+    CLI_COMMON_OPTIONS,
+    {NULL, 0, NULL, 0},
+};
+
+int cli_no_options(struct cli_ctx *ctx, int argc, char **argv)
+{
+	int c;
+
+	while ((c = cli_getopt(ctx, argc, argv, ":h", cli_plain_options)) != -1)
+		if (c == CLI_GETOPT_STOP)
+			return -1;
+	return 0;
+}
+
+struct client *cli_client(struct cli_ctx *ctx)
+{
+	struct err *e = NULL;
+
+	if (ctx->client == NULL) {
+		ctx->client = client_new(ctx->server, ctx->api_key, &e);
+		if (ctx->client == NULL) {
+			cli_report(ctx, e, NULL, NULL);
+			err_free(e);
+		}
+	}
+	return ctx->client;
+}
+
+int cli_report(struct cli_ctx *ctx, const struct err *e, const struct client_resp *resp,
+               const char *what)
+{
+	const char *sep = what != NULL ? ": " : "";
+	char *msg, *code;
+
+	if (what == NULL)
+		what = "";
+	/* Scripts reading --json get the error document too, but only when it
+	 * is one: a proxy's HTML page would break their parser. */
+	if (ctx->json && e->http_status != 0 && resp != NULL && resp->body != NULL &&
+	    resp->len > 0) {
+		yajl_val doc = json_parse(resp->body, NULL);
+
+		if (doc != NULL)
+			output_json_doc(resp->body, resp->len);
+		json_free(doc);
+	}
+	/* The message may quote a path or name chosen by sandboxed code. */
+	msg = output_clean(e->msg);
+	code = e->api_code != NULL ? output_clean(e->api_code) : NULL;
+	fflush(stdout);
+	if (code != NULL && e->http_status != 0)
+		fprintf(stderr, "%s: %s%s%s: %s (HTTP %ld)\n", CLI_PROG, what, sep, code, msg,
+		        e->http_status);
+	else if (code != NULL) /* an error event inside a 200 stream */
+		fprintf(stderr, "%s: %s%s%s: %s\n", CLI_PROG, what, sep, code, msg);
+	else if (e->http_status != 0)
+		fprintf(stderr, "%s: %s%sHTTP %ld: %s\n", CLI_PROG, what, sep, e->http_status, msg);
+	else
+		fprintf(stderr, "%s: %s%s%s\n", CLI_PROG, what, sep, msg);
+	free(msg);
+	free(code);
+	return e->code;
+}
+
+int cli_call(struct cli_ctx *ctx, const struct client_req *req, struct client_resp *resp,
+             const char *what)
+{
+	struct client *c;
+	struct err *e = NULL;
+	int rc;
+
+	memset(resp, 0, sizeof(*resp));
+	c = cli_client(ctx);
+	if (c == NULL)
+		return CLI_EXIT_USAGE;
+	if (client_do(c, req, resp, &e) == 0)
+		return CLI_EXIT_OK;
+	rc = cli_report(ctx, e, resp, what);
+	err_free(e);
+	return rc;
+}
+
+char *cli_session_path(const char *id, const char *suffix)
+{
+	char *esc = util_url_escape(id, 0);
+	char *path = xasprintf("/v1/sessions/%s%s", esc, suffix);
+
+	free(esc);
+	return path;
+}

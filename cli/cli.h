@@ -1,0 +1,133 @@
+/*
+ * cli.h: what ci-ctl's command files share: the command descriptor, the
+ * run context, option parsing with the global options mixed in, and
+ * request helpers that report failures the same way everywhere.
+ *
+ * A command is one `const struct cli_cmd` exported from a cmd_*.c file and
+ * listed in main.c's dispatch table (tmux's cmd-*.c shape).
+ */
+#ifndef CLI_CLI_H
+#define CLI_CLI_H
+
+#include <getopt.h>
+#include <stdio.h>
+
+#include "util.h"
+
+struct client;
+struct client_req;
+struct client_resp;
+
+#define CLI_PROG "ci-ctl"
+#define CLI_DEFAULT_SERVER "http://127.0.0.1:8080"
+
+struct cli_cmd;
+
+struct cli_ctx {
+	const char *server;        /* --server, $CICTL_SERVER or the default */
+	const char *api_key;       /* --api-key or $CICTL_API_KEY, may be NULL */
+	int json;                  /* --json: print server documents as is */
+	const struct cli_cmd *cmd; /* the command being run */
+	struct client *client;     /* made on first use, freed by main */
+	int getopt_started;
+	int rc; /* exit status after CLI_GETOPT_STOP */
+};
+
+struct cli_cmd {
+	const char *name;
+	const char *usage;   /* arguments after the name, for "usage:" */
+	const char *summary; /* one line for `ci-ctl --help` */
+	const char *help;    /* option and detail text for `ci-ctl NAME -h` */
+	/* argv[0] is the command name; returns the exit status. */
+	int (*run)(struct cli_ctx *ctx, int argc, char **argv);
+};
+
+extern const struct cli_cmd cmd_create;
+extern const struct cli_cmd cmd_ls;
+extern const struct cli_cmd cmd_show;
+extern const struct cli_cmd cmd_rm;
+extern const struct cli_cmd cmd_keepalive;
+extern const struct cli_cmd cmd_exec;
+extern const struct cli_cmd cmd_put;
+extern const struct cli_cmd cmd_get;
+extern const struct cli_cmd cmd_files;
+extern const struct cli_cmd cmd_rmfile;
+extern const struct cli_cmd cmd_health;
+
+/* getopt values of the global options; above any short option char. */
+enum {
+	CLI_OPT_SERVER = 0x100,
+	CLI_OPT_JSON,
+	CLI_OPT_API_KEY,
+	CLI_OPT_VERSION,
+	CLI_OPT_FIRST_COMMAND /* commands number their long-only options here */
+};
+
+/* Ends every command's long option table (before the zero entry), so the
+ * global options work after the command name too. */
+#define CLI_COMMON_OPTIONS                                                                         \
+	{"server", required_argument, NULL, CLI_OPT_SERVER},                                       \
+	    {"json", no_argument, NULL, CLI_OPT_JSON},                                             \
+	    {"api-key", required_argument, NULL, CLI_OPT_API_KEY},                                 \
+	    {"help", no_argument, NULL, 'h'},                                                      \
+	{                                                                                          \
+		"version", no_argument, NULL, CLI_OPT_VERSION                                      \
+	}
+
+/* Returned by cli_getopt when the command must return ctx->rc now. */
+#define CLI_GETOPT_STOP (-2)
+
+/*
+ * getopt_long for commands: shortopts must start with ':' and contain 'h'.
+ * Handles the global options, -h/--help (prints the command's help) and
+ * option errors itself.  Returns the next command option, -1 when options
+ * end (operands start at optind), or CLI_GETOPT_STOP.
+ */
+int cli_getopt(struct cli_ctx *ctx, int argc, char **argv, const char *shortopts,
+               const struct option *longopts);
+
+/* Applies a global option; returns 1 if opt was one, else 0.  --version
+ * prints and sets ctx->rc, returning CLI_GETOPT_STOP. */
+int cli_global_option(struct cli_ctx *ctx, int opt, const char *arg);
+
+void cli_print_version(void);
+/* cli_getopt for commands without options of their own: returns 0, or
+ * -1 when the command must return ctx->rc (help shown, usage error). */
+int cli_no_options(struct cli_ctx *ctx, int argc, char **argv);
+
+/* Prints "usage: ci-ctl NAME USAGE", the summary and the help text. */
+void cli_cmd_help(const struct cli_cmd *cmd, FILE *out);
+/* Reports a usage error for the current command; returns CLI_EXIT_USAGE. */
+int cli_usage_error(struct cli_ctx *ctx, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Checks the operand count: min..max (max < 0: no limit). */
+int cli_want_args(struct cli_ctx *ctx, int argc, int min, int max);
+
+/* Usage error for an empty session id (it would name the collection). */
+int cli_check_id(struct cli_ctx *ctx, const char *id);
+
+/* The client for ctx->server, made on first use; NULL after reporting a
+ * bad server URL (exit CLI_EXIT_USAGE). */
+struct client *cli_client(struct cli_ctx *ctx);
+
+/*
+ * Runs one request.  Returns 0 with resp holding a 2xx answer; else
+ * reports the failure (see cli_report) and returns its exit status.  resp
+ * must be released with client_resp_release() either way.  `what`, when
+ * not NULL, prefixes the message ("rm 1a2b").
+ */
+int cli_call(struct cli_ctx *ctx, const struct client_req *req, struct client_resp *resp,
+             const char *what);
+
+/*
+ * Prints "ci-ctl: [what: ]code: message (HTTP 404)" or a transport error
+ * to stderr; in --json mode an API error document in resp (may be NULL)
+ * also goes to stdout as is.  Returns e->code.
+ */
+int cli_report(struct cli_ctx *ctx, const struct err *e, const struct client_resp *resp,
+               const char *what);
+
+/* "/v1/sessions/ID" + suffix with ID escaped; caller frees. */
+char *cli_session_path(const char *id, const char *suffix);
+
+#endif

@@ -1,0 +1,69 @@
+/*
+ * client.h: the blocking HTTP client ci-ctl's commands use to talk to
+ * ci-daemon.  This is the only part of ci-ctl that knows about libcurl.
+ */
+#ifndef CLI_CLIENT_H
+#define CLI_CLIENT_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+struct err;
+struct client;
+
+/* Largest answer read into memory; streamed bodies are not capped. */
+#define CLIENT_BODY_MAX ((size_t)64 << 20)
+
+/*
+ * Receives a 2xx body as it arrives.  Returns 0, or -1 with err set to
+ * abort the transfer; client_do() then fails with that error.
+ */
+typedef int (*client_data_cb)(const char *data, size_t len, void *arg, struct err **err);
+
+struct client_req {
+	const char *method;       /* "GET", "POST", "PUT" or "DELETE" */
+	const char *path;         /* already escaped, starts with '/' */
+	const char *content_type; /* of body or upload; NULL sends none */
+	const char *accept;       /* NULL: application/json */
+	const void *body;         /* request body, or NULL for none */
+	size_t body_len;
+	FILE *upload;           /* streamed as the body instead, if set */
+	long long upload_size;  /* bytes in upload; -1: unknown (chunked) */
+	client_data_cb on_data; /* if set, a 2xx body goes here, unbuffered */
+	void *arg;
+	/* Whole-request limit in seconds.  0 means none, for transfers whose
+	 * size is the user's business; a stall guard still applies. */
+	long timeout_s;
+};
+
+struct client_resp {
+	long status;
+	char *body; /* NUL-terminated buffered answer; "" when streamed */
+	size_t len;
+};
+
+/*
+ * Makes a client for `server`: "http://host:port[/prefix]",
+ * "https://...", "host:port", or "unix:/path/to.sock" (also
+ * "unix:///path").  api_key may be NULL.  Returns NULL with err
+ * (CLI_EXIT_USAGE) on a bad URL.  Free with client_free().
+ */
+struct client *client_new(const char *server, const char *api_key, struct err **err);
+void client_free(struct client *c);
+
+/* The server as the user named it, for messages.  Borrowed. */
+const char *client_server(const struct client *c);
+
+/*
+ * Performs one request and fills resp (release it with
+ * client_resp_release(), also after a failure).  Returns 0 for a 2xx
+ * answer.  Returns -1 with err set for a transport failure (err->code
+ * CLI_EXIT_API, http_status 0), for a non-2xx answer (http_status set,
+ * api_code and msg taken from the {"error":{...}} body when there is one,
+ * and the raw body left in resp), or for a failure reported by on_data.
+ */
+int client_do(struct client *c, const struct client_req *req, struct client_resp *resp,
+              struct err **err);
+void client_resp_release(struct client_resp *resp);
+
+#endif

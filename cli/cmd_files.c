@@ -1,0 +1,367 @@
+/*
+ * cmd_files.c: file commands: put, get, files, rmfile.
+ *
+ * Transfers stream between disk and socket, so a file's size is not
+ * bounded by memory; only the server's own limits apply.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "client.h"
+#include "json.h"
+#include "output.h"
+
+/* "/v1/sessions/ID/files/REMOTE", each segment of REMOTE escaped on its
+ * own so names with spaces, '?' or '#' survive; caller frees. */
+static char *files_path(const char *id, const char *remote)
+{
+	char *esc = util_url_escape(remote, 1);
+	char *suffix = xasprintf("/files/%s", esc);
+	char *path = cli_session_path(id, suffix);
+
+	free(esc);
+	free(suffix);
+	return path;
+}
+
+/* ---- put ------------------------------------------------------------- */
+
+static int put_run(struct cli_ctx *ctx, int argc, char **argv)
+{
+	const char *id, *local, *remote;
+	struct client_resp resp = {0};
+	yajl_val doc = NULL;
+	struct stat sb;
+	FILE *f = NULL;
+	char *path = NULL;
+	long long size = -1;
+	double rsize;
+	int rc;
+
+	if (cli_no_options(ctx, argc, argv) < 0)
+		return ctx->rc;
+	if ((rc = cli_want_args(ctx, argc - optind, 2, 3)) != 0 ||
+	    (rc = cli_check_id(ctx, argv[optind])) != 0)
+		return rc;
+	id = argv[optind];
+	local = argv[optind + 1];
+	remote = argc - optind == 3 ? argv[optind + 2] : util_basename(local);
+	if (strcmp(local, "-") == 0 && argc - optind < 3)
+		return cli_usage_error(ctx, "name the REMOTE file when reading "
+		                            "stdin");
+	if (remote[0] == '\0')
+		return cli_usage_error(ctx, "empty REMOTE path");
+
+	if (strcmp(local, "-") == 0) {
+		f = stdin; /* size unknown: sent chunked */
+	} else {
+		f = fopen(local, "rb");
+		if (f == NULL) {
+			fprintf(stderr, "%s: %s: %s\n", CLI_PROG, local, strerror(errno));
+			return CLI_EXIT_FAIL;
+		}
+		if (fstat(fileno(f), &sb) < 0 || !S_ISREG(sb.st_mode)) {
+			fprintf(stderr, "%s: %s: not a regular file\n", CLI_PROG, local);
+			fclose(f);
+			return CLI_EXIT_FAIL;
+		}
+		size = (long long)sb.st_size;
+	}
+	path = files_path(id, remote);
+	rc = cli_call(ctx,
+	              &(struct client_req){.method = "PUT",
+	                                   .path = path,
+	                                   .content_type = "application/octet-stream",
+	                                   .upload = f,
+	                                   .upload_size = size,
+	                                   .timeout_s = 0},
+	              &resp, NULL);
+	if (rc != CLI_EXIT_OK)
+		goto out;
+	if (ctx->json) {
+		output_json_doc(resp.body, resp.len);
+		goto out;
+	}
+	/* Prefer the server's view (its normalised path, the size it stored)
+	 * and fall back to ours if the answer is thin. */
+	doc = json_parse(resp.body, NULL);
+	if (json_get_num(doc, "size", &rsize) == 0)
+		size = (long long)rsize;
+	printf("%s %lld\n", json_get_str(doc, "path") ? json_get_str(doc, "path") : remote, size);
+out:
+	json_free(doc);
+	client_resp_release(&resp);
+	free(path);
+	if (f != NULL && f != stdin)
+		fclose(f);
+	return rc;
+}
+
+const struct cli_cmd cmd_put = {
+    .name = "put",
+    .usage = "ID LOCAL [REMOTE]",
+    .summary = "Upload a file into the session's /workspace.",
+    .help = "REMOTE is relative to /workspace and defaults to LOCAL's base name.  The file\n"
+            "is streamed from disk.  LOCAL '-' reads stdin (then REMOTE is required).\n"
+            "Prints 'REMOTE SIZE' as the server stored it.\n",
+    .run = put_run,
+};
+
+/* ---- get ------------------------------------------------------------- */
+
+struct get_sink {
+	FILE *f;
+	const char *name; /* for messages */
+	unsigned long long bytes;
+};
+
+static int get_on_data(const char *data, size_t len, void *arg, struct err **err)
+{
+	struct get_sink *s = arg;
+
+	if (fwrite(data, 1, len, s->f) != len) {
+		err_set(err, CLI_EXIT_FAIL, 0, "writing %s: %s", s->name, strerror(errno));
+		return -1;
+	}
+	s->bytes += len;
+	return 0;
+}
+
+static int get_run(struct cli_ctx *ctx, int argc, char **argv)
+{
+	const char *id, *remote, *local;
+	struct get_sink sink = {0};
+	struct client_resp resp = {0};
+	struct client *client;
+	struct err *e = NULL;
+	char *path = NULL, *tmp = NULL, *local_buf = NULL;
+	struct stat sb;
+	int rc, fd, to_stdout;
+	mode_t mask;
+
+	if (cli_no_options(ctx, argc, argv) < 0)
+		return ctx->rc;
+	if ((rc = cli_want_args(ctx, argc - optind, 2, 3)) != 0 ||
+	    (rc = cli_check_id(ctx, argv[optind])) != 0)
+		return rc;
+	id = argv[optind];
+	remote = argv[optind + 1];
+	local = argc - optind == 3 ? argv[optind + 2] : util_basename(remote);
+	if (remote[0] == '\0')
+		return cli_usage_error(ctx, "empty REMOTE path");
+	if (local[0] == '\0')
+		return cli_usage_error(ctx, "cannot name a local file after '%s'; give LOCAL",
+		                       remote);
+	to_stdout = strcmp(local, "-") == 0;
+	/* Like cp: into an existing directory, under the remote's name. */
+	if (!to_stdout && stat(local, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+		size_t n = strlen(local);
+
+		if (util_basename(remote)[0] == '\0')
+			return cli_usage_error(ctx, "cannot name a file in %s after '%s'", local,
+			                       remote);
+		while (n > 1 && local[n - 1] == '/')
+			n--;
+		local = local_buf = xasprintf("%.*s/%s", (int)n, local, util_basename(remote));
+	}
+	client = cli_client(ctx);
+	if (client == NULL) {
+		rc = CLI_EXIT_USAGE;
+		goto out;
+	}
+
+	if (to_stdout) {
+		sink.f = stdout;
+		sink.name = "stdout";
+	} else {
+		/* Download next to LOCAL and rename at the end, so a failed or
+		 * refused download never leaves a truncated LOCAL behind. */
+		tmp = xasprintf("%s.ci-ctl-XXXXXX", local);
+		fd = mkstemp(tmp);
+		if (fd < 0) {
+			fprintf(stderr, "%s: cannot create %s: %s\n", CLI_PROG, tmp,
+			        strerror(errno));
+			free(tmp);
+			tmp = NULL;
+			rc = CLI_EXIT_FAIL;
+			goto out;
+		}
+		mask = umask(0);
+		umask(mask);
+		/* mkstemp makes 0600; give the file the mode cp would. */
+		fchmod(fd, 0666 & ~mask);
+		sink.f = fdopen(fd, "wb");
+		if (sink.f == NULL) {
+			fprintf(stderr, "%s: %s: %s\n", CLI_PROG, tmp, strerror(errno));
+			close(fd);
+			rc = CLI_EXIT_FAIL;
+			goto out;
+		}
+		sink.name = local;
+	}
+
+	path = files_path(id, remote);
+	if (client_do(client,
+	              &(struct client_req){.method = "GET",
+	                                   .path = path,
+	                                   .accept = "application/octet-stream",
+	                                   .on_data = get_on_data,
+	                                   .arg = &sink,
+	                                   .timeout_s = 0},
+	              &resp, &e) < 0) {
+		rc = cli_report(ctx, e, &resp, NULL);
+		goto out;
+	}
+	if (to_stdout) {
+		rc = CLI_EXIT_OK;
+		goto out;
+	}
+	if (fclose(sink.f) != 0) {
+		sink.f = NULL;
+		fprintf(stderr, "%s: writing %s: %s\n", CLI_PROG, local, strerror(errno));
+		rc = CLI_EXIT_FAIL;
+		goto out;
+	}
+	sink.f = NULL;
+	if (rename(tmp, local) < 0) {
+		fprintf(stderr, "%s: %s: %s\n", CLI_PROG, local, strerror(errno));
+		rc = CLI_EXIT_FAIL;
+		goto out;
+	}
+	free(tmp);
+	tmp = NULL;
+	if (!ctx->json)
+		printf("%s %llu\n", local, sink.bytes);
+	rc = CLI_EXIT_OK;
+out:
+	if (sink.f != NULL && sink.f != stdout)
+		fclose(sink.f);
+	if (tmp != NULL) {
+		unlink(tmp);
+		free(tmp);
+	}
+	client_resp_release(&resp);
+	err_free(e);
+	free(path);
+	free(local_buf);
+	return rc;
+}
+
+const struct cli_cmd cmd_get = {
+    .name = "get",
+    .usage = "ID REMOTE [LOCAL|-]",
+    .summary = "Download a file from the session's /workspace.",
+    .help = "LOCAL defaults to REMOTE's base name (inside LOCAL when that is a directory);\n"
+            "'-' writes the bytes to stdout.  A file is written under a temporary name and\n"
+            "renamed once complete, so a failed download leaves nothing behind; then\n"
+            "'LOCAL SIZE' is printed.\n",
+    .run = get_run,
+};
+
+/* ---- files ----------------------------------------------------------- */
+
+static int files_run(struct cli_ctx *ctx, int argc, char **argv)
+{
+	static const char *const headers[] = {"PATH", "SIZE", "MTIME", "TYPE"};
+	struct client_resp resp = {0};
+	struct table *t = NULL;
+	yajl_val doc = NULL, list;
+	char *path = NULL;
+	size_t i;
+	int rc;
+
+	if (cli_no_options(ctx, argc, argv) < 0)
+		return ctx->rc;
+	if ((rc = cli_want_args(ctx, argc - optind, 1, 1)) != 0 ||
+	    (rc = cli_check_id(ctx, argv[optind])) != 0)
+		return rc;
+	path = cli_session_path(argv[optind], "/files");
+	rc = cli_call(ctx, &(struct client_req){.method = "GET", .path = path, .timeout_s = 60},
+	              &resp, NULL);
+	if (rc != CLI_EXIT_OK)
+		goto out;
+	if (ctx->json) {
+		output_json_doc(resp.body, resp.len);
+		goto out;
+	}
+	rc = CLI_EXIT_API;
+	doc = json_parse(resp.body, NULL);
+	list = json_get_arr(doc, "files");
+	if (list == NULL) {
+		output_note("%s: the server's answer has no files list\n", CLI_PROG);
+		goto out;
+	}
+	t = table_new(4, headers);
+	for (i = 0; i < json_arr_len(list); i++) {
+		yajl_val f = json_arr_at(list, i);
+		yajl_val mtime = json_get(f, "mtime");
+		char *size = json_text(json_get(f, "size"));
+		char when[64];
+		double secs;
+
+		/* mtime as RFC 3339 like every other time, or epoch seconds. */
+		if (YAJL_IS_STRING(mtime))
+			output_when(mtime->u.string, when, sizeof(when));
+		else if (json_get_num(f, "mtime", &secs) == 0)
+			output_age((time_t)secs, time(NULL), when, sizeof(when));
+		else
+			snprintf(when, sizeof(when), "-");
+		table_add(t, (const char *const[]){json_get_str(f, "path"), size[0] ? size : NULL,
+		                                   when, json_get_str(f, "type")});
+		free(size);
+	}
+	table_print(t, stdout);
+	rc = CLI_EXIT_OK;
+out:
+	table_free(t);
+	json_free(doc);
+	client_resp_release(&resp);
+	free(path);
+	return rc;
+}
+
+const struct cli_cmd cmd_files = {
+    .name = "files",
+    .usage = "ID",
+    .summary = "List the files under the session's /workspace.",
+    .help = "Columns: PATH (relative to /workspace), SIZE in bytes, MTIME (relative to now)\n"
+            "and TYPE.\n",
+    .run = files_run,
+};
+
+/* ---- rmfile ---------------------------------------------------------- */
+
+static int rmfile_run(struct cli_ctx *ctx, int argc, char **argv)
+{
+	struct client_resp resp;
+	char *path;
+	int rc;
+
+	if (cli_no_options(ctx, argc, argv) < 0)
+		return ctx->rc;
+	if ((rc = cli_want_args(ctx, argc - optind, 2, 2)) != 0 ||
+	    (rc = cli_check_id(ctx, argv[optind])) != 0)
+		return rc;
+	if (argv[optind + 1][0] == '\0')
+		return cli_usage_error(ctx, "empty REMOTE path");
+	path = files_path(argv[optind], argv[optind + 1]);
+	rc = cli_call(ctx, &(struct client_req){.method = "DELETE", .path = path, .timeout_s = 60},
+	              &resp, NULL);
+	client_resp_release(&resp);
+	free(path);
+	if (rc == CLI_EXIT_OK && !ctx->json)
+		printf("%s\n", argv[optind + 1]);
+	return rc;
+}
+
+const struct cli_cmd cmd_rmfile = {
+    .name = "rmfile",
+    .usage = "ID REMOTE",
+    .summary = "Delete a file from the session's /workspace.",
+    .help = "Prints REMOTE once deleted.\n",
+    .run = rmfile_run,
+};

@@ -1,0 +1,607 @@
+/*
+ * cmd_session.c: session commands: create, ls, show, rm, keepalive.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "client.h"
+#include "json.h"
+#include "output.h"
+
+/* A K=V list from repeated options; a later K replaces an earlier one, so
+ * the body never carries duplicate keys (which JSON leaves undefined). */
+struct session_kv {
+	const char **keys; /* allocated copies of the K parts */
+	const char **vals; /* point into argv */
+	size_t n;
+};
+
+static int session_kv_add(struct session_kv *kv, const char *arg)
+{
+	const char *eq = strchr(arg, '=');
+	char *key;
+	size_t i;
+
+	if (eq == NULL || eq == arg)
+		return -1;
+	key = xstrndup(arg, (size_t)(eq - arg));
+	for (i = 0; i < kv->n; i++) {
+		if (strcmp(kv->keys[i], key) == 0) {
+			free(key);
+			kv->vals[i] = eq + 1;
+			return 0;
+		}
+	}
+	kv->keys = xrealloc(kv->keys, (kv->n + 1) * sizeof(char *));
+	kv->vals = xrealloc(kv->vals, (kv->n + 1) * sizeof(char *));
+	kv->keys[kv->n] = key;
+	kv->vals[kv->n] = eq + 1;
+	kv->n++;
+	return 0;
+}
+
+static void session_kv_release(struct session_kv *kv)
+{
+	size_t i;
+
+	for (i = 0; i < kv->n; i++)
+		free((char *)kv->keys[i]);
+	free(kv->keys);
+	free(kv->vals);
+	memset(kv, 0, sizeof(*kv));
+}
+
+static void session_kv_gen(struct json_gen *g, const char *name, const struct session_kv *kv)
+{
+	size_t i;
+
+	if (kv->n == 0)
+		return;
+	json_gen_key(g, name);
+	json_gen_map_open(g);
+	for (i = 0; i < kv->n; i++) {
+		json_gen_key(g, kv->keys[i]);
+		json_gen_str(g, kv->vals[i]);
+	}
+	json_gen_map_close(g);
+}
+
+/* Adds "key: value" lines for a session to t: the known fields in a
+ * useful order, then whatever else a newer daemon sends. */
+static void session_describe(struct table *t, yajl_val s)
+{
+	static const char *const order[] = {
+	    "id",         "tenant",         "state",      "image",
+	    "created_at", "last_active_at", "expires_at", "idle_timeout_s",
+	};
+	static const char *const nested[] = {"limits", "network", "metadata"};
+	char when[64], key[128];
+	size_t i, j;
+
+	for (i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
+		yajl_val v = json_get(s, order[i]);
+		char *text, *val;
+
+		if (v == NULL)
+			continue;
+		text = json_text(v);
+		if (YAJL_IS_STRING(v) && strstr(order[i], "_at") != NULL &&
+		    strcmp(output_when(text, when, sizeof(when)), text) != 0)
+			val = xasprintf("%s (%s)", text, when);
+		else
+			val = xstrdup(text);
+		snprintf(key, sizeof(key), "%s:", order[i]);
+		table_add(t, (const char *const[]){key, val});
+		free(text);
+		free(val);
+	}
+	for (i = 0; i < sizeof(nested) / sizeof(nested[0]); i++) {
+		yajl_val o = json_get(s, nested[i]);
+
+		if (o == NULL)
+			continue;
+		if (!YAJL_IS_OBJECT(o) || o->u.object.len == 0) {
+			char *text = json_text(o);
+
+			snprintf(key, sizeof(key), "%s:", nested[i]);
+			table_add(t, (const char *const[]){key, YAJL_IS_OBJECT(o) ? "-" : text});
+			free(text);
+			continue;
+		}
+		for (j = 0; j < o->u.object.len; j++) {
+			yajl_val v = o->u.object.values[j];
+			char *text;
+
+			snprintf(key, sizeof(key), "%s.%s:", nested[i], o->u.object.keys[j]);
+			if (YAJL_IS_ARRAY(v)) {
+				/* network.allow: a plain comma list reads better */
+				struct buf b;
+				size_t k;
+
+				buf_init(&b, CLIENT_BODY_MAX);
+				for (k = 0; k < v->u.array.len; k++) {
+					char *item = json_text(v->u.array.values[k]);
+
+					if (k > 0)
+						buf_append(&b, ", ", 2);
+					buf_append(&b, item, strlen(item));
+					free(item);
+				}
+				text = buf_steal(&b, NULL);
+				if (text[0] == '\0') {
+					free(text);
+					text = xstrdup("none");
+				}
+			} else {
+				text = json_text(v);
+			}
+			table_add(t, (const char *const[]){key, text});
+			free(text);
+		}
+	}
+	/* Anything this ci-ctl does not know yet is still worth seeing. */
+	for (i = 0; YAJL_IS_OBJECT(s) && i < s->u.object.len; i++) {
+		const char *k = s->u.object.keys[i];
+		int known = 0;
+		char *text;
+
+		for (j = 0; j < sizeof(order) / sizeof(order[0]); j++)
+			known |= strcmp(k, order[j]) == 0;
+		for (j = 0; j < sizeof(nested) / sizeof(nested[0]); j++)
+			known |= strcmp(k, nested[j]) == 0;
+		if (known)
+			continue;
+		text = json_text(s->u.object.values[i]);
+		snprintf(key, sizeof(key), "%s:", k);
+		table_add(t, (const char *const[]){key, text});
+		free(text);
+	}
+}
+
+static void session_print(yajl_val s, FILE *out)
+{
+	struct table *t = table_new(2, NULL);
+
+	session_describe(t, s);
+	table_print(t, out);
+	table_free(t);
+}
+
+/* Parses a 2xx answer that must be a JSON object. */
+static yajl_val session_parse(const struct client_resp *resp)
+{
+	struct err *e = NULL;
+	yajl_val doc = json_parse(resp->body, &e);
+
+	if (doc != NULL && !YAJL_IS_OBJECT(doc)) {
+		json_free(doc);
+		doc = NULL;
+		err_set(&e, CLI_EXIT_API, 0, "not a JSON object");
+	}
+	if (doc == NULL) {
+		fflush(stdout);
+		fprintf(stderr, "%s: unexpected answer from the server: %s\n", CLI_PROG, e->msg);
+	}
+	err_free(e);
+	return doc;
+}
+
+/* ---- create ---------------------------------------------------------- */
+
+enum {
+	CREATE_IMAGE = CLI_OPT_FIRST_COMMAND,
+	CREATE_IDLE,
+	CREATE_MEMORY,
+	CREATE_CPUS,
+	CREATE_PIDS,
+	CREATE_DISK,
+	CREATE_EXEC_TIMEOUT,
+	CREATE_ALLOW,
+	CREATE_ENV,
+	CREATE_META,
+};
+
+static const struct option create_options[] = {
+    {"image", required_argument, NULL, CREATE_IMAGE},
+    {"idle-timeout", required_argument, NULL, CREATE_IDLE},
+    {"memory", required_argument, NULL, CREATE_MEMORY},
+    {"cpus", required_argument, NULL, CREATE_CPUS},
+    {"pids", required_argument, NULL, CREATE_PIDS},
+    {"disk", required_argument, NULL, CREATE_DISK},
+    {"exec-timeout", required_argument, NULL, CREATE_EXEC_TIMEOUT},
+    {"allow", required_argument, NULL, CREATE_ALLOW},
+    {"env", required_argument, NULL, CREATE_ENV},
+    {"meta", required_argument, NULL, CREATE_META},
+    {"verbose", no_argument, NULL, 'v'},
+    CLI_COMMON_OPTIONS,
+    {NULL, 0, NULL, 0},
+};
+
+/* The limit options, in body order; "whole" ones refuse fractions. */
+static const struct {
+	int opt;
+	const char *flag;
+	const char *key;
+	int whole;
+} create_limits[] = {
+    {CREATE_MEMORY, "memory", "memory_mb", 1},
+    {CREATE_CPUS, "cpus", "cpus", 0},
+    {CREATE_PIDS, "pids", "pids", 1},
+    {CREATE_DISK, "disk", "disk_mb", 1},
+    {CREATE_EXEC_TIMEOUT, "exec-timeout", "exec_timeout_s", 1},
+};
+
+#define CREATE_NLIMITS (sizeof(create_limits) / sizeof(create_limits[0]))
+
+/* Parses a limit option into value[i]; returns -1 if c is not one or the
+ * value is bad (after saying so). */
+static int create_limit_opt(struct cli_ctx *ctx, int c, const char *arg, double *value)
+{
+	size_t i;
+	long n;
+
+	for (i = 0; i < CREATE_NLIMITS; i++)
+		if (create_limits[i].opt == c)
+			break;
+	if (i == CREATE_NLIMITS)
+		return -1;
+	if (create_limits[i].whole) {
+		if (util_parse_long(arg, 1, 1L << 30, &n) < 0) {
+			cli_usage_error(ctx, "--%s: want a whole number > 0",
+			                create_limits[i].flag);
+			return -1;
+		}
+		value[i] = (double)n;
+	} else if (util_parse_double(arg, 1e-3, 1e6, &value[i]) < 0) {
+		cli_usage_error(ctx, "--%s: want a number > 0", create_limits[i].flag);
+		return -1;
+	}
+	return 0;
+}
+
+static int create_run(struct cli_ctx *ctx, int argc, char **argv)
+{
+	double limits[CREATE_NLIMITS] = {-1, -1, -1, -1, -1}; /* < 0: server default */
+	struct session_kv env = {0}, meta = {0};
+	const char **allow = NULL;
+	size_t nallow = 0, i, body_len;
+	const char *image = NULL, *body;
+	double idle = -1;
+	int verbose = 0, have_limits = 0, c, rc = CLI_EXIT_USAGE;
+	struct json_gen *g = NULL;
+	struct client_resp resp = {0};
+	struct err *e = NULL;
+	yajl_val doc = NULL;
+	const char *id;
+	long n;
+
+	while ((c = cli_getopt(ctx, argc, argv, ":hv", create_options)) != -1) {
+		switch (c) {
+		case CLI_GETOPT_STOP:
+			rc = ctx->rc;
+			goto out;
+		case 'v':
+			verbose = 1;
+			break;
+		case CREATE_IMAGE:
+			image = optarg;
+			break;
+		case CREATE_IDLE:
+			if (util_parse_long(optarg, 1, 365L * 86400, &n) < 0) {
+				cli_usage_error(ctx, "--idle-timeout: want seconds > 0");
+				goto out;
+			}
+			idle = (double)n;
+			break;
+		case CREATE_MEMORY:
+		case CREATE_CPUS:
+		case CREATE_PIDS:
+		case CREATE_DISK:
+		case CREATE_EXEC_TIMEOUT:
+			if (create_limit_opt(ctx, c, optarg, limits) < 0)
+				goto out;
+			break;
+		case CREATE_ALLOW:
+			allow = xrealloc(allow, (nallow + 1) * sizeof(char *));
+			allow[nallow++] = optarg;
+			break;
+		case CREATE_ENV:
+		case CREATE_META:
+			if (session_kv_add(c == CREATE_ENV ? &env : &meta, optarg) < 0) {
+				cli_usage_error(ctx, "%s: want KEY=VALUE, got '%s'",
+				                c == CREATE_ENV ? "--env" : "--meta", optarg);
+				goto out;
+			}
+			break;
+		default:
+			break;
+		}
+	}
+	if ((rc = cli_want_args(ctx, argc - optind, 0, 0)) != 0)
+		goto out;
+
+	g = json_gen_new();
+	json_gen_map_open(g);
+	if (image != NULL) {
+		json_gen_key(g, "image");
+		json_gen_str(g, image);
+	}
+	if (idle > 0) {
+		json_gen_key(g, "idle_timeout_s");
+		json_gen_num(g, idle);
+	}
+	for (i = 0; i < CREATE_NLIMITS; i++)
+		have_limits |= limits[i] > 0;
+	if (have_limits) {
+		json_gen_key(g, "limits");
+		json_gen_map_open(g);
+		for (i = 0; i < CREATE_NLIMITS; i++) {
+			if (limits[i] > 0) {
+				json_gen_key(g, create_limits[i].key);
+				json_gen_num(g, limits[i]);
+			}
+		}
+		json_gen_map_close(g);
+	}
+	if (nallow > 0) {
+		json_gen_key(g, "network");
+		json_gen_map_open(g);
+		json_gen_key(g, "allow");
+		json_gen_array_open(g);
+		for (i = 0; i < nallow; i++)
+			json_gen_str(g, allow[i]);
+		json_gen_array_close(g);
+		json_gen_map_close(g);
+	}
+	session_kv_gen(g, "env", &env);
+	session_kv_gen(g, "metadata", &meta);
+	json_gen_map_close(g);
+	body = json_gen_finish(g, &body_len, &e);
+	if (body == NULL) {
+		rc = cli_usage_error(ctx, "%s", e->msg);
+		goto out;
+	}
+
+	rc = cli_call(ctx,
+	              &(struct client_req){.method = "POST",
+	                                   .path = "/v1/sessions",
+	                                   .content_type = "application/json",
+	                                   .body = body,
+	                                   .body_len = body_len,
+	                                   /* a cold container takes ~0.6 s;
+	                                    * leave room for a loaded host */
+	                                   .timeout_s = 120},
+	              &resp, NULL);
+	if (rc != CLI_EXIT_OK)
+		goto out;
+	if (ctx->json) {
+		output_json_doc(resp.body, resp.len);
+		goto out;
+	}
+	rc = CLI_EXIT_API;
+	if ((doc = session_parse(&resp)) == NULL)
+		goto out;
+	id = json_get_str(doc, "id");
+	if (id == NULL) {
+		fprintf(stderr, "%s: the server's answer has no session id\n", CLI_PROG);
+		goto out;
+	}
+	/* The id alone on stdout, so ID=$(ci-ctl create) just works. */
+	printf("%s\n", id);
+	if (verbose) {
+		fflush(stdout);
+		session_print(doc, stderr);
+	}
+	rc = CLI_EXIT_OK;
+out:
+	json_free(doc);
+	client_resp_release(&resp);
+	err_free(e);
+	json_gen_free(g);
+	session_kv_release(&env);
+	session_kv_release(&meta);
+	free(allow);
+	return rc;
+}
+
+const struct cli_cmd cmd_create = {
+    .name = "create",
+    .usage = "[OPTIONS]",
+    .summary = "Create a session and print its id.",
+    .help = "Options (unset ones take the server's defaults):\n"
+            "  --image NAME          image to run (e.g. python)\n"
+            "  --idle-timeout S      expire after S seconds without use\n"
+            "  --memory MB           memory limit\n"
+            "  --cpus N              CPU limit, may be fractional (0.5)\n"
+            "  --pids N              process/thread limit\n"
+            "  --disk MB             size of /workspace and /tmp\n"
+            "  --exec-timeout S      default deadline of one execution\n"
+            "  --allow HOST[:PORT]   allow outbound traffic to HOST, e.g. api.example.com:443\n"
+            "                        or *.example.org (repeatable); default: no network\n"
+            "  --env K=V             environment variable (repeatable)\n"
+            "  --meta K=V            metadata kept with the session (repeatable)\n"
+            "  -v, --verbose         also print the session's details to stderr\n"
+            "\n"
+            "Prints the session id alone on stdout, so ID=$(ci-ctl create) works;\n"
+            "with --json, prints the whole session document.\n",
+    .run = create_run,
+};
+
+/* ---- ls -------------------------------------------------------------- */
+
+static int ls_run(struct cli_ctx *ctx, int argc, char **argv)
+{
+	static const char *const headers[] = {"ID", "STATE", "IMAGE", "CREATED", "EXPIRES"};
+	struct client_resp resp = {0};
+	yajl_val doc = NULL, list;
+	struct table *t = NULL;
+	size_t i;
+	int rc;
+
+	if (cli_no_options(ctx, argc, argv) < 0)
+		return ctx->rc;
+	if ((rc = cli_want_args(ctx, argc - optind, 0, 0)) != 0)
+		return rc;
+	rc = cli_call(
+	    ctx, &(struct client_req){.method = "GET", .path = "/v1/sessions", .timeout_s = 60},
+	    &resp, NULL);
+	if (rc != CLI_EXIT_OK)
+		goto out;
+	if (ctx->json) {
+		output_json_doc(resp.body, resp.len);
+		goto out;
+	}
+	rc = CLI_EXIT_API;
+	if ((doc = session_parse(&resp)) == NULL)
+		goto out;
+	list = json_get_arr(doc, "sessions");
+	if (list == NULL) {
+		fprintf(stderr, "%s: the server's answer has no sessions list\n", CLI_PROG);
+		goto out;
+	}
+	t = table_new(5, headers);
+	for (i = 0; i < json_arr_len(list); i++) {
+		yajl_val s = json_arr_at(list, i);
+		char created[64], expires[64];
+
+		table_add(
+		    t,
+		    (const char *const[]){
+		        json_get_str(s, "id"), json_get_str(s, "state"), json_get_str(s, "image"),
+		        output_when(json_get_str(s, "created_at"), created, sizeof(created)),
+		        output_when(json_get_str(s, "expires_at"), expires, sizeof(expires))});
+	}
+	table_print(t, stdout);
+	rc = CLI_EXIT_OK;
+out:
+	table_free(t);
+	json_free(doc);
+	client_resp_release(&resp);
+	return rc;
+}
+
+const struct cli_cmd cmd_ls = {
+    .name = "ls",
+    .usage = "",
+    .summary = "List your sessions.",
+    .help = "Columns: ID, STATE, IMAGE, CREATED and EXPIRES (relative to now).\n",
+    .run = ls_run,
+};
+
+/* ---- show, keepalive ------------------------------------------------- */
+
+/* show and keepalive: one request about one session, answered with it. */
+static int session_one(struct cli_ctx *ctx, int argc, char **argv, const char *method,
+                       const char *suffix, int brief)
+{
+	struct client_resp resp = {0};
+	yajl_val doc = NULL;
+	char *path;
+	int rc;
+
+	if (cli_no_options(ctx, argc, argv) < 0)
+		return ctx->rc;
+	if ((rc = cli_want_args(ctx, argc - optind, 1, 1)) != 0 ||
+	    (rc = cli_check_id(ctx, argv[optind])) != 0)
+		return rc;
+	path = cli_session_path(argv[optind], suffix);
+	rc = cli_call(ctx, &(struct client_req){.method = method, .path = path, .timeout_s = 60},
+	              &resp, NULL);
+	free(path);
+	if (rc != CLI_EXIT_OK)
+		goto out;
+	if (ctx->json) {
+		output_json_doc(resp.body, resp.len);
+		goto out;
+	}
+	rc = CLI_EXIT_API;
+	if ((doc = session_parse(&resp)) == NULL)
+		goto out;
+	if (brief) {
+		const char *expires = json_get_str(doc, "expires_at");
+		char when[64];
+
+		printf("%s expires_at %s (%s)\n", argv[optind], expires ? expires : "-",
+		       output_when(expires, when, sizeof(when)));
+	} else {
+		session_print(doc, stdout);
+	}
+	rc = CLI_EXIT_OK;
+out:
+	json_free(doc);
+	client_resp_release(&resp);
+	return rc;
+}
+
+static int show_run(struct cli_ctx *ctx, int argc, char **argv)
+{
+	return session_one(ctx, argc, argv, "GET", "", 0);
+}
+
+const struct cli_cmd cmd_show = {
+    .name = "show",
+    .usage = "ID",
+    .summary = "Show a session: state, times, limits, network, metadata.",
+    .help = "Prints 'key: value' lines: id, tenant, state, image, times (also relative to\n"
+            "now), idle_timeout_s, limits.*, network.allow and metadata.*.\n",
+    .run = show_run,
+};
+
+static int keepalive_run(struct cli_ctx *ctx, int argc, char **argv)
+{
+	return session_one(ctx, argc, argv, "POST", "/keepalive", 1);
+}
+
+const struct cli_cmd cmd_keepalive = {
+    .name = "keepalive",
+    .usage = "ID",
+    .summary = "Reset a session's idle clock; print its new expiry.",
+    .help = "Prints 'ID expires_at TIME (in 10m)'; --json prints the session document.\n",
+    .run = keepalive_run,
+};
+
+/* ---- rm -------------------------------------------------------------- */
+
+static int rm_run(struct cli_ctx *ctx, int argc, char **argv)
+{
+	int rc, i, failed = 0;
+
+	if (cli_no_options(ctx, argc, argv) < 0)
+		return ctx->rc;
+	if ((rc = cli_want_args(ctx, argc - optind, 1, -1)) != 0)
+		return rc;
+	for (i = optind; i < argc; i++)
+		if ((rc = cli_check_id(ctx, argv[i])) != 0)
+			return rc;
+	for (i = optind; i < argc; i++) {
+		struct client_resp resp;
+		char *path = cli_session_path(argv[i], "");
+		/* Name the session in errors only when there are several. */
+		char *what = argc - optind > 1 ? xasprintf("rm %s", argv[i]) : NULL;
+
+		rc = cli_call(
+		    ctx, &(struct client_req){.method = "DELETE", .path = path, .timeout_s = 60},
+		    &resp, what);
+		free(what);
+		free(path);
+		client_resp_release(&resp);
+		if (rc != CLI_EXIT_OK)
+			failed = rc;
+		else if (!ctx->json)
+			printf("%s\n", argv[i]);
+		if (rc == CLI_EXIT_USAGE)
+			break; /* bad --server: every other try fails the same way */
+	}
+	return failed;
+}
+
+const struct cli_cmd cmd_rm = {
+    .name = "rm",
+    .usage = "ID...",
+    .summary = "Delete sessions (their containers and files).",
+    .help = "Prints each id removed.  Exits non-zero if any removal failed; the others are\n"
+            "still attempted.  With --json, prints nothing on success and the error\n"
+            "document of each failure.\n",
+    .run = rm_run,
+};

@@ -1,0 +1,215 @@
+/*
+ * output.c: tables, times and pass-through JSON for ci-ctl.
+ */
+#include "output.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+struct table {
+	size_t ncols;
+	size_t nrows; /* including the header row, if any */
+	size_t cap;
+	char **cells; /* nrows * ncols */
+};
+
+struct table *table_new(size_t ncols, const char *const *headers)
+{
+	struct table *t = xcalloc(1, sizeof(*t));
+
+	t->ncols = ncols;
+	if (headers != NULL)
+		table_add(t, headers);
+	return t;
+}
+
+void table_free(struct table *t)
+{
+	size_t i;
+
+	if (t == NULL)
+		return;
+	for (i = 0; i < t->nrows * t->ncols; i++)
+		free(t->cells[i]);
+	free(t->cells);
+	free(t);
+}
+
+char *output_clean(const char *s)
+{
+	char *out = xstrdup(s), *p;
+
+	for (p = out; *p != '\0'; p++)
+		if ((unsigned char)*p < 0x20 || (unsigned char)*p == 0x7f)
+			*p = '?';
+	return out;
+}
+
+void table_add(struct table *t, const char *const *cells)
+{
+	size_t i;
+
+	if (t->nrows == t->cap) {
+		t->cap = t->cap ? t->cap * 2 : 16;
+		t->cells = xrealloc(t->cells, t->cap * t->ncols * sizeof(char *));
+	}
+	for (i = 0; i < t->ncols; i++)
+		t->cells[t->nrows * t->ncols + i] = output_clean(cells[i] != NULL ? cells[i] : "-");
+	t->nrows++;
+}
+
+/* Display width: count UTF-8 lead bytes, not bytes, so names with accents
+ * do not push the columns out.  (Wide CJK glyphs are still counted as 1.) */
+static size_t table_width(const char *s)
+{
+	size_t w = 0;
+
+	for (; *s != '\0'; s++)
+		if (((unsigned char)*s & 0xC0) != 0x80)
+			w++;
+	return w;
+}
+
+void table_print(const struct table *t, FILE *out)
+{
+	size_t *width = xcalloc(t->ncols, sizeof(size_t));
+	size_t r, col;
+
+	for (r = 0; r < t->nrows; r++)
+		for (col = 0; col < t->ncols; col++) {
+			size_t w = table_width(t->cells[r * t->ncols + col]);
+
+			if (w > width[col])
+				width[col] = w;
+		}
+	for (r = 0; r < t->nrows; r++) {
+		for (col = 0; col < t->ncols; col++) {
+			const char *cell = t->cells[r * t->ncols + col];
+
+			fputs(cell, out);
+			if (col + 1 < t->ncols)
+				fprintf(out, "%*s", (int)(width[col] - table_width(cell) + 2), "");
+		}
+		fputc('\n', out);
+	}
+	free(width);
+}
+
+static int output_digits(const char **p, int n, int *out)
+{
+	int v = 0;
+
+	while (n-- > 0) {
+		if (**p < '0' || **p > '9')
+			return -1;
+		v = v * 10 + (**p - '0');
+		(*p)++;
+	}
+	*out = v;
+	return 0;
+}
+
+int output_parse_time(const char *s, time_t *out)
+{
+	struct tm tm;
+	int year, mon, day, hour, min, sec, oh, om, sign;
+	time_t t;
+
+	if (s == NULL || output_digits(&s, 4, &year) < 0 || *s++ != '-' ||
+	    output_digits(&s, 2, &mon) < 0 || *s++ != '-' || output_digits(&s, 2, &day) < 0 ||
+	    (*s != 'T' && *s != 't' && *s != ' '))
+		return -1;
+	s++;
+	if (output_digits(&s, 2, &hour) < 0 || *s++ != ':' || output_digits(&s, 2, &min) < 0 ||
+	    *s++ != ':' || output_digits(&s, 2, &sec) < 0)
+		return -1;
+	if (*s == '.') /* fractions of a second do not matter for display */
+		for (s++; *s >= '0' && *s <= '9'; s++)
+			;
+	memset(&tm, 0, sizeof(tm));
+	tm.tm_year = year - 1900;
+	tm.tm_mon = mon - 1;
+	tm.tm_mday = day;
+	tm.tm_hour = hour;
+	tm.tm_min = min;
+	tm.tm_sec = sec;
+	t = timegm(&tm);
+	if (t == (time_t)-1)
+		return -1;
+	if (*s == 'Z' || *s == 'z') {
+		s++;
+	} else if (*s == '+' || *s == '-') {
+		sign = *s++ == '-' ? -1 : 1;
+		if (output_digits(&s, 2, &oh) < 0 || *s++ != ':' || output_digits(&s, 2, &om) < 0)
+			return -1;
+		/* local = UTC + offset, so UTC = local - offset */
+		t -= sign * (oh * 3600 + om * 60);
+	} else {
+		return -1;
+	}
+	if (*s != '\0')
+		return -1;
+	*out = t;
+	return 0;
+}
+
+char *output_age(time_t t, time_t now, char *buf, size_t len)
+{
+	long long d = (long long)now - (long long)t;
+	long long a = d < 0 ? -d : d;
+	const char *unit;
+	long long n;
+
+	if (a < 1) {
+		snprintf(buf, len, "now");
+		return buf;
+	}
+	if (a < 60)
+		n = a, unit = "s";
+	else if (a < 3600)
+		n = a / 60, unit = "m";
+	else if (a < 86400)
+		n = a / 3600, unit = "h";
+	else
+		n = a / 86400, unit = "d";
+	if (d > 0)
+		snprintf(buf, len, "%lld%s ago", n, unit);
+	else
+		snprintf(buf, len, "in %lld%s", n, unit);
+	return buf;
+}
+
+char *output_when(const char *rfc3339, char *buf, size_t len)
+{
+	time_t t;
+
+	if (rfc3339 == NULL)
+		snprintf(buf, len, "-");
+	else if (output_parse_time(rfc3339, &t) == 0)
+		output_age(t, time(NULL), buf, len);
+	else
+		snprintf(buf, len, "%s", rfc3339);
+	return buf;
+}
+
+void output_json_doc(const char *body, size_t len)
+{
+	if (len == 0)
+		return;
+	fwrite(body, 1, len, stdout);
+	if (body[len - 1] != '\n')
+		fputc('\n', stdout);
+}
+
+void output_note(const char *fmt, ...)
+{
+	va_list ap;
+
+	fflush(stdout);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+}
