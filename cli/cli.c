@@ -19,11 +19,11 @@ void cli_print_version(void)
 void cli_cmd_help(const struct cli_cmd *cmd, FILE *out)
 {
 	fprintf(out, "usage: %s %s%s%s\n\n%s\n", CLI_PROG, cmd->name, cmd->usage[0] ? " " : "",
-	        cmd->usage, cmd->summary);
+		cmd->usage, cmd->summary);
 	if (cmd->help != NULL)
 		fprintf(out, "\n%s", cmd->help);
 	fprintf(out, "\nGlobal options (--server, --json, --api-key): see `%s --help`.\n",
-	        CLI_PROG);
+		CLI_PROG);
 }
 
 int cli_usage_error(struct cli_ctx *ctx, const char *fmt, ...)
@@ -36,7 +36,7 @@ int cli_usage_error(struct cli_ctx *ctx, const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fprintf(stderr, "\nusage: %s %s %s  (see `%s %s -h`)\n", CLI_PROG, ctx->cmd->name,
-	        ctx->cmd->usage, CLI_PROG, ctx->cmd->name);
+		ctx->cmd->usage, CLI_PROG, ctx->cmd->name);
 	return CLI_EXIT_USAGE;
 }
 
@@ -59,26 +59,19 @@ int cli_check_id(struct cli_ctx *ctx, const char *id)
 int cli_global_option(struct cli_ctx *ctx, int opt, const char *arg)
 {
 	switch (opt) {
-	case CLI_OPT_SERVER:
-		ctx->server = arg;
-		return 1;
-	case CLI_OPT_JSON:
-		ctx->json = 1;
-		return 1;
-	case CLI_OPT_API_KEY:
-		ctx->api_key = arg;
-		return 1;
+	case CLI_OPT_SERVER: ctx->server = arg; return 1;
+	case CLI_OPT_JSON: ctx->json = 1; return 1;
+	case CLI_OPT_API_KEY: ctx->api_key = arg; return 1;
 	case CLI_OPT_VERSION:
 		cli_print_version();
 		ctx->rc = CLI_EXIT_OK;
 		return CLI_GETOPT_STOP;
-	default:
-		return 0;
+	default: return 0;
 	}
 }
 
 int cli_getopt(struct cli_ctx *ctx, int argc, char **argv, const char *shortopts,
-               const struct option *longopts)
+	       const struct option *longopts)
 {
 	int c, g;
 
@@ -147,7 +140,7 @@ struct client *cli_client(struct cli_ctx *ctx)
 }
 
 int cli_report(struct cli_ctx *ctx, const struct err *e, const struct client_resp *resp,
-               const char *what)
+	       const char *what)
 {
 	const char *sep = what != NULL ? ": " : "";
 	char *msg, *code;
@@ -170,7 +163,7 @@ int cli_report(struct cli_ctx *ctx, const struct err *e, const struct client_res
 	fflush(stdout);
 	if (code != NULL && e->http_status != 0)
 		fprintf(stderr, "%s: %s%s%s: %s (HTTP %ld)\n", CLI_PROG, what, sep, code, msg,
-		        e->http_status);
+			e->http_status);
 	else if (code != NULL) /* an error event inside a 200 stream */
 		fprintf(stderr, "%s: %s%s%s: %s\n", CLI_PROG, what, sep, code, msg);
 	else if (e->http_status != 0)
@@ -183,7 +176,7 @@ int cli_report(struct cli_ctx *ctx, const struct err *e, const struct client_res
 }
 
 int cli_call(struct cli_ctx *ctx, const struct client_req *req, struct client_resp *resp,
-             const char *what)
+	     const char *what)
 {
 	struct client *c;
 	struct err *e = NULL;

@@ -65,13 +65,13 @@ enum {
 
 /* Ends every command's long option table (before the zero entry), so the
  * global options work after the command name too. */
-#define CLI_COMMON_OPTIONS                                                                         \
-	{"server", required_argument, NULL, CLI_OPT_SERVER},                                       \
-	    {"json", no_argument, NULL, CLI_OPT_JSON},                                             \
-	    {"api-key", required_argument, NULL, CLI_OPT_API_KEY},                                 \
-	    {"help", no_argument, NULL, 'h'},                                                      \
-	{                                                                                          \
-		"version", no_argument, NULL, CLI_OPT_VERSION                                      \
+#define CLI_COMMON_OPTIONS                                         \
+	{"server", required_argument, NULL, CLI_OPT_SERVER},       \
+	    {"json", no_argument, NULL, CLI_OPT_JSON},             \
+	    {"api-key", required_argument, NULL, CLI_OPT_API_KEY}, \
+	    {"help", no_argument, NULL, 'h'},                      \
+	{                                                          \
+		"version", no_argument, NULL, CLI_OPT_VERSION      \
 	}
 
 /* Returned by cli_getopt when the command must return ctx->rc now. */
@@ -84,7 +84,7 @@ enum {
  * end (operands start at optind), or CLI_GETOPT_STOP.
  */
 int cli_getopt(struct cli_ctx *ctx, int argc, char **argv, const char *shortopts,
-               const struct option *longopts);
+	       const struct option *longopts);
 
 /* Applies a global option; returns 1 if opt was one, else 0.  --version
  * prints and sets ctx->rc, returning CLI_GETOPT_STOP. */
@@ -117,7 +117,7 @@ struct client *cli_client(struct cli_ctx *ctx);
  * not NULL, prefixes the message ("rm 1a2b").
  */
 int cli_call(struct cli_ctx *ctx, const struct client_req *req, struct client_resp *resp,
-             const char *what);
+	     const char *what);
 
 /*
  * Prints "ci-ctl: [what: ]code: message (HTTP 404)" or a transport error
@@ -125,7 +125,7 @@ int cli_call(struct cli_ctx *ctx, const struct client_req *req, struct client_re
  * also goes to stdout as is.  Returns e->code.
  */
 int cli_report(struct cli_ctx *ctx, const struct err *e, const struct client_resp *resp,
-               const char *what);
+	       const char *what);
 
 /* "/v1/sessions/ID" + suffix with ID escaped; caller frees. */
 char *cli_session_path(const char *id, const char *suffix);

@@ -59,7 +59,7 @@ static int client_parse_server(struct client *c, const char *server, struct err 
 			rest += 2;
 		if (*rest == '\0') {
 			err_set(err, CLI_EXIT_USAGE, 0,
-			        "bad server '%s': unix: needs a socket path", server);
+				"bad server '%s': unix: needs a socket path", server);
 			return -1;
 		}
 		c->unix_path = xstrdup(rest);
@@ -70,12 +70,12 @@ static int client_parse_server(struct client *c, const char *server, struct err 
 	if (strncmp(server, "http://", 7) == 0 || strncmp(server, "https://", 8) == 0) {
 		c->base_url = xstrdup(server);
 	} else if (strstr(server, "://") == NULL && strchr(server, '/') == NULL &&
-	           strchr(server, ':') != NULL) {
+		   strchr(server, ':') != NULL) {
 		/* host:port, the daemon's own --listen spelling */
 		c->base_url = xasprintf("http://%s", server);
 	} else {
 		err_set(err, CLI_EXIT_USAGE, 0,
-		        "bad server '%s': want http://HOST:PORT or unix:/PATH", server);
+			"bad server '%s': want http://HOST:PORT or unix:/PATH", server);
 		return -1;
 	}
 	n = strlen(c->base_url);
@@ -93,7 +93,7 @@ static int client_parse_server(struct client *c, const char *server, struct err 
 	curl_url_cleanup(u);
 	if (uc != CURLUE_OK) {
 		err_set(err, CLI_EXIT_USAGE, 0, "bad server '%s': %s", server,
-		        curl_url_strerror(uc));
+			curl_url_strerror(uc));
 		return -1;
 	}
 	return 0;
@@ -250,13 +250,13 @@ static void client_proxy(struct client *c, CURL *h)
 		return;
 	}
 	list = xasprintf("%s%slocalhost,127.0.0.1,::1", user != NULL ? user : "",
-	                 user != NULL && *user != '\0' ? "," : "");
+			 user != NULL && *user != '\0' ? "," : "");
 	curl_easy_setopt(h, CURLOPT_NOPROXY, list); /* curl copies strings */
 	free(list);
 }
 
 static void client_setup(struct client *c, struct client_xfer *x, struct curl_slist *headers,
-                         const char *url, char *errbuf)
+			 const char *url, char *errbuf)
 {
 	const struct client_req *req = x->req;
 	CURL *h = c->curl;
@@ -300,7 +300,7 @@ static void client_setup(struct client *c, struct client_xfer *x, struct curl_sl
 	} else if (req->body != NULL || strcmp(req->method, "POST") == 0) {
 		/* A POST without a body still sends Content-Length: 0. */
 		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE,
-		                 (curl_off_t)(req->body ? req->body_len : 0));
+				 (curl_off_t)(req->body ? req->body_len : 0));
 		curl_easy_setopt(h, CURLOPT_POSTFIELDS, req->body ? req->body : "");
 		if (strcmp(req->method, "POST") != 0)
 			curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, req->method);
@@ -311,7 +311,7 @@ static void client_setup(struct client *c, struct client_xfer *x, struct curl_sl
 
 /* Turns a curl failure into "cannot reach SERVER: reason" and kin. */
 static void client_transport_error(struct client *c, CURLcode rc, const char *errbuf,
-                                   long timeout_s, struct err **err)
+				   long timeout_s, struct err **err)
 {
 	const char *why = errbuf[0] ? errbuf : curl_easy_strerror(rc);
 	long os_errno = 0;
@@ -326,26 +326,24 @@ static void client_transport_error(struct client *c, CURLcode rc, const char *er
 	case CURLE_COULDNT_RESOLVE_HOST:
 		/* strerror says "Connection refused", curl's own text buries it. */
 		err_set(err, CLI_EXIT_API, 0, "cannot reach %s: %s", c->server,
-		        os_errno ? strerror((int)os_errno) : why);
+			os_errno ? strerror((int)os_errno) : why);
 		break;
 	case CURLE_OPERATION_TIMEDOUT:
 		if (sent_us == 0)
 			err_set(err, CLI_EXIT_API, 0, "cannot reach %s: no connection after %ld s",
-			        c->server, CLIENT_CONNECT_TIMEOUT_S);
+				c->server, CLIENT_CONNECT_TIMEOUT_S);
 		else if (timeout_s > 0)
 			err_set(err, CLI_EXIT_API, 0, "%s: no complete answer within %ld s",
-			        c->server, timeout_s);
+				c->server, timeout_s);
 		else
 			err_set(err, CLI_EXIT_API, 0, "%s: transfer stalled for %ld s", c->server,
-			        CLIENT_STALL_S);
+				CLIENT_STALL_S);
 		break;
 	case CURLE_GOT_NOTHING:
 		err_set(err, CLI_EXIT_API, 0, "%s: server closed the connection without answering",
-		        c->server);
+			c->server);
 		break;
-	default:
-		err_set(err, CLI_EXIT_API, 0, "%s: %s", c->server, why);
-		break;
+	default: err_set(err, CLI_EXIT_API, 0, "%s: %s", c->server, why); break;
 	}
 }
 
@@ -368,9 +366,9 @@ static void client_answer_error(long status, const char *body, struct err **err)
 		line = xstrndup(body, n > 200 ? 200 : n);
 	}
 	err_set(&e, CLI_EXIT_API, status, "%s",
-	        msg    ? msg
-	        : line ? line
-	               : "no error message in the answer");
+		msg    ? msg
+		: line ? line
+		       : "no error message in the answer");
 	if (code != NULL)
 		e->api_code = xstrdup(code);
 	err_give(err, e);
@@ -379,7 +377,7 @@ static void client_answer_error(long status, const char *body, struct err **err)
 }
 
 int client_do(struct client *c, const struct client_req *req, struct client_resp *resp,
-              struct err **err)
+	      struct err **err)
 {
 	struct client_xfer x = {.c = c, .req = req};
 	struct curl_slist *headers;
@@ -409,7 +407,7 @@ int client_do(struct client *c, const struct client_req *req, struct client_resp
 		x.cb_err = NULL;
 	} else if (x.too_big) {
 		err_set(err, CLI_EXIT_API, 0, "%s: answer larger than the %zu MiB cap", c->server,
-		        CLIENT_BODY_MAX >> 20);
+			CLIENT_BODY_MAX >> 20);
 	} else if (x.read_errno != 0) {
 		err_set(err, CLI_EXIT_FAIL, 0, "reading upload: %s", strerror(x.read_errno));
 	} else if (rc != CURLE_OK) {

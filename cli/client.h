@@ -63,7 +63,7 @@ const char *client_server(const struct client *c);
  * and the raw body left in resp), or for a failure reported by on_data.
  */
 int client_do(struct client *c, const struct client_req *req, struct client_resp *resp,
-              struct err **err);
+	      struct err **err);
 void client_resp_release(struct client_resp *resp);
 
 #endif

@@ -63,7 +63,7 @@ static const char *exec_mime_ext(const char *mime)
 
 /* Writes one display item to DIR/display-N.EXT; -1 after saying why. */
 static int exec_save_display(const char *dir, size_t n, const char *mime, const struct buf *data,
-                             char **saved)
+			     char **saved)
 {
 	size_t dirlen;
 	char *path;
@@ -125,7 +125,7 @@ static int exec_displays(struct cli_ctx *ctx, yajl_val r, const char *dir)
 		if (!ctx->json) {
 			if (saved != NULL)
 				output_note("[display %s, %zu bytes, saved as %s]\n", mime, raw.len,
-				            saved);
+					    saved);
 			else
 				output_note("[display %s, %zu bytes]\n", mime, raw.len);
 		}
@@ -185,7 +185,7 @@ static void exec_error(yajl_val r)
 	/* No traceback (e.g. the kernel died): the name still says what. */
 	if (json_arr_len(tb) == 0 && (ename != NULL || evalue != NULL))
 		fprintf(stderr, "%s%s%s\n", ename ? ename : "",
-		        ename && evalue && *evalue ? ": " : "", evalue ? evalue : "");
+			ename && evalue && *evalue ? ": " : "", evalue ? evalue : "");
 }
 
 /*
@@ -210,8 +210,8 @@ static void exec_ending(yajl_val r, int timed_out, const char *took)
 	else if (!timed_out)
 		why = xstrdup("out of memory or a crash");
 	output_note("%s: %s%s%s%s (%s)\n", CLI_PROG,
-	            timed_out ? "execution timed out" : "the kernel died", took, why ? ": " : "",
-	            why ? why : "", state);
+		    timed_out ? "execution timed out" : "the kernel died", took, why ? ": " : "",
+		    why ? why : "", state);
 	free(why);
 }
 
@@ -346,7 +346,7 @@ static int exec_stream_data(const char *data, size_t len, void *arg, struct err 
 
 	if (buf_append(&st->line, data, len) < 0) {
 		err_set(err, CLI_EXIT_API, 0, "exec stream line longer than the %zu MiB cap",
-		        st->line.max >> 20);
+			st->line.max >> 20);
 		return -1;
 	}
 	while (st->line.len > 0 && (nl = memchr(st->line.data, '\n', st->line.len)) != NULL) {
@@ -408,36 +408,25 @@ static int exec_run(struct cli_ctx *ctx, int argc, char **argv)
 	buf_init(&st.line, CLIENT_BODY_MAX);
 	while ((c = cli_getopt(ctx, argc, argv, ":hf:", exec_options)) != -1) {
 		switch (c) {
-		case CLI_GETOPT_STOP:
-			rc = ctx->rc;
-			goto out;
-		case 'f':
-			file = optarg;
-			break;
+		case CLI_GETOPT_STOP: rc = ctx->rc; goto out;
+		case 'f': file = optarg; break;
 		case EXEC_TIMEOUT:
 			if (util_parse_double(optarg, 1e-3, 86400, &timeout) < 0) {
 				cli_usage_error(ctx, "--timeout: want seconds > 0");
 				goto out;
 			}
 			break;
-		case EXEC_STREAM:
-			stream = 1;
-			break;
-		case EXEC_NO_STREAM:
-			stream = 0;
-			break;
-		case EXEC_SAVE_DISPLAY:
-			save_dir = optarg;
-			break;
-		default:
-			break;
+		case EXEC_STREAM: stream = 1; break;
+		case EXEC_NO_STREAM: stream = 0; break;
+		case EXEC_SAVE_DISPLAY: save_dir = optarg; break;
+		default: break;
 		}
 	}
 	if (cli_want_args(ctx, argc - optind, 1, 2) != 0 || cli_check_id(ctx, argv[optind]) != 0)
 		goto out;
 	if (file != NULL && argc - optind == 2) {
 		cli_usage_error(ctx, "give the code as an argument or with -f, "
-		                     "not both");
+				     "not both");
 		goto out;
 	}
 	if (argc - optind == 2 && strcmp(argv[optind + 1], "-") != 0) {
@@ -479,17 +468,17 @@ static int exec_run(struct cli_ctx *ctx, int argc, char **argv)
 	if (client == NULL)
 		goto out;
 	if (client_do(
-	        client,
-	        &(struct client_req){.method = "POST",
-	                             .path = path,
-	                             .content_type = "application/json",
-	                             .accept = stream ? "application/x-ndjson" : "application/json",
-	                             .body = body,
-	                             .body_len = body_len,
-	                             .on_data = stream ? exec_stream_data : NULL,
-	                             .arg = &st,
-	                             .timeout_s = request_s},
-	        &resp, &e) < 0) {
+		client,
+		&(struct client_req){.method = "POST",
+				     .path = path,
+				     .content_type = "application/json",
+				     .accept = stream ? "application/x-ndjson" : "application/json",
+				     .body = body,
+				     .body_len = body_len,
+				     .on_data = stream ? exec_stream_data : NULL,
+				     .arg = &st,
+				     .timeout_s = request_s},
+		&resp, &e) < 0) {
 		rc = cli_report(ctx, e, &resp, NULL);
 		goto out;
 	}
@@ -535,27 +524,27 @@ const struct cli_cmd cmd_exec = {
     .usage = "[OPTIONS] ID [CODE|-]",
     .summary = "Run Python code in a session; show output, result, errors.",
     .help = "The code comes from CODE, from -f FILE, or from stdin when neither is given\n"
-            "(or CODE is '-').  Put '--' before code that starts with '-'.\n"
-            "\n"
-            "Options:\n"
-            "  -f, --file FILE        read the code from FILE ('-': stdin)\n"
-            "  --timeout S            deadline for this execution, in seconds\n"
-            "  --stream, --no-stream  print output as it is produced (default: stream when\n"
-            "                         stdout is a terminal and --json is not given)\n"
-            "  --save-display DIR     write display items (charts) as DIR/display-N.png...\n"
-            "\n"
-            "Output: the code's stdout and stderr exactly as produced, then the value of the\n"
-            "last expression on stdout, then on stderr: the traceback, a [display ...] note\n"
-            "per image and a [file ...] note per file created, modified or deleted under\n"
-            "/workspace.  --json prints the exec result document instead (when streaming,\n"
-            "the final result event).\n"
-            "\n"
-            "Exit status:\n"
-            "  0  the code ran to completion (status ok)\n"
-            "  1  the code raised an exception (status error), or a display was not saved\n"
-            "  2  usage error (including an unreadable -f FILE)\n"
-            "  3  the execution timed out (status timeout)\n"
-            "  4  the kernel died, e.g. out of memory (status killed)\n"
-            "  5  API or transport error (busy, expired, not found, unreachable...)\n",
+	    "(or CODE is '-').  Put '--' before code that starts with '-'.\n"
+	    "\n"
+	    "Options:\n"
+	    "  -f, --file FILE        read the code from FILE ('-': stdin)\n"
+	    "  --timeout S            deadline for this execution, in seconds\n"
+	    "  --stream, --no-stream  print output as it is produced (default: stream when\n"
+	    "                         stdout is a terminal and --json is not given)\n"
+	    "  --save-display DIR     write display items (charts) as DIR/display-N.png...\n"
+	    "\n"
+	    "Output: the code's stdout and stderr exactly as produced, then the value of the\n"
+	    "last expression on stdout, then on stderr: the traceback, a [display ...] note\n"
+	    "per image and a [file ...] note per file created, modified or deleted under\n"
+	    "/workspace.  --json prints the exec result document instead (when streaming,\n"
+	    "the final result event).\n"
+	    "\n"
+	    "Exit status:\n"
+	    "  0  the code ran to completion (status ok)\n"
+	    "  1  the code raised an exception (status error), or a display was not saved\n"
+	    "  2  usage error (including an unreadable -f FILE)\n"
+	    "  3  the execution timed out (status timeout)\n"
+	    "  4  the kernel died, e.g. out of memory (status killed)\n"
+	    "  5  API or transport error (busy, expired, not found, unreachable...)\n",
     .run = exec_run,
 };

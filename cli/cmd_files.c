@@ -52,7 +52,7 @@ static int put_run(struct cli_ctx *ctx, int argc, char **argv)
 	remote = argc - optind == 3 ? argv[optind + 2] : util_basename(local);
 	if (strcmp(local, "-") == 0 && argc - optind < 3)
 		return cli_usage_error(ctx, "name the REMOTE file when reading "
-		                            "stdin");
+					    "stdin");
 	if (remote[0] == '\0')
 		return cli_usage_error(ctx, "empty REMOTE path");
 
@@ -73,13 +73,13 @@ static int put_run(struct cli_ctx *ctx, int argc, char **argv)
 	}
 	path = files_path(id, remote);
 	rc = cli_call(ctx,
-	              &(struct client_req){.method = "PUT",
-	                                   .path = path,
-	                                   .content_type = "application/octet-stream",
-	                                   .upload = f,
-	                                   .upload_size = size,
-	                                   .timeout_s = 0},
-	              &resp, NULL);
+		      &(struct client_req){.method = "PUT",
+					   .path = path,
+					   .content_type = "application/octet-stream",
+					   .upload = f,
+					   .upload_size = size,
+					   .timeout_s = 0},
+		      &resp, NULL);
 	if (rc != CLI_EXIT_OK)
 		goto out;
 	if (ctx->json) {
@@ -106,8 +106,8 @@ const struct cli_cmd cmd_put = {
     .usage = "ID LOCAL [REMOTE]",
     .summary = "Upload a file into the session's /workspace.",
     .help = "REMOTE is relative to /workspace and defaults to LOCAL's base name.  The file\n"
-            "is streamed from disk.  LOCAL '-' reads stdin (then REMOTE is required).\n"
-            "Prints 'REMOTE SIZE' as the server stored it.\n",
+	    "is streamed from disk.  LOCAL '-' reads stdin (then REMOTE is required).\n"
+	    "Prints 'REMOTE SIZE' as the server stored it.\n",
     .run = put_run,
 };
 
@@ -155,7 +155,7 @@ static int get_run(struct cli_ctx *ctx, int argc, char **argv)
 		return cli_usage_error(ctx, "empty REMOTE path");
 	if (local[0] == '\0')
 		return cli_usage_error(ctx, "cannot name a local file after '%s'; give LOCAL",
-		                       remote);
+				       remote);
 	to_stdout = strcmp(local, "-") == 0;
 	/* Like cp: into an existing directory, under the remote's name. */
 	if (!to_stdout && stat(local, &sb) == 0 && S_ISDIR(sb.st_mode)) {
@@ -163,7 +163,7 @@ static int get_run(struct cli_ctx *ctx, int argc, char **argv)
 
 		if (util_basename(remote)[0] == '\0')
 			return cli_usage_error(ctx, "cannot name a file in %s after '%s'", local,
-			                       remote);
+					       remote);
 		while (n > 1 && local[n - 1] == '/')
 			n--;
 		local = local_buf = xasprintf("%.*s/%s", (int)n, local, util_basename(remote));
@@ -184,7 +184,7 @@ static int get_run(struct cli_ctx *ctx, int argc, char **argv)
 		fd = mkstemp(tmp);
 		if (fd < 0) {
 			fprintf(stderr, "%s: cannot create %s: %s\n", CLI_PROG, tmp,
-			        strerror(errno));
+				strerror(errno));
 			free(tmp);
 			tmp = NULL;
 			rc = CLI_EXIT_FAIL;
@@ -206,13 +206,13 @@ static int get_run(struct cli_ctx *ctx, int argc, char **argv)
 
 	path = files_path(id, remote);
 	if (client_do(client,
-	              &(struct client_req){.method = "GET",
-	                                   .path = path,
-	                                   .accept = "application/octet-stream",
-	                                   .on_data = get_on_data,
-	                                   .arg = &sink,
-	                                   .timeout_s = 0},
-	              &resp, &e) < 0) {
+		      &(struct client_req){.method = "GET",
+					   .path = path,
+					   .accept = "application/octet-stream",
+					   .on_data = get_on_data,
+					   .arg = &sink,
+					   .timeout_s = 0},
+		      &resp, &e) < 0) {
 		rc = cli_report(ctx, e, &resp, NULL);
 		goto out;
 	}
@@ -256,9 +256,9 @@ const struct cli_cmd cmd_get = {
     .usage = "ID REMOTE [LOCAL|-]",
     .summary = "Download a file from the session's /workspace.",
     .help = "LOCAL defaults to REMOTE's base name (inside LOCAL when that is a directory);\n"
-            "'-' writes the bytes to stdout.  A file is written under a temporary name and\n"
-            "renamed once complete, so a failed download leaves nothing behind; then\n"
-            "'LOCAL SIZE' is printed.\n",
+	    "'-' writes the bytes to stdout.  A file is written under a temporary name and\n"
+	    "renamed once complete, so a failed download leaves nothing behind; then\n"
+	    "'LOCAL SIZE' is printed.\n",
     .run = get_run,
 };
 
@@ -281,7 +281,7 @@ static int files_run(struct cli_ctx *ctx, int argc, char **argv)
 		return rc;
 	path = cli_session_path(argv[optind], "/files");
 	rc = cli_call(ctx, &(struct client_req){.method = "GET", .path = path, .timeout_s = 60},
-	              &resp, NULL);
+		      &resp, NULL);
 	if (rc != CLI_EXIT_OK)
 		goto out;
 	if (ctx->json) {
@@ -311,7 +311,7 @@ static int files_run(struct cli_ctx *ctx, int argc, char **argv)
 		else
 			snprintf(when, sizeof(when), "-");
 		table_add(t, (const char *const[]){json_get_str(f, "path"), size[0] ? size : NULL,
-		                                   when, json_get_str(f, "type")});
+						   when, json_get_str(f, "type")});
 		free(size);
 	}
 	table_print(t, stdout);
@@ -329,7 +329,7 @@ const struct cli_cmd cmd_files = {
     .usage = "ID",
     .summary = "List the files under the session's /workspace.",
     .help = "Columns: PATH (relative to /workspace), SIZE in bytes, MTIME (relative to now)\n"
-            "and TYPE.\n",
+	    "and TYPE.\n",
     .run = files_run,
 };
 
@@ -350,7 +350,7 @@ static int rmfile_run(struct cli_ctx *ctx, int argc, char **argv)
 		return cli_usage_error(ctx, "empty REMOTE path");
 	path = files_path(argv[optind], argv[optind + 1]);
 	rc = cli_call(ctx, &(struct client_req){.method = "DELETE", .path = path, .timeout_s = 60},
-	              &resp, NULL);
+		      &resp, NULL);
 	client_resp_release(&resp);
 	free(path);
 	if (rc == CLI_EXIT_OK && !ctx->json)

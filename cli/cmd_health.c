@@ -77,12 +77,12 @@ static int health_probe(struct cli_ctx *ctx, struct client *client, struct healt
 	int r = 0;
 
 	if (client_do(client,
-	              &(struct client_req){.method = "GET",
-	                                   .path = p->path,
-	                                   .accept = "application/json, "
-	                                             "text/plain",
-	                                   .timeout_s = HEALTH_TIMEOUT_S},
-	              &resp, &e) < 0) {
+		      &(struct client_req){.method = "GET",
+					   .path = p->path,
+					   .accept = "application/json, "
+						     "text/plain",
+					   .timeout_s = HEALTH_TIMEOUT_S},
+		      &resp, &e) < 0) {
 		if (e->http_status == 0) {
 			cli_report(ctx, e, NULL, NULL);
 			r = -1;
@@ -178,10 +178,10 @@ const struct cli_cmd cmd_health = {
     .usage = "",
     .summary = "Check the daemon: GET /healthz and /readyz.",
     .help = "Prints 'healthz: ok' and 'readyz: ok', or what the daemon says is down.\n"
-            "\n"
-            "Exit status: 0 ready; 1 the daemon answered but is not live or not ready;\n"
-            "5 it could not be reached.\n"
-            "With --json, one document:\n"
-            "  {\"healthz\":{\"http_status\":N,\"body\":...},\"readyz\":{...},\"ready\":BOOL}\n",
+	    "\n"
+	    "Exit status: 0 ready; 1 the daemon answered but is not live or not ready;\n"
+	    "5 it could not be reached.\n"
+	    "With --json, one document:\n"
+	    "  {\"healthz\":{\"http_status\":N,\"body\":...},\"readyz\":{...},\"ready\":BOOL}\n",
     .run = health_run,
 };

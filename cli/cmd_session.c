@@ -249,7 +249,7 @@ static int create_limit_opt(struct cli_ctx *ctx, int c, const char *arg, double 
 	if (create_limits[i].whole) {
 		if (util_parse_long(arg, 1, 1L << 30, &n) < 0) {
 			cli_usage_error(ctx, "--%s: want a whole number > 0",
-			                create_limits[i].flag);
+					create_limits[i].flag);
 			return -1;
 		}
 		value[i] = (double)n;
@@ -278,15 +278,9 @@ static int create_run(struct cli_ctx *ctx, int argc, char **argv)
 
 	while ((c = cli_getopt(ctx, argc, argv, ":hv", create_options)) != -1) {
 		switch (c) {
-		case CLI_GETOPT_STOP:
-			rc = ctx->rc;
-			goto out;
-		case 'v':
-			verbose = 1;
-			break;
-		case CREATE_IMAGE:
-			image = optarg;
-			break;
+		case CLI_GETOPT_STOP: rc = ctx->rc; goto out;
+		case 'v': verbose = 1; break;
+		case CREATE_IMAGE: image = optarg; break;
 		case CREATE_IDLE:
 			if (util_parse_long(optarg, 1, 365L * 86400, &n) < 0) {
 				cli_usage_error(ctx, "--idle-timeout: want seconds > 0");
@@ -310,12 +304,11 @@ static int create_run(struct cli_ctx *ctx, int argc, char **argv)
 		case CREATE_META:
 			if (session_kv_add(c == CREATE_ENV ? &env : &meta, optarg) < 0) {
 				cli_usage_error(ctx, "%s: want KEY=VALUE, got '%s'",
-				                c == CREATE_ENV ? "--env" : "--meta", optarg);
+						c == CREATE_ENV ? "--env" : "--meta", optarg);
 				goto out;
 			}
 			break;
-		default:
-			break;
+		default: break;
 		}
 	}
 	if ((rc = cli_want_args(ctx, argc - optind, 0, 0)) != 0)
@@ -364,15 +357,15 @@ static int create_run(struct cli_ctx *ctx, int argc, char **argv)
 	}
 
 	rc = cli_call(ctx,
-	              &(struct client_req){.method = "POST",
-	                                   .path = "/v1/sessions",
-	                                   .content_type = "application/json",
-	                                   .body = body,
-	                                   .body_len = body_len,
-	                                   /* a cold container takes ~0.6 s;
-	                                    * leave room for a loaded host */
-	                                   .timeout_s = 120},
-	              &resp, NULL);
+		      &(struct client_req){.method = "POST",
+					   .path = "/v1/sessions",
+					   .content_type = "application/json",
+					   .body = body,
+					   .body_len = body_len,
+					   /* a cold container takes ~0.6 s;
+					    * leave room for a loaded host */
+					   .timeout_s = 120},
+		      &resp, NULL);
 	if (rc != CLI_EXIT_OK)
 		goto out;
 	if (ctx->json) {
@@ -410,21 +403,21 @@ const struct cli_cmd cmd_create = {
     .usage = "[OPTIONS]",
     .summary = "Create a session and print its id.",
     .help = "Options (unset ones take the server's defaults):\n"
-            "  --image NAME          image to run (e.g. python)\n"
-            "  --idle-timeout S      expire after S seconds without use\n"
-            "  --memory MB           memory limit\n"
-            "  --cpus N              CPU limit, may be fractional (0.5)\n"
-            "  --pids N              process/thread limit\n"
-            "  --disk MB             size of /workspace and /tmp\n"
-            "  --exec-timeout S      default deadline of one execution\n"
-            "  --allow HOST[:PORT]   allow outbound traffic to HOST, e.g. api.example.com:443\n"
-            "                        or *.example.org (repeatable); default: no network\n"
-            "  --env K=V             environment variable (repeatable)\n"
-            "  --meta K=V            metadata kept with the session (repeatable)\n"
-            "  -v, --verbose         also print the session's details to stderr\n"
-            "\n"
-            "Prints the session id alone on stdout, so ID=$(ci-ctl create) works;\n"
-            "with --json, prints the whole session document.\n",
+	    "  --image NAME          image to run (e.g. python)\n"
+	    "  --idle-timeout S      expire after S seconds without use\n"
+	    "  --memory MB           memory limit\n"
+	    "  --cpus N              CPU limit, may be fractional (0.5)\n"
+	    "  --pids N              process/thread limit\n"
+	    "  --disk MB             size of /workspace and /tmp\n"
+	    "  --exec-timeout S      default deadline of one execution\n"
+	    "  --allow HOST[:PORT]   allow outbound traffic to HOST, e.g. api.example.com:443\n"
+	    "                        or *.example.org (repeatable); default: no network\n"
+	    "  --env K=V             environment variable (repeatable)\n"
+	    "  --meta K=V            metadata kept with the session (repeatable)\n"
+	    "  -v, --verbose         also print the session's details to stderr\n"
+	    "\n"
+	    "Prints the session id alone on stdout, so ID=$(ci-ctl create) works;\n"
+	    "with --json, prints the whole session document.\n",
     .run = create_run,
 };
 
@@ -468,9 +461,9 @@ static int ls_run(struct cli_ctx *ctx, int argc, char **argv)
 		table_add(
 		    t,
 		    (const char *const[]){
-		        json_get_str(s, "id"), json_get_str(s, "state"), json_get_str(s, "image"),
-		        output_when(json_get_str(s, "created_at"), created, sizeof(created)),
-		        output_when(json_get_str(s, "expires_at"), expires, sizeof(expires))});
+			json_get_str(s, "id"), json_get_str(s, "state"), json_get_str(s, "image"),
+			output_when(json_get_str(s, "created_at"), created, sizeof(created)),
+			output_when(json_get_str(s, "expires_at"), expires, sizeof(expires))});
 	}
 	table_print(t, stdout);
 	rc = CLI_EXIT_OK;
@@ -493,7 +486,7 @@ const struct cli_cmd cmd_ls = {
 
 /* show and keepalive: one request about one session, answered with it. */
 static int session_one(struct cli_ctx *ctx, int argc, char **argv, const char *method,
-                       const char *suffix, int brief)
+		       const char *suffix, int brief)
 {
 	struct client_resp resp = {0};
 	yajl_val doc = NULL;
@@ -507,7 +500,7 @@ static int session_one(struct cli_ctx *ctx, int argc, char **argv, const char *m
 		return rc;
 	path = cli_session_path(argv[optind], suffix);
 	rc = cli_call(ctx, &(struct client_req){.method = method, .path = path, .timeout_s = 60},
-	              &resp, NULL);
+		      &resp, NULL);
 	free(path);
 	if (rc != CLI_EXIT_OK)
 		goto out;
@@ -544,7 +537,7 @@ const struct cli_cmd cmd_show = {
     .usage = "ID",
     .summary = "Show a session: state, times, limits, network, metadata.",
     .help = "Prints 'key: value' lines: id, tenant, state, image, times (also relative to\n"
-            "now), idle_timeout_s, limits.*, network.allow and metadata.*.\n",
+	    "now), idle_timeout_s, limits.*, network.allow and metadata.*.\n",
     .run = show_run,
 };
 
@@ -601,7 +594,7 @@ const struct cli_cmd cmd_rm = {
     .usage = "ID...",
     .summary = "Delete sessions (their containers and files).",
     .help = "Prints each id removed.  Exits non-zero if any removal failed; the others are\n"
-            "still attempted.  With --json, prints nothing on success and the error\n"
-            "document of each failure.\n",
+	    "still attempted.  With --json, prints nothing on success and the error\n"
+	    "document of each failure.\n",
     .run = rm_run,
 };

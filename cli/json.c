@@ -25,7 +25,7 @@ yajl_val json_parse(const char *text, struct err **err)
 		/* yajl's verbose message spans lines with a caret; keep line one. */
 		errbuf[strcspn(errbuf, "\n")] = '\0';
 		err_set(err, CLI_EXIT_API, 0, "invalid JSON: %s",
-		        errbuf[0] ? errbuf : "parse error");
+			errbuf[0] ? errbuf : "parse error");
 	}
 	return v;
 }
@@ -138,18 +138,12 @@ char *json_text(yajl_val v)
 	if (v == NULL)
 		return xstrdup("");
 	switch (v->type) {
-	case yajl_t_string:
-		return xstrdup(v->u.string);
-	case yajl_t_number:
-		return xstrdup(v->u.number.r);
-	case yajl_t_true:
-		return xstrdup("true");
-	case yajl_t_false:
-		return xstrdup("false");
-	case yajl_t_null:
-		return xstrdup("null");
-	default:
-		break;
+	case yajl_t_string: return xstrdup(v->u.string);
+	case yajl_t_number: return xstrdup(v->u.number.r);
+	case yajl_t_true: return xstrdup("true");
+	case yajl_t_false: return xstrdup("false");
+	case yajl_t_null: return xstrdup("null");
+	default: break;
 	}
 	g = json_gen_new();
 	json_gen_value(g, v);
@@ -265,9 +259,7 @@ void json_gen_value(struct json_gen *g, yajl_val v)
 		return;
 	}
 	switch (v->type) {
-	case yajl_t_string:
-		json_gen_str(g, v->u.string);
-		break;
+	case yajl_t_string: json_gen_str(g, v->u.string); break;
 	case yajl_t_number:
 		json_gen_check(g, yajl_gen_number(g->gen, v->u.number.r, strlen(v->u.number.r)));
 		break;
@@ -285,27 +277,18 @@ void json_gen_value(struct json_gen *g, yajl_val v)
 			json_gen_value(g, v->u.array.values[i]);
 		json_gen_array_close(g);
 		break;
-	case yajl_t_true:
-		json_gen_bool(g, 1);
-		break;
-	case yajl_t_false:
-		json_gen_bool(g, 0);
-		break;
-	default:
-		json_gen_null(g);
-		break;
+	case yajl_t_true: json_gen_bool(g, 1); break;
+	case yajl_t_false: json_gen_bool(g, 0); break;
+	default: json_gen_null(g); break;
 	}
 }
 
 static const char *json_gen_status_text(yajl_gen_status st)
 {
 	switch (st) {
-	case yajl_gen_invalid_string:
-		return "text is not valid UTF-8";
-	case yajl_gen_invalid_number:
-		return "number is not finite";
-	default:
-		return "internal error generating JSON";
+	case yajl_gen_invalid_string: return "text is not valid UTF-8";
+	case yajl_gen_invalid_number: return "number is not finite";
+	default: return "internal error generating JSON";
 	}
 }
 

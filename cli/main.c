@@ -29,35 +29,35 @@ static void main_help(FILE *out)
 	size_t i;
 
 	fprintf(out,
-	        "usage: %s [--server URL] [--json] [--api-key KEY] COMMAND [ARGS...]\n"
-	        "\n"
-	        "Drive ci-daemon: Python sandboxes that keep their state between executions.\n"
-	        "\n"
-	        "Commands:\n",
-	        CLI_PROG);
+		"usage: %s [--server URL] [--json] [--api-key KEY] COMMAND [ARGS...]\n"
+		"\n"
+		"Drive ci-daemon: Python sandboxes that keep their state between executions.\n"
+		"\n"
+		"Commands:\n",
+		CLI_PROG);
 	for (i = 0; i < MAIN_NCMDS; i++)
 		fprintf(out, "  %-10s %s\n", main_cmds[i]->name, main_cmds[i]->summary);
 	fprintf(out,
-	        "\n"
-	        "Global options (before or after the command):\n"
-	        "  --server URL   daemon to talk to: http://HOST:PORT or unix:/PATH/TO.sock\n"
-	        "                 (default: $CICTL_SERVER, else %s)\n"
-	        "  --json         print the server's JSON answer as is, one document, for scripts\n"
-	        "  --api-key KEY  sent as 'Authorization: Bearer KEY' (default: $CICTL_API_KEY;\n"
-	        "                 prefer the variable: arguments show in ps)\n"
-	        "  -h, --help     this help; `%s COMMAND -h` for a command's\n"
-	        "  --version      print the version\n"
-	        "\n"
-	        "Exit status:\n"
-	        "  0  success\n"
-	        "  1  exec: the code raised an exception; health: the daemon is not ready;\n"
-	        "     other commands: a local failure (a file could not be read or written)\n"
-	        "  2  usage error\n"
-	        "  3  exec: the execution timed out\n"
-	        "  4  exec: the kernel died (out of memory, crash) and was restarted\n"
-	        "  5  API or transport error: the server answered an error, or could not be\n"
-	        "     reached\n",
-	        CLI_DEFAULT_SERVER, CLI_PROG);
+		"\n"
+		"Global options (before or after the command):\n"
+		"  --server URL   daemon to talk to: http://HOST:PORT or unix:/PATH/TO.sock\n"
+		"                 (default: $CICTL_SERVER, else %s)\n"
+		"  --json         print the server's JSON answer as is, one document, for scripts\n"
+		"  --api-key KEY  sent as 'Authorization: Bearer KEY' (default: $CICTL_API_KEY;\n"
+		"                 prefer the variable: arguments show in ps)\n"
+		"  -h, --help     this help; `%s COMMAND -h` for a command's\n"
+		"  --version      print the version\n"
+		"\n"
+		"Exit status:\n"
+		"  0  success\n"
+		"  1  exec: the code raised an exception; health: the daemon is not ready;\n"
+		"     other commands: a local failure (a file could not be read or written)\n"
+		"  2  usage error\n"
+		"  3  exec: the execution timed out\n"
+		"  4  exec: the kernel died (out of memory, crash) and was restarted\n"
+		"  5  API or transport error: the server answered an error, or could not be\n"
+		"     reached\n",
+		CLI_DEFAULT_SERVER, CLI_PROG);
 }
 
 static const struct cli_cmd *main_find(const char *name)
@@ -82,7 +82,7 @@ static int main_help_cmd(int argc, char **argv)
 	cmd = main_find(argv[1]);
 	if (cmd == NULL) {
 		fprintf(stderr, "%s: unknown command '%s' (see `%s --help`)\n", CLI_PROG, argv[1],
-		        CLI_PROG);
+			CLI_PROG);
 		return CLI_EXIT_USAGE;
 	}
 	cli_cmd_help(cmd, stdout);
@@ -105,20 +105,18 @@ int main(int argc, char **argv)
 	/* '+': stop at the command name instead of permuting past it. */
 	while ((c = getopt_long(argc, argv, "+:h", main_options, NULL)) != -1) {
 		switch (c) {
-		case 'h':
-			main_help(stdout);
-			return CLI_EXIT_OK;
+		case 'h': main_help(stdout); return CLI_EXIT_OK;
 		case '?':
 			if (optopt > 0 && optopt < 0x100)
 				fprintf(stderr, "%s: unknown option '-%c'\n", CLI_PROG, optopt);
 			else
 				fprintf(stderr, "%s: unknown option '%s'\n", CLI_PROG,
-				        argv[optind - 1]);
+					argv[optind - 1]);
 			fprintf(stderr, "(see `%s --help`)\n", CLI_PROG);
 			return CLI_EXIT_USAGE;
 		case ':':
 			fprintf(stderr, "%s: option '%s' needs a value\n", CLI_PROG,
-			        argv[optind - 1]);
+				argv[optind - 1]);
 			return CLI_EXIT_USAGE;
 		default:
 			if (cli_global_option(&ctx, c, optarg) == CLI_GETOPT_STOP)
@@ -135,7 +133,7 @@ int main(int argc, char **argv)
 	cmd = main_find(argv[optind]);
 	if (cmd == NULL) {
 		fprintf(stderr, "%s: unknown command '%s' (see `%s --help`)\n", CLI_PROG,
-		        argv[optind], CLI_PROG);
+			argv[optind], CLI_PROG);
 		return CLI_EXIT_USAGE;
 	}
 

@@ -222,7 +222,7 @@ int util_read_all(FILE *f, struct buf *out, const char *what, struct err **err)
 	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
 		if (buf_append(out, chunk, n) < 0) {
 			err_set(err, CLI_EXIT_FAIL, 0, "%s: larger than %zu MiB", what,
-			        out->max >> 20);
+				out->max >> 20);
 			return -1;
 		}
 	}

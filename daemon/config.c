@@ -26,51 +26,51 @@ struct opt {
 #define O(field) offsetof(struct config, field)
 
 static const struct opt opt_table[] = {
-	{"config", OPT_STR, O(config_file), "", 0, 0, "config file to read (key = value lines)"},
-	{"listen", OPT_STR, O(listen), "127.0.0.1:8080", 0, 0, "HOST:PORT or unix:PATH for the API"},
-	{"redis", OPT_STR, O(redis), "redis://127.0.0.1:6379", 0, 0,
-	 "redis://HOST:PORT[/DB] or unix:///PATH"},
-	{"docker", OPT_STR, O(docker), "/var/run/docker.sock", 0, 0, "Docker engine unix socket"},
-	{"state-dir", OPT_STR, O(state_dir), "/var/lib/ci", 0, 0,
-	 "per-session IPC directories live here"},
-	{"key-prefix", OPT_STR, O(key_prefix), "ci:", 0, 0, "prefix of every Redis key"},
-	{"node", OPT_STR, O(node), "", 0, 0, "this daemon's node name (default: hostname)"},
-	{"log-level", OPT_STR, O(log_level), "info", 0, 0, "debug, info, warn or error"},
-	{"image", OPT_STR, O(image), "python", 0, 0, "default image profile"},
-	{"images", OPT_STR, O(images), "python=ci/python:latest", 0, 0,
-	 "image profiles: NAME=TAG[,NAME=TAG...]"},
-	{"runtime", OPT_STR, O(runtime), "", 0, 0,
-	 "Docker runtime for sandboxes (e.g. runsc); empty = engine default"},
-	{"idle-timeout-s", OPT_INT, O(idle_timeout_s), "600", 1, 86400 * 7,
-	 "default idle timeout of a session"},
-	{"max-idle-timeout-s", OPT_INT, O(max_idle_timeout_s), "86400", 1, 86400 * 7,
-	 "largest idle timeout a client may ask for"},
-	{"memory-mb", OPT_INT, O(memory_mb), "512", 16, 1 << 20, "default memory limit"},
-	{"max-memory-mb", OPT_INT, O(max_memory_mb), "4096", 16, 1 << 20, "largest memory limit"},
-	{"cpus", OPT_DOUBLE, O(cpus), "1.0", 0.01, 1024, "default CPU limit"},
-	{"max-cpus", OPT_DOUBLE, O(max_cpus), "2.0", 0.01, 1024, "largest CPU limit"},
-	{"pids", OPT_INT, O(pids), "128", 8, 1 << 20, "default process limit"},
-	{"max-pids", OPT_INT, O(max_pids), "1024", 8, 1 << 20, "largest process limit"},
-	{"disk-mb", OPT_INT, O(disk_mb), "512", 1, 1 << 20, "default /workspace size"},
-	{"max-disk-mb", OPT_INT, O(max_disk_mb), "4096", 1, 1 << 20, "largest /workspace size"},
-	{"exec-timeout-s", OPT_INT, O(exec_timeout_s), "60", 1, 86400, "default execution limit"},
-	{"max-exec-timeout-s", OPT_INT, O(max_exec_timeout_s), "60", 1, 86400,
-	 "largest execution limit"},
-	{"output-cap-bytes", OPT_INT, O(output_cap_bytes), "1048576", 1024, 64 << 20,
-	 "cap on stdout and on stderr of one execution"},
-	{"max-sessions", OPT_INT, O(max_sessions), "1000", 1, 1000000, "sessions on this node"},
-	{"sandbox-uid", OPT_INT, O(sandbox_uid), "1000", 1, 1 << 30, "uid of the sandbox user"},
-	{"sandbox-gid", OPT_INT, O(sandbox_gid), "1000", 1, 1 << 30, "gid of the sandbox user"},
-	{"start-timeout-s", OPT_INT, O(start_timeout_s), "30", 1, 600,
-	 "container start to kernel ready"},
-	{"kill-grace-ms", OPT_INT, O(kill_grace_ms), "2000", 0, 60000,
-	 "deadline to hard kill when the kernel ignores the interrupt"},
-	{"tombstone-ttl-s", OPT_INT, O(tombstone_ttl_s), "86400", 1, 86400 * 30,
-	 "how long an ended session still answers 410"},
-	{"max-body-bytes", OPT_INT, O(max_body_bytes), "2097152", 1024, 64 << 20,
-	 "largest JSON request body"},
-	{"remove-on-exit", OPT_BOOL, O(remove_on_exit), "false", 0, 0,
-	 "remove session containers when the daemon exits"},
+    {"config", OPT_STR, O(config_file), "", 0, 0, "config file to read (key = value lines)"},
+    {"listen", OPT_STR, O(listen), "127.0.0.1:8080", 0, 0, "HOST:PORT or unix:PATH for the API"},
+    {"redis", OPT_STR, O(redis), "redis://127.0.0.1:6379", 0, 0,
+     "redis://HOST:PORT[/DB] or unix:///PATH"},
+    {"docker", OPT_STR, O(docker), "/var/run/docker.sock", 0, 0, "Docker engine unix socket"},
+    {"state-dir", OPT_STR, O(state_dir), "/var/lib/ci", 0, 0,
+     "per-session IPC directories live here"},
+    {"key-prefix", OPT_STR, O(key_prefix), "ci:", 0, 0, "prefix of every Redis key"},
+    {"node", OPT_STR, O(node), "", 0, 0, "this daemon's node name (default: hostname)"},
+    {"log-level", OPT_STR, O(log_level), "info", 0, 0, "debug, info, warn or error"},
+    {"image", OPT_STR, O(image), "python", 0, 0, "default image profile"},
+    {"images", OPT_STR, O(images), "python=ci/python:latest", 0, 0,
+     "image profiles: NAME=TAG[,NAME=TAG...]"},
+    {"runtime", OPT_STR, O(runtime), "", 0, 0,
+     "Docker runtime for sandboxes (e.g. runsc); empty = engine default"},
+    {"idle-timeout-s", OPT_INT, O(idle_timeout_s), "600", 1, 86400 * 7,
+     "default idle timeout of a session"},
+    {"max-idle-timeout-s", OPT_INT, O(max_idle_timeout_s), "86400", 1, 86400 * 7,
+     "largest idle timeout a client may ask for"},
+    {"memory-mb", OPT_INT, O(memory_mb), "512", 16, 1 << 20, "default memory limit"},
+    {"max-memory-mb", OPT_INT, O(max_memory_mb), "4096", 16, 1 << 20, "largest memory limit"},
+    {"cpus", OPT_DOUBLE, O(cpus), "1.0", 0.01, 1024, "default CPU limit"},
+    {"max-cpus", OPT_DOUBLE, O(max_cpus), "2.0", 0.01, 1024, "largest CPU limit"},
+    {"pids", OPT_INT, O(pids), "128", 8, 1 << 20, "default process limit"},
+    {"max-pids", OPT_INT, O(max_pids), "1024", 8, 1 << 20, "largest process limit"},
+    {"disk-mb", OPT_INT, O(disk_mb), "512", 1, 1 << 20, "default /workspace size"},
+    {"max-disk-mb", OPT_INT, O(max_disk_mb), "4096", 1, 1 << 20, "largest /workspace size"},
+    {"exec-timeout-s", OPT_INT, O(exec_timeout_s), "60", 1, 86400, "default execution limit"},
+    {"max-exec-timeout-s", OPT_INT, O(max_exec_timeout_s), "60", 1, 86400,
+     "largest execution limit"},
+    {"output-cap-bytes", OPT_INT, O(output_cap_bytes), "1048576", 1024, 64 << 20,
+     "cap on stdout and on stderr of one execution"},
+    {"max-sessions", OPT_INT, O(max_sessions), "1000", 1, 1000000, "sessions on this node"},
+    {"sandbox-uid", OPT_INT, O(sandbox_uid), "1000", 1, 1 << 30, "uid of the sandbox user"},
+    {"sandbox-gid", OPT_INT, O(sandbox_gid), "1000", 1, 1 << 30, "gid of the sandbox user"},
+    {"start-timeout-s", OPT_INT, O(start_timeout_s), "30", 1, 600,
+     "container start to kernel ready"},
+    {"kill-grace-ms", OPT_INT, O(kill_grace_ms), "2000", 0, 60000,
+     "deadline to hard kill when the kernel ignores the interrupt"},
+    {"tombstone-ttl-s", OPT_INT, O(tombstone_ttl_s), "86400", 1, 86400 * 30,
+     "how long an ended session still answers 410"},
+    {"max-body-bytes", OPT_INT, O(max_body_bytes), "2097152", 1024, 64 << 20,
+     "largest JSON request body"},
+    {"remove-on-exit", OPT_BOOL, O(remove_on_exit), "false", 0, 0,
+     "remove session containers when the daemon exits"},
 };
 
 #define OPT_COUNT (sizeof(opt_table) / sizeof(opt_table[0]))
@@ -105,8 +105,8 @@ static int opt_assign(struct config *cfg, const struct opt *o, const char *value
 		errno = 0;
 		long long v = strtoll(value, &end, 10);
 		if (errno || end == value || *end != '\0')
-			return err_set(errp, ERR_BAD_REQUEST, "%s: %s: not an integer: '%s'", origin,
-				       o->key, value);
+			return err_set(errp, ERR_BAD_REQUEST, "%s: %s: not an integer: '%s'",
+				       origin, o->key, value);
 		if (v < o->min || v > o->max)
 			return err_set(errp, ERR_BAD_REQUEST, "%s: %s: %lld is outside %.0f..%.0f",
 				       origin, o->key, v, o->min, o->max);
@@ -120,8 +120,8 @@ static int opt_assign(struct config *cfg, const struct opt *o, const char *value
 			return err_set(errp, ERR_BAD_REQUEST, "%s: %s: not a number: '%s'", origin,
 				       o->key, value);
 		if (v < o->min || v > o->max)
-			return err_set(errp, ERR_BAD_REQUEST, "%s: %s: %g is outside %g..%g", origin,
-				       o->key, v, o->min, o->max);
+			return err_set(errp, ERR_BAD_REQUEST, "%s: %s: %g is outside %g..%g",
+				       origin, o->key, v, o->min, o->max);
 		*(double *)field = v;
 		return 0;
 	}
@@ -131,8 +131,9 @@ static int opt_assign(struct config *cfg, const struct opt *o, const char *value
 		else if (!strcmp(value, "false") || !strcmp(value, "no") || !strcmp(value, "0"))
 			*(bool *)field = false;
 		else
-			return err_set(errp, ERR_BAD_REQUEST, "%s: %s: expected true or false: '%s'",
-				       origin, o->key, value);
+			return err_set(errp, ERR_BAD_REQUEST,
+				       "%s: %s: expected true or false: '%s'", origin, o->key,
+				       value);
 		return 0;
 	}
 	return err_set(errp, ERR_INTERNAL, "bad option type");
@@ -187,8 +188,8 @@ int config_apply_text(struct config *cfg, const char *text, const char *origin, 
 			continue;
 		char *eq = strchr(line, '=');
 		if (eq == NULL)
-			return err_set(errp, ERR_BAD_REQUEST, "%s:%d: expected 'key = value'", origin,
-				       lineno);
+			return err_set(errp, ERR_BAD_REQUEST, "%s:%d: expected 'key = value'",
+				       origin, lineno);
 		*eq = '\0';
 		char where[256];
 		snprintf(where, sizeof(where), "%s:%d", origin, lineno);
@@ -271,7 +272,8 @@ int config_load(struct config *cfg, int argc, char **argv, char *const *envp, st
 		if (strncmp(arg, "--", 2) != 0)
 			return err_set(errp, ERR_BAD_REQUEST, "unexpected argument '%s'", arg);
 		const char *eq = strchr(arg, '=');
-		AUTOFREE char *key = eq ? xstrndup(arg + 2, (size_t)(eq - arg - 2)) : xstrdup(arg + 2);
+		AUTOFREE char *key =
+		    eq ? xstrndup(arg + 2, (size_t)(eq - arg - 2)) : xstrdup(arg + 2);
 		const char *value;
 		if (eq)
 			value = eq + 1;
@@ -304,7 +306,8 @@ static bool listen_is_local(const char *listen)
 int config_validate(const struct config *cfg, struct err **errp)
 {
 	if (cfg->idle_timeout_s > cfg->max_idle_timeout_s)
-		return err_set(errp, ERR_BAD_REQUEST, "idle-timeout-s %lld exceeds max-idle-timeout-s %lld",
+		return err_set(errp, ERR_BAD_REQUEST,
+			       "idle-timeout-s %lld exceeds max-idle-timeout-s %lld",
 			       (long long)cfg->idle_timeout_s, (long long)cfg->max_idle_timeout_s);
 	if (cfg->memory_mb > cfg->max_memory_mb)
 		return err_set(errp, ERR_BAD_REQUEST, "memory-mb exceeds max-memory-mb");
@@ -317,7 +320,8 @@ int config_validate(const struct config *cfg, struct err **errp)
 	if (cfg->exec_timeout_s > cfg->max_exec_timeout_s)
 		return err_set(errp, ERR_BAD_REQUEST, "exec-timeout-s exceeds max-exec-timeout-s");
 	if (log_level_valid(cfg->log_level) == false)
-		return err_set(errp, ERR_BAD_REQUEST, "log-level: expected debug, info, warn or error");
+		return err_set(errp, ERR_BAD_REQUEST,
+			       "log-level: expected debug, info, warn or error");
 	if (!listen_is_local(cfg->listen))
 		/* No API keys exist yet, so a non-loopback listener would hand the
 		 * sandbox fleet to anyone on the network. */
@@ -348,7 +352,8 @@ char *config_image_tag(const struct config *cfg, const char *profile)
 		const char *comma = strchr(p, ',');
 		size_t len = comma ? (size_t)(comma - p) : strlen(p);
 		const char *eq = memchr(p, '=', len);
-		if (eq && (size_t)(eq - p) == plen && strncmp(p, profile, plen) == 0 && eq + 1 < p + len)
+		if (eq && (size_t)(eq - p) == plen && strncmp(p, profile, plen) == 0 &&
+		    eq + 1 < p + len)
 			return xstrndup(eq + 1, (size_t)(p + len - eq - 1));
 		p = comma ? comma + 1 : NULL;
 	}

@@ -21,9 +21,9 @@ struct config {
 	char *node;
 	char *log_level;
 	char *config_file;
-	char *image;      /* the default image profile */
-	char *images;     /* "python=ci/python:latest,..." profile → Docker tag */
-	char *runtime;    /* Docker runtime for session containers ("" = engine default) */
+	char *image;   /* the default image profile */
+	char *images;  /* "python=ci/python:latest,..." profile → Docker tag */
+	char *runtime; /* Docker runtime for session containers ("" = engine default) */
 
 	int64_t idle_timeout_s, max_idle_timeout_s;
 	int64_t memory_mb, max_memory_mb;

@@ -37,7 +37,8 @@ char *container_spec_json(const struct session *s, const struct config *cfg, con
 
 	jg_obj(g);
 	jg_kv_str(g, "Image", image_tag);
-	snprintf(buf, sizeof(buf), "%lld:%lld", (long long)cfg->sandbox_uid, (long long)cfg->sandbox_gid);
+	snprintf(buf, sizeof(buf), "%lld:%lld", (long long)cfg->sandbox_uid,
+		 (long long)cfg->sandbox_gid);
 	jg_kv_str(g, "User", buf);
 	jg_kv_str(g, "WorkingDir", "/workspace");
 	jg_str(g, "Env");
@@ -80,9 +81,11 @@ char *container_spec_json(const struct session *s, const struct config *cfg, con
 	jg_str(g, "Tmpfs");
 	jg_obj(g);
 	snprintf(buf, sizeof(buf), "rw,nosuid,nodev,size=%lldm,uid=%lld,gid=%lld,mode=0700",
-		 (long long)s->limits.disk_mb, (long long)cfg->sandbox_uid, (long long)cfg->sandbox_gid);
+		 (long long)s->limits.disk_mb, (long long)cfg->sandbox_uid,
+		 (long long)cfg->sandbox_gid);
 	jg_kv_str(g, "/workspace", buf);
-	snprintf(buf, sizeof(buf), "rw,nosuid,nodev,size=%lldm,mode=1777", (long long)s->limits.disk_mb);
+	snprintf(buf, sizeof(buf), "rw,nosuid,nodev,size=%lldm,mode=1777",
+		 (long long)s->limits.disk_mb);
 	jg_kv_str(g, "/tmp", buf);
 	jg_obj_end(g);
 	jg_kv_int(g, "Memory", mem);

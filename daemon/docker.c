@@ -26,7 +26,7 @@ struct docker_req {
 	bool overflow;
 	docker_cb cb;
 	void *arg;
-	struct docker_req *next; /* queued before negotiation */
+	struct docker_req *next;       /* queued before negotiation */
 	LIST_ENTRY(docker_req) active; /* in curl's hands */
 };
 
@@ -53,7 +53,8 @@ static void negotiate(struct docker *d);
 static void sock_event_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct docker *d = arg;
-	int running, flags = (what & EV_READ ? CURL_CSELECT_IN : 0) | (what & EV_WRITE ? CURL_CSELECT_OUT : 0);
+	int running, flags = (what & EV_READ ? CURL_CSELECT_IN : 0) |
+			     (what & EV_WRITE ? CURL_CSELECT_OUT : 0);
 	curl_multi_socket_action(d->multi, fd, flags, &running);
 	check_multi_info(d);
 }
@@ -71,8 +72,8 @@ static int socket_cb(CURL *easy, curl_socket_t s, int action, void *userp, void 
 		}
 		return 0;
 	}
-	short kind = (short)((action & CURL_POLL_IN ? EV_READ : 0) | (action & CURL_POLL_OUT ? EV_WRITE : 0) |
-			     EV_PERSIST);
+	short kind = (short)((action & CURL_POLL_IN ? EV_READ : 0) |
+			     (action & CURL_POLL_OUT ? EV_WRITE : 0) | EV_PERSIST);
 	if (ds == NULL) {
 		ds = xcalloc(1, sizeof(*ds));
 		curl_multi_assign(d->multi, s, ds);
@@ -222,7 +223,8 @@ static void check_multi_info(struct docker *d)
 			d->reachable = true;
 		} else {
 			snprintf(errbuf, sizeof(errbuf), "%s",
-				 r->overflow ? "response larger than the cap" : curl_easy_strerror(res));
+				 r->overflow ? "response larger than the cap"
+					     : curl_easy_strerror(res));
 			resp.error = errbuf;
 			resp.body = "";
 			if (res == CURLE_COULDNT_CONNECT)
@@ -270,14 +272,15 @@ static void negotiate_done(const struct docker_response *resp, void *arg)
 			minor = DOCKER_API_MAX_MINOR;
 		snprintf(d->version, sizeof(d->version), "1.%d", minor);
 		d->reachable = true;
-		log_info("docker: engine at %s speaks API %s; using %s", d->sock_path, api, d->version);
+		log_info("docker: engine at %s speaks API %s; using %s", d->sock_path, api,
+			 d->version);
 		flush_queue(d, NULL);
 	} else {
 		char why[256];
 		snprintf(why, sizeof(why), "docker engine at %s: %s", d->sock_path,
-			 resp->error     ? resp->error
-			 : api           ? "API version older than 1.40"
-					 : "no API version in /version");
+			 resp->error ? resp->error
+			 : api       ? "API version older than 1.40"
+				     : "no API version in /version");
 		d->reachable = false;
 		log_warn("%s; retrying in 1 s", why);
 		flush_queue(d, why);
@@ -389,11 +392,11 @@ struct err *docker_error(const struct docker_response *resp, const char *what)
 	struct err *pe = NULL;
 	yajl_val v = json_parse(resp->body, resp->len, &pe);
 	const char *msg = json_get_str(v, "message");
-	enum err_code code = resp->status == 404 ? ERR_NOT_FOUND
+	enum err_code code = resp->status == 404   ? ERR_NOT_FOUND
 			     : resp->status >= 500 ? ERR_UNAVAILABLE
 						   : ERR_INTERNAL;
-	struct err *e = err_new(code, "%s: docker: %ld %.300s", what, resp->status,
-				msg ? msg : "(no message)");
+	struct err *e =
+	    err_new(code, "%s: docker: %ld %.300s", what, resp->status, msg ? msg : "(no message)");
 	err_free(pe);
 	if (v)
 		yajl_tree_free(v);

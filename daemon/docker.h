@@ -17,8 +17,8 @@
 #define DOCKER_MAX_RESPONSE (16u << 20)
 
 struct docker_response {
-	long status;       /* HTTP status; 0 when the request never got an answer */
-	const char *body;  /* NUL-terminated; borrowed, valid during the callback */
+	long status;      /* HTTP status; 0 when the request never got an answer */
+	const char *body; /* NUL-terminated; borrowed, valid during the callback */
 	size_t len;
 	const char *error; /* transport error text when status is 0 */
 };

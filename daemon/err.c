@@ -11,17 +11,17 @@ static const struct {
 	const char *name;
 	int status;
 } err_table[] = {
-	[ERR_BAD_REQUEST] = {"bad_request", 400},
-	[ERR_BAD_PATH] = {"bad_path", 400},
-	[ERR_UNAUTHORIZED] = {"unauthorized", 401},
-	[ERR_FORBIDDEN] = {"forbidden", 403},
-	[ERR_NOT_FOUND] = {"not_found", 404},
-	[ERR_EXPIRED] = {"expired", 410},
-	[ERR_BUSY] = {"busy", 409},
-	[ERR_QUOTA_EXCEEDED] = {"quota_exceeded", 429},
-	[ERR_PAYLOAD_TOO_LARGE] = {"payload_too_large", 413},
-	[ERR_UNAVAILABLE] = {"unavailable", 503},
-	[ERR_INTERNAL] = {"internal", 500},
+    [ERR_BAD_REQUEST] = {"bad_request", 400},
+    [ERR_BAD_PATH] = {"bad_path", 400},
+    [ERR_UNAUTHORIZED] = {"unauthorized", 401},
+    [ERR_FORBIDDEN] = {"forbidden", 403},
+    [ERR_NOT_FOUND] = {"not_found", 404},
+    [ERR_EXPIRED] = {"expired", 410},
+    [ERR_BUSY] = {"busy", 409},
+    [ERR_QUOTA_EXCEEDED] = {"quota_exceeded", 429},
+    [ERR_PAYLOAD_TOO_LARGE] = {"payload_too_large", 413},
+    [ERR_UNAVAILABLE] = {"unavailable", 503},
+    [ERR_INTERNAL] = {"internal", 500},
 };
 
 static struct err *err_vnew(enum err_code code, const char *fmt, va_list ap)

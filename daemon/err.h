@@ -29,7 +29,7 @@ struct err {
 
 /* Fill *errp (when errp and not *errp already set) and return -1. */
 int err_set(struct err **errp, enum err_code code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 /* Prefix the message of *errp with context: "ctx: old message". */
 void err_wrap(struct err **errp, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -9,7 +9,7 @@
 #define RESULT_TEXT_CAP (256 * 1024)
 
 static const char *const status_names[] = {
-	[EXEC_OK] = "ok", [EXEC_ERROR] = "error", [EXEC_TIMEOUT] = "timeout", [EXEC_KILLED] = "killed"};
+    [EXEC_OK] = "ok", [EXEC_ERROR] = "error", [EXEC_TIMEOUT] = "timeout", [EXEC_KILLED] = "killed"};
 
 const char *exec_status_name(enum exec_status st)
 {
@@ -63,7 +63,8 @@ size_t exec_result_on_stream(struct exec_result *r, bool is_stderr, const char *
 
 char *base64_encode(const unsigned char *data, size_t len)
 {
-	static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	static const char tbl[] =
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 	size_t olen = 4 * ((len + 2) / 3);
 	char *out = xmalloc(olen + 1), *o = out;
 	size_t i = 0;
@@ -75,7 +76,8 @@ char *base64_encode(const unsigned char *data, size_t len)
 		*o++ = tbl[v & 63];
 	}
 	if (i < len) {
-		uint32_t v = (uint32_t)data[i] << 16 | (i + 1 < len ? (uint32_t)data[i + 1] << 8 : 0);
+		uint32_t v =
+		    (uint32_t)data[i] << 16 | (i + 1 < len ? (uint32_t)data[i + 1] << 8 : 0);
 		*o++ = tbl[v >> 18];
 		*o++ = tbl[(v >> 12) & 63];
 		*o++ = i + 1 < len ? tbl[(v >> 6) & 63] : '=';
@@ -112,12 +114,14 @@ static int take_error(struct exec_result *r, yajl_val e, struct err **errp)
 	r->evalue = capped_strdup(evalue ? evalue : "", 64 * 1024);
 	yajl_val tb = json_get(e, "traceback");
 	if (tb && YAJL_IS_ARRAY(tb)) {
-		size_t n = tb->u.array.len < EXEC_MAX_TRACEBACK ? tb->u.array.len : EXEC_MAX_TRACEBACK;
+		size_t n =
+		    tb->u.array.len < EXEC_MAX_TRACEBACK ? tb->u.array.len : EXEC_MAX_TRACEBACK;
 		r->traceback = xcalloc(n, sizeof(char *));
 		for (size_t i = 0; i < n; i++) {
 			yajl_val line = tb->u.array.values[i];
 			if (YAJL_IS_STRING(line))
-				r->traceback[r->n_traceback++] = capped_strdup(line->u.string, 16 * 1024);
+				r->traceback[r->n_traceback++] =
+				    capped_strdup(line->u.string, 16 * 1024);
 		}
 	}
 	return 0;
@@ -137,7 +141,8 @@ static void take_files(struct exec_result *r, yajl_val files)
 		int64_t size = 0;
 		json_get_int(f, "size", &size);
 		if (path == NULL || change == NULL ||
-		    (strcmp(change, "created") && strcmp(change, "modified") && strcmp(change, "deleted")))
+		    (strcmp(change, "created") && strcmp(change, "modified") &&
+		     strcmp(change, "deleted")))
 			continue;
 		r->files[r->n_files].path = capped_strdup(path, 4096);
 		r->files[r->n_files].change = xstrdup(change);

@@ -22,9 +22,9 @@ struct file_op {
 	char *path;
 	const struct file_op_cbs *cbs;
 	void *arg;
-	bool active;    /* request sent to the supervisor */
-	bool ended;     /* PUT: the client's body is complete */
-	bool got_meta;  /* GET */
+	bool active;              /* request sent to the supervisor */
+	bool ended;               /* PUT: the client's body is complete */
+	bool got_meta;            /* GET */
 	struct evbuffer *pending; /* PUT bytes that arrived before the op was active */
 	TAILQ_ENTRY(file_op) q;
 };
@@ -46,7 +46,8 @@ int files_path_check(const char *path, struct err **errp)
 	if (n == 0)
 		return err_set(errp, ERR_BAD_PATH, "empty file path");
 	if (n > FILES_PATH_MAX)
-		return err_set(errp, ERR_BAD_PATH, "file path longer than %d bytes", FILES_PATH_MAX);
+		return err_set(errp, ERR_BAD_PATH, "file path longer than %d bytes",
+			       FILES_PATH_MAX);
 	if (path[0] == '/')
 		return err_set(errp, ERR_BAD_PATH,
 			       "absolute path '%.64s': paths are relative to /workspace", path);
@@ -55,7 +56,8 @@ int files_path_check(const char *path, struct err **errp)
 		const char *slash = strchr(p, '/');
 		size_t len = slash ? (size_t)(slash - p) : strlen(p);
 		if (len == 2 && p[0] == '.' && p[1] == '.')
-			return err_set(errp, ERR_BAD_PATH, "path '%.64s' has a '..' component", path);
+			return err_set(errp, ERR_BAD_PATH, "path '%.64s' has a '..' component",
+				       path);
 		if (!slash)
 			break;
 		p = slash + 1;
@@ -329,7 +331,8 @@ void files_on_supervisor_down(struct files *f)
 {
 	struct file_op *op = TAILQ_FIRST(&f->ops);
 	if (op && op->active) {
-		op_fail(op, ERR_UNAVAILABLE, "the sandbox's supervisor went away during the transfer");
+		op_fail(op, ERR_UNAVAILABLE,
+			"the sandbox's supervisor went away during the transfer");
 		head_done(f);
 	}
 }

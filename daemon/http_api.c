@@ -95,7 +95,8 @@ static void handle_readyz(struct http_api *api, struct http_req *req)
 		char msg[256];
 		snprintf(msg, sizeof(msg), "not ready: %s%s%s",
 			 docker_ok ? "" : "docker engine is not reachable",
-			 !docker_ok && !redis_ok ? "; " : "", redis_ok ? "" : "redis is not reachable");
+			 !docker_ok && !redis_ok ? "; " : "",
+			 redis_ok ? "" : "redis is not reachable");
 		jg_str(g, "error");
 		jg_obj(g);
 		jg_kv_str(g, "code", "unavailable");
@@ -117,22 +118,26 @@ static void handle_metrics(struct http_api *api, struct http_req *req)
 {
 	char buf[2048];
 	int n = snprintf(
-		buf, sizeof(buf),
-		"# HELP ci_sessions Sessions on this node.\n# TYPE ci_sessions gauge\nci_sessions %zu\n"
-		"# HELP ci_http_requests_total HTTP requests served.\n# TYPE ci_http_requests_total counter\n"
-		"ci_http_requests_total %" PRIu64 "\n"
-		"# HELP ci_session_creates_total Session creates.\n# TYPE ci_session_creates_total counter\n"
-		"ci_session_creates_total{result=\"ok\"} %" PRIu64 "\n"
-		"ci_session_creates_total{result=\"error\"} %" PRIu64 "\n"
-		"# HELP ci_execs_total Executions by status.\n# TYPE ci_execs_total counter\n"
-		"ci_execs_total{status=\"ok\"} %" PRIu64 "\nci_execs_total{status=\"error\"} %" PRIu64 "\n"
-		"ci_execs_total{status=\"timeout\"} %" PRIu64 "\nci_execs_total{status=\"killed\"} %" PRIu64 "\n"
-		"# HELP ci_up Dependencies reachable (1) or not (0).\n# TYPE ci_up gauge\n"
-		"ci_up{dependency=\"docker\"} %d\nci_up{dependency=\"redis\"} %d\n",
-		manager_count(api->mgr), api->requests, api->creates, api->create_failures,
-		api->execs[EXEC_OK], api->execs[EXEC_ERROR], api->execs[EXEC_TIMEOUT],
-		api->execs[EXEC_KILLED], docker_reachable(api->docker) ? 1 : 0,
-		store_connected(api->store) ? 1 : 0);
+	    buf, sizeof(buf),
+	    "# HELP ci_sessions Sessions on this node.\n# TYPE ci_sessions gauge\nci_sessions %zu\n"
+	    "# HELP ci_http_requests_total HTTP requests served.\n# TYPE ci_http_requests_total "
+	    "counter\n"
+	    "ci_http_requests_total %" PRIu64 "\n"
+	    "# HELP ci_session_creates_total Session creates.\n# TYPE ci_session_creates_total "
+	    "counter\n"
+	    "ci_session_creates_total{result=\"ok\"} %" PRIu64 "\n"
+	    "ci_session_creates_total{result=\"error\"} %" PRIu64 "\n"
+	    "# HELP ci_execs_total Executions by status.\n# TYPE ci_execs_total counter\n"
+	    "ci_execs_total{status=\"ok\"} %" PRIu64 "\nci_execs_total{status=\"error\"} %" PRIu64
+	    "\n"
+	    "ci_execs_total{status=\"timeout\"} %" PRIu64
+	    "\nci_execs_total{status=\"killed\"} %" PRIu64 "\n"
+	    "# HELP ci_up Dependencies reachable (1) or not (0).\n# TYPE ci_up gauge\n"
+	    "ci_up{dependency=\"docker\"} %d\nci_up{dependency=\"redis\"} %d\n",
+	    manager_count(api->mgr), api->requests, api->creates, api->create_failures,
+	    api->execs[EXEC_OK], api->execs[EXEC_ERROR], api->execs[EXEC_TIMEOUT],
+	    api->execs[EXEC_KILLED], docker_reachable(api->docker) ? 1 : 0,
+	    store_connected(api->store) ? 1 : 0);
 	http_req_reply(req, 200, "text/plain; version=0.0.4", buf, (size_t)n);
 }
 
@@ -309,7 +314,8 @@ static void exec_body_cb(struct http_req *req, const char *body, size_t len, voi
 	if (v == NULL)
 		goto fail;
 	if (!YAJL_IS_OBJECT(v)) {
-		err_set(&e, ERR_BAD_REQUEST, "body: expected a JSON object, got %s", json_type_name(v));
+		err_set(&e, ERR_BAD_REQUEST, "body: expected a JSON object, got %s",
+			json_type_name(v));
 		goto fail;
 	}
 	for (size_t i = 0; i < v->u.object.len; i++) {
@@ -321,7 +327,8 @@ static void exec_body_cb(struct http_req *req, const char *body, size_t len, voi
 	}
 	yajl_val jcode = json_get(v, "code");
 	if (jcode == NULL || !YAJL_IS_STRING(jcode)) {
-		err_set(&e, ERR_BAD_REQUEST, "code: expected a string, got %s", json_type_name(jcode));
+		err_set(&e, ERR_BAD_REQUEST, "code: expected a string, got %s",
+			json_type_name(jcode));
 		goto fail;
 	}
 	code = jcode->u.string;
@@ -369,7 +376,6 @@ fail:
 		yajl_tree_free(v);
 	free(c);
 }
-
 
 static bool method_is(struct http_req *req, const char *m)
 {
@@ -464,7 +470,8 @@ static void put_chunk(struct http_req *req, const char *data, size_t len,
 		files_cancel(x->op);
 		x->op = NULL;
 		char msg[160];
-		snprintf(msg, sizeof(msg), "upload exceeds the session's disk of %lld MiB (disk_mb)",
+		snprintf(msg, sizeof(msg),
+			 "upload exceeds the session's disk of %lld MiB (disk_mb)",
 			 (long long)(x->limit >> 20));
 		http_req_reply_error(req, ERR_PAYLOAD_TOO_LARGE, msg);
 		xfer_free(x);
@@ -596,7 +603,9 @@ static void route_files(struct call *c, const char *raw_path)
 		path = http_percent_decode(raw_path, strlen(raw_path));
 		if (path == NULL) {
 			free(c);
-			http_req_reply_error(req, ERR_BAD_PATH, "file path is not valid percent-encoding or has a NUL byte");
+			http_req_reply_error(
+			    req, ERR_BAD_PATH,
+			    "file path is not valid percent-encoding or has a NUL byte");
 			return;
 		}
 		if (files_path_check(path, &e) < 0) {
@@ -632,7 +641,8 @@ static void route_files(struct call *c, const char *raw_path)
 	x->limit = s->limits.disk_mb << 20;
 	if (kind == FILE_PUT && http_req_content_length(req) > x->limit) {
 		char msg[160];
-		snprintf(msg, sizeof(msg), "upload of %lld bytes exceeds the session's disk of %lld MiB (disk_mb)",
+		snprintf(msg, sizeof(msg),
+			 "upload of %lld bytes exceeds the session's disk of %lld MiB (disk_mb)",
 			 (long long)http_req_content_length(req), (long long)s->limits.disk_mb);
 		http_req_reply_error(req, ERR_PAYLOAD_TOO_LARGE, msg);
 		xfer_free(x);
@@ -656,7 +666,6 @@ static void route_files(struct call *c, const char *raw_path)
 			http_req_pause_body(req);
 	}
 }
-
 
 /* ---- one-shot: POST /v1/exec ---- */
 
@@ -747,7 +756,8 @@ static void oneshot_body_cb(struct http_req *req, const char *body, size_t len, 
 	if (v == NULL)
 		goto fail;
 	if (!YAJL_IS_OBJECT(v)) {
-		err_set(&e, ERR_BAD_REQUEST, "body: expected a JSON object, got %s", json_type_name(v));
+		err_set(&e, ERR_BAD_REQUEST, "body: expected a JSON object, got %s",
+			json_type_name(v));
 		goto fail;
 	}
 	for (size_t i = 0; i < v->u.object.len; i++) {
@@ -765,13 +775,15 @@ static void oneshot_body_cb(struct http_req *req, const char *body, size_t len, 
 	}
 	int64_t timeout_s = 0;
 	yajl_val jt = json_get(v, "timeout_s");
-	if (jt && !YAJL_IS_NULL(jt) && (!YAJL_IS_INTEGER(jt) || (timeout_s = YAJL_GET_INTEGER(jt)) < 1)) {
+	if (jt && !YAJL_IS_NULL(jt) &&
+	    (!YAJL_IS_INTEGER(jt) || (timeout_s = YAJL_GET_INTEGER(jt)) < 1)) {
 		err_set(&e, ERR_BAD_REQUEST, "timeout_s: expected a positive integer");
 		goto fail;
 	}
 	yajl_val img = json_get(v, "image");
 	if (img && !YAJL_IS_NULL(img) && !YAJL_IS_STRING(img)) {
-		err_set(&e, ERR_BAD_REQUEST, "image: expected a string, got %s", json_type_name(img));
+		err_set(&e, ERR_BAD_REQUEST, "image: expected a string, got %s",
+			json_type_name(img));
 		goto fail;
 	}
 	{
@@ -913,7 +925,8 @@ static void on_request(struct http_req *req, void *arg)
 	}
 	if (strcmp(path, "/v1/exec") == 0) {
 		if (method_is(req, "POST"))
-			http_req_read_body(req, (size_t)api->cfg->max_body_bytes, oneshot_body_cb, api);
+			http_req_read_body(req, (size_t)api->cfg->max_body_bytes, oneshot_body_cb,
+					   api);
 		else
 			reply_method(req, "POST");
 		return;

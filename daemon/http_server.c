@@ -75,7 +75,7 @@ struct http_req {
 	void *drain_arg;
 	size_t drain_low;
 	struct evbuffer *extra_headers;
-	bool started;  /* status line sent */
+	bool started; /* status line sent */
 	bool chunked_reply;
 	bool finished; /* the handler's reply is complete */
 	bool freeing;
@@ -197,8 +197,8 @@ static void conn_set_read_timeout(struct http_conn *c, int secs)
 static void conn_fail(struct http_conn *c, int status, const char *code, const char *message)
 {
 	char body[512];
-	int n = snprintf(body, sizeof(body), "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}", code,
-			 message);
+	int n = snprintf(body, sizeof(body), "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}",
+			 code, message);
 	evbuffer_add_printf(bufferevent_get_output(c->bev),
 			    "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
 			    "Content-Length: %d\r\nConnection: close\r\n\r\n%s",
@@ -246,7 +246,7 @@ static int conn_parse_headers(struct http_conn *c)
 	if (line == NULL || strlen(line) > sizeof(target) ||
 	    sscanf(line, "%15s %8191s HTTP/%d.%d", method, target, &major, &minor) != 4 ||
 	    major != 1 || (minor != 0 && minor != 1)) {
-		conn_fail_req:
+	conn_fail_req:
 		c->req = NULL;
 		req_free(req);
 		conn_fail(c, 400, "bad_request", "malformed HTTP request");
@@ -468,18 +468,20 @@ int http_server_listen(struct http_server *srv, const char *spec, struct err **e
 			return err_set(errp, ERR_UNAVAILABLE, "listen %s: %s", spec, strerror(e));
 		}
 		hl->unix_path = xstrdup(path);
-		hl->l = evconnlistener_new(srv->base, accept_cb, srv, LEV_OPT_CLOSE_ON_FREE, -1, fd);
+		hl->l =
+		    evconnlistener_new(srv->base, accept_cb, srv, LEV_OPT_CLOSE_ON_FREE, -1, fd);
 	} else {
 		struct sockaddr_storage ss;
 		int sslen = sizeof(ss);
 		if (evutil_parse_sockaddr_port(spec, (struct sockaddr *)&ss, &sslen) < 0) {
 			free(hl);
-			return err_set(errp, ERR_BAD_REQUEST, "listen %s: expected HOST:PORT (an IP address) or unix:PATH",
+			return err_set(errp, ERR_BAD_REQUEST,
+				       "listen %s: expected HOST:PORT (an IP address) or unix:PATH",
 				       spec);
 		}
 		hl->l = evconnlistener_new_bind(srv->base, accept_cb, srv,
 						LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE |
-							LEV_OPT_CLOSE_ON_EXEC,
+						    LEV_OPT_CLOSE_ON_EXEC,
 						512, (struct sockaddr *)&ss, sslen);
 		if (hl->l == NULL) {
 			int e = errno;
@@ -496,8 +498,8 @@ int http_server_listen(struct http_server *srv, const char *spec, struct err **e
 void http_server_stop_accepting(struct http_server *srv)
 {
 	struct http_listener *hl;
-	LIST_FOREACH(hl, &srv->listeners, link)
-	evconnlistener_disable(hl->l);
+	LIST_FOREACH (hl, &srv->listeners, link)
+		evconnlistener_disable(hl->l);
 }
 
 void http_server_free(struct http_server *srv)
@@ -579,7 +581,8 @@ void http_req_read_body(struct http_req *req, size_t cap, http_body_cb cb, void 
 {
 	if (req->content_length > 0 && (uint64_t)req->content_length > cap) {
 		char msg[128];
-		snprintf(msg, sizeof(msg), "request body of %lld bytes exceeds the limit of %zu bytes",
+		snprintf(msg, sizeof(msg),
+			 "request body of %lld bytes exceeds the limit of %zu bytes",
 			 (long long)req->content_length, cap);
 		http_req_reply_error(req, ERR_PAYLOAD_TOO_LARGE, msg);
 		cb(req, NULL, 0, arg);
@@ -819,7 +822,8 @@ static void write_head(struct http_req *req, int status, const char *content_typ
 		req->keep_alive = false; /* HTTP/1.0 stream: ends with the connection */
 	if (req->extra_headers)
 		evbuffer_add_buffer(out, req->extra_headers);
-	evbuffer_add_printf(out, "Connection: %s\r\n\r\n", req->keep_alive ? "keep-alive" : "close");
+	evbuffer_add_printf(out, "Connection: %s\r\n\r\n",
+			    req->keep_alive ? "keep-alive" : "close");
 	req->started = true;
 }
 

@@ -29,8 +29,8 @@ struct kernel_conn {
 	struct kernel_link *link;
 	struct bufferevent *bev;
 	enum conn_role role;
-	pid_t pid;  /* host pid of the peer (SO_PEERCRED) */
-	int pidfd;  /* kernel only; -1 otherwise */
+	pid_t pid; /* host pid of the peer (SO_PEERCRED) */
+	int pidfd; /* kernel only; -1 otherwise */
 	bool closed;
 };
 
@@ -129,13 +129,13 @@ void kernel_link_free(struct kernel_link *link)
 }
 
 /* Each op call is bracketed so the owner can free the link inside it. */
-#define LINK_CALL(link, op, ...)                                          \
-	do {                                                              \
-		if ((link)->ops->op && !(link)->dying) {                  \
-			(link)->depth++;                                  \
-			(link)->ops->op((link)->arg, ##__VA_ARGS__);      \
-			(link)->depth--;                                  \
-		}                                                         \
+#define LINK_CALL(link, op, ...)                                     \
+	do {                                                         \
+		if ((link)->ops->op && !(link)->dying) {             \
+			(link)->depth++;                             \
+			(link)->ops->op((link)->arg, ##__VA_ARGS__); \
+			(link)->depth--;                             \
+		}                                                    \
 	} while (0)
 
 static void conn_lost(struct kernel_conn *c, const char *why)
@@ -174,7 +174,8 @@ static int conn_hello(struct kernel_conn *c, yajl_val h)
 		}
 		c->pidfd = pidfd_open_compat(c->pid);
 		if (c->pidfd < 0) {
-			log_warn("ipc %s: pidfd_open(%d): %s", link->dir, (int)c->pid, strerror(errno));
+			log_warn("ipc %s: pidfd_open(%d): %s", link->dir, (int)c->pid,
+				 strerror(errno));
 			return -1;
 		}
 		c->role = ROLE_KERNEL;
@@ -366,8 +367,9 @@ struct kernel_link *kernel_link_new(struct event_base *base, const char *dir, ui
 		err_set(errp, ERR_INTERNAL, "socket: %s", strerror(errno));
 		return NULL;
 	}
-	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0 || chown(sun.sun_path, uid, gid) < 0 ||
-	    chmod(sun.sun_path, 0600) < 0 || listen(fd, 8) < 0) {
+	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0 ||
+	    chown(sun.sun_path, uid, gid) < 0 || chmod(sun.sun_path, 0600) < 0 ||
+	    listen(fd, 8) < 0) {
 		err_set(errp, ERR_INTERNAL, "listen on %s: %s", sun.sun_path, strerror(errno));
 		close(fd);
 		unlink(sun.sun_path);

@@ -29,7 +29,8 @@ struct kernel_link_ops {
 	void (*kernel_exit)(void *arg, int code, int sig, bool oom);
 	void (*exec_stream)(void *arg, uint64_t id, bool is_stderr, const char *data, size_t len,
 			    bool tail, uint64_t dropped);
-	void (*exec_display)(void *arg, uint64_t id, const char *mime, const char *data, size_t len);
+	void (*exec_display)(void *arg, uint64_t id, const char *mime, const char *data,
+			     size_t len);
 	void (*exec_done)(void *arg, uint64_t id, yajl_val header);
 	/* Any other frame from the supervisor (file replies). */
 	void (*supervisor_frame)(void *arg, yajl_val header, const char *body, size_t len);
@@ -44,7 +45,8 @@ struct kernel_link;
 /* Create dir (mode 0711), bind dir/ipc.sock owned by uid:gid mode 0600 and
  * listen. Caller owns the link (kernel_link_free). */
 struct kernel_link *kernel_link_new(struct event_base *base, const char *dir, uid_t uid, gid_t gid,
-				    const struct kernel_link_ops *ops, void *arg, struct err **errp);
+				    const struct kernel_link_ops *ops, void *arg,
+				    struct err **errp);
 
 /* Close both connections and the listener, unlink the socket, remove dir.
  * Safe to call from inside an ops callback: the memory is released on the

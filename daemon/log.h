@@ -20,9 +20,9 @@ static inline bool log_level_valid(const char *name)
 
 void log_write(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-#define log_at(level, ...)                          \
-	do {                                        \
-		if ((level) >= log_threshold)       \
+#define log_at(level, ...)                               \
+	do {                                             \
+		if ((level) >= log_threshold)            \
 			log_write((level), __VA_ARGS__); \
 	} while (0)
 #define log_debug(...) log_at(LOG_LEVEL_DEBUG, __VA_ARGS__)

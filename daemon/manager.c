@@ -233,7 +233,8 @@ static void create_timeout_cb(evutil_socket_t fd, short what, void *arg)
 	static const char *const steps[] = {"writing the registry", "creating the container",
 					    "starting the container", "waiting for the kernel"};
 	create_finish_ex(op,
-			 err_new(ERR_UNAVAILABLE, "the sandbox did not become ready within %llds (%s)",
+			 err_new(ERR_UNAVAILABLE,
+				 "the sandbox did not become ready within %llds (%s)",
 				 (long long)op->m->cfg->start_timeout_s, steps[op->step]),
 			 op->step != CREATE_WAIT_KERNEL);
 }
@@ -296,7 +297,8 @@ static void create_created(const struct docker_response *resp, void *arg)
 			AUTOFREE char *tag = config_image_tag(ms->m->cfg, ms->s->image);
 			err_free(e);
 			e = err_new(ERR_UNAVAILABLE,
-				    "image %s is not on this node (build it with `make image`)", tag);
+				    "image %s is not on this node (build it with `make image`)",
+				    tag);
 		}
 		create_finish(op, e);
 		return;
@@ -308,7 +310,8 @@ static void create_created(const struct docker_response *resp, void *arg)
 		if (v)
 			yajl_tree_free(v);
 		err_free(e);
-		create_finish(op, err_new(ERR_INTERNAL, "create container: no Id in Docker's answer"));
+		create_finish(op,
+			      err_new(ERR_INTERNAL, "create container: no Id in Docker's answer"));
 		return;
 	}
 	ms->s->container_id = xstrdup(cid);
@@ -355,7 +358,8 @@ static void ms_kernel_up(void *arg)
 	if (op && !op->sent) {
 		struct err *e = NULL;
 		if (kernel_link_send_exec(ms->link, op->id, op->code, op->len,
-					  (size_t)ms->m->cfg->output_cap_bytes, EXEC_MAX_FILES, &e) < 0) {
+					  (size_t)ms->m->cfg->output_cap_bytes, EXEC_MAX_FILES,
+					  &e) < 0) {
 			exec_finish(op, e);
 			err_free(e);
 			return;
@@ -369,10 +373,11 @@ static void exec_finish_killed(struct exec_op *op)
 	struct kernel_exit_info *x = &op->ms->last_exit;
 	char reason[160];
 	if (op->hard_killed) {
-		snprintf(reason, sizeof(reason),
-			 "the code ignored the interrupt at the %llds deadline; the kernel was killed "
-			 "and restarted (variables lost, files kept)",
-			 (long long)op->timeout_s);
+		snprintf(
+		    reason, sizeof(reason),
+		    "the code ignored the interrupt at the %llds deadline; the kernel was killed "
+		    "and restarted (variables lost, files kept)",
+		    (long long)op->timeout_s);
 		exec_result_fail(op->result, EXEC_TIMEOUT, true, reason);
 	} else {
 		if (x->valid && x->oom)
@@ -412,7 +417,8 @@ static void ms_kernel_down(void *arg, const char *why)
 static void ms_kernel_exit(void *arg, int code, int sig, bool oom)
 {
 	struct msession *ms = arg;
-	ms->last_exit = (struct kernel_exit_info){.valid = true, .code = code, .sig = sig, .oom = oom};
+	ms->last_exit =
+	    (struct kernel_exit_info){.valid = true, .code = code, .sig = sig, .oom = oom};
 	log_info("session %s: kernel ended (code %d, signal %d%s)", ms->s->id, code, sig,
 		 oom ? ", out of memory" : "");
 	if (ms->exec && ms->exec->kernel_lost)
@@ -513,28 +519,30 @@ static void ms_supervisor_drained(void *arg)
 }
 
 static const struct kernel_link_ops link_ops = {
-	.kernel_up = ms_kernel_up,
-	.kernel_down = ms_kernel_down,
-	.supervisor_up = ms_supervisor_up,
-	.supervisor_down = ms_supervisor_down,
-	.kernel_exit = ms_kernel_exit,
-	.exec_stream = ms_exec_stream,
-	.exec_display = ms_exec_display,
-	.exec_done = ms_exec_done,
-	.supervisor_frame = ms_supervisor_frame,
-	.supervisor_drained = ms_supervisor_drained,
+    .kernel_up = ms_kernel_up,
+    .kernel_down = ms_kernel_down,
+    .supervisor_up = ms_supervisor_up,
+    .supervisor_down = ms_supervisor_down,
+    .kernel_exit = ms_kernel_exit,
+    .exec_stream = ms_exec_stream,
+    .exec_display = ms_exec_display,
+    .exec_done = ms_exec_done,
+    .supervisor_frame = ms_supervisor_frame,
+    .supervisor_drained = ms_supervisor_drained,
 };
 
 int manager_create(struct manager *m, yajl_val body, const char *tenant, manager_session_cb cb,
 		   void *arg, struct err **errp)
 {
 	if (m->draining)
-		return err_set(errp, ERR_UNAVAILABLE, "the daemon is draining; create the session elsewhere");
+		return err_set(errp, ERR_UNAVAILABLE,
+			       "the daemon is draining; create the session elsewhere");
 	if (m->count >= (size_t)m->cfg->max_sessions)
-		return err_set(errp, ERR_QUOTA_EXCEEDED, "this node already runs %zu sessions (max-sessions)",
-			       m->count);
+		return err_set(errp, ERR_QUOTA_EXCEEDED,
+			       "this node already runs %zu sessions (max-sessions)", m->count);
 	if (!store_connected(m->store))
-		return err_set(errp, ERR_UNAVAILABLE, "the session registry (redis) is not reachable");
+		return err_set(errp, ERR_UNAVAILABLE,
+			       "the session registry (redis) is not reachable");
 	struct session *s = session_from_request(body, m->cfg, tenant, errp);
 	if (s == NULL)
 		return -1;
@@ -603,8 +611,9 @@ static void exec_deadline_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	if (!op->sent) {
 		/* The kernel never came back to run it. */
-		exec_result_fail(op->result, EXEC_TIMEOUT, true,
-				 "the kernel was restarting and did not come back before the deadline");
+		exec_result_fail(
+		    op->result, EXEC_TIMEOUT, true,
+		    "the kernel was restarting and did not come back before the deadline");
 		exec_finish(op, NULL);
 		return;
 	}
@@ -625,9 +634,9 @@ static void exec_deadline_cb(evutil_socket_t fd, short what, void *arg)
 		kernel_link_drop_kernel(ms->link, "hard timeout");
 }
 
-int manager_exec(struct manager *m, const char *id, const char *tenant, const char *code, size_t len,
-		 int64_t timeout_s, manager_event_cb on_event, manager_exec_cb cb, void *arg,
-		 struct err **errp)
+int manager_exec(struct manager *m, const char *id, const char *tenant, const char *code,
+		 size_t len, int64_t timeout_s, manager_event_cb on_event, manager_exec_cb cb,
+		 void *arg, struct err **errp)
 {
 	struct msession *ms = table_find(m, id);
 	if (ms == NULL || strcmp(ms->s->tenant, tenant) != 0)
@@ -659,7 +668,8 @@ int manager_exec(struct manager *m, const char *id, const char *tenant, const ch
 	session_touch(ms->s, clock_now_ms());
 	if (kernel_link_kernel_connected(ms->link)) {
 		if (kernel_link_send_exec(ms->link, op->id, op->code, op->len,
-					  (size_t)m->cfg->output_cap_bytes, EXEC_MAX_FILES, errp) < 0) {
+					  (size_t)m->cfg->output_cap_bytes, EXEC_MAX_FILES,
+					  errp) < 0) {
 			ms->exec = NULL;
 			ms->s->state = SESSION_READY;
 			event_free(op->deadline);
@@ -694,7 +704,8 @@ static void teardown_container_removed(const struct docker_response *resp, void 
 	struct teardown_op *op = arg;
 	if (resp->status != 204 && resp->status != 404) {
 		struct err *e = docker_error(resp, "remove container");
-		log_warn("session %s: %s (the orphan reaper will retry)", op->ms->s->id, e->message);
+		log_warn("session %s: %s (the orphan reaper will retry)", op->ms->s->id,
+			 e->message);
 		err_free(e);
 	}
 	teardown_step_done(op);
@@ -727,8 +738,8 @@ static void session_end(struct msession *ms, enum session_state st, const char *
 		struct create_op *c = ms->create;
 		ms->create = NULL;
 		event_free(c->timeout);
-		struct err *e = err_new(ERR_EXPIRED, "create session: the session ended while starting: %s",
-					reason);
+		struct err *e = err_new(
+		    ERR_EXPIRED, "create session: the session ended while starting: %s", reason);
 		c->cb(NULL, e, c->arg);
 		err_free(e);
 		/* A Docker or Redis call is still in flight and will come back to
@@ -750,8 +761,10 @@ static void session_end(struct msession *ms, enum session_state st, const char *
 	ms->link = NULL;
 	if (ms->s->container_id) {
 		char path[256];
-		snprintf(path, sizeof(path), "/containers/%s?force=true&v=true", ms->s->container_id);
-		docker_request(ms->m->docker, "DELETE", path, NULL, 0, teardown_container_removed, op);
+		snprintf(path, sizeof(path), "/containers/%s?force=true&v=true",
+			 ms->s->container_id);
+		docker_request(ms->m->docker, "DELETE", path, NULL, 0, teardown_container_removed,
+			       op);
 	} else {
 		op->pending--;
 	}
@@ -786,7 +799,8 @@ int manager_delete(struct manager *m, const char *id, const char *tenant, manage
 	if (ms == NULL || strcmp(ms->s->tenant, tenant) != 0)
 		return err_set(errp, ERR_NOT_FOUND, "no session %s", id);
 	if (ms->teardown)
-		return err_set(errp, ERR_EXPIRED, "session %s is already ending: %s", id, ms->end_reason);
+		return err_set(errp, ERR_EXPIRED, "session %s is already ending: %s", id,
+			       ms->end_reason);
 	log_info("session %s: delete requested", id);
 	session_end(ms, SESSION_DEAD, "deleted by the client", cb, arg);
 	return 0;
@@ -861,9 +875,9 @@ void manager_foreach(struct manager *m, const char *tenant,
 		     void (*fn)(const struct session *s, void *arg), void *arg)
 {
 	struct msession *ms;
-	TAILQ_FOREACH(ms, &m->all, all)
-	if (!ms->teardown && strcmp(ms->s->tenant, tenant) == 0)
-		fn(ms->s, arg);
+	TAILQ_FOREACH (ms, &m->all, all)
+		if (!ms->teardown && strcmp(ms->s->tenant, tenant) == 0)
+			fn(ms->s, arg);
 }
 
 size_t manager_count(const struct manager *m)
@@ -976,8 +990,8 @@ void manager_reap_orphans(struct manager *m)
 	size_t o = strlen(path);
 	for (size_t i = 0; i < len && o + 4 < sizeof(path); i++) {
 		unsigned char ch = (unsigned char)filters[i];
-		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-		    ch == '-' || ch == '_' || ch == '.')
+		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		    (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.')
 			path[o++] = (char)ch;
 		else
 			o += (size_t)snprintf(path + o, sizeof(path) - o, "%%%02X", ch);
@@ -988,8 +1002,8 @@ void manager_reap_orphans(struct manager *m)
 
 /* ---- life ---- */
 
-struct manager *manager_new(struct event_base *base, const struct config *cfg, struct docker *docker,
-			    struct store *store, struct err **errp)
+struct manager *manager_new(struct event_base *base, const struct config *cfg,
+			    struct docker *docker, struct store *store, struct err **errp)
 {
 	char dir[512];
 	snprintf(dir, sizeof(dir), "%s/s", cfg->state_dir);

@@ -29,11 +29,11 @@ typedef void (*manager_exec_cb)(const struct exec_result *r, const struct err *e
 typedef void (*manager_done_cb)(const struct err *e, void *arg);
 /* Live output of a streaming execution: "stdout" or "stderr" text, or a
  * "display" (data is the base64 PNG, mime in extra). */
-typedef void (*manager_event_cb)(const char *type, const char *data, size_t len,
-				 const char *extra, void *arg);
+typedef void (*manager_event_cb)(const char *type, const char *data, size_t len, const char *extra,
+				 void *arg);
 
-struct manager *manager_new(struct event_base *base, const struct config *cfg, struct docker *docker,
-			    struct store *store, struct err **errp);
+struct manager *manager_new(struct event_base *base, const struct config *cfg,
+			    struct docker *docker, struct store *store, struct err **errp);
 
 /* Free every session's runtime state. Containers are left running for the
  * next daemon to adopt (or removed by the caller first, per config). */
@@ -49,9 +49,9 @@ const struct session *manager_get(struct manager *m, const char *id, const char 
  * 404. Always calls cb with an error. */
 void manager_explain_missing(struct manager *m, const char *id, manager_done_cb cb, void *arg);
 
-int manager_exec(struct manager *m, const char *id, const char *tenant, const char *code, size_t len,
-		 int64_t timeout_s, manager_event_cb on_event, manager_exec_cb cb, void *arg,
-		 struct err **errp);
+int manager_exec(struct manager *m, const char *id, const char *tenant, const char *code,
+		 size_t len, int64_t timeout_s, manager_event_cb on_event, manager_exec_cb cb,
+		 void *arg, struct err **errp);
 
 /* Start a files-API operation in a session (see files.h); the returned op
  * is driven with files_put_data / files_put_end / files_cancel. */

@@ -11,13 +11,14 @@
 #include "xalloc.h"
 
 static const char *const state_names[] = {
-	[SESSION_STARTING] = "starting", [SESSION_READY] = "ready", [SESSION_BUSY] = "busy",
-	[SESSION_EXPIRED] = "expired",   [SESSION_DEAD] = "dead",
+    [SESSION_STARTING] = "starting", [SESSION_READY] = "ready", [SESSION_BUSY] = "busy",
+    [SESSION_EXPIRED] = "expired",   [SESSION_DEAD] = "dead",
 };
 
 const char *session_state_name(enum session_state st)
 {
-	return (unsigned)st < sizeof(state_names) / sizeof(state_names[0]) ? state_names[st] : "dead";
+	return (unsigned)st < sizeof(state_names) / sizeof(state_names[0]) ? state_names[st]
+									   : "dead";
 }
 
 void session_new_id(char *buf)
@@ -33,7 +34,8 @@ bool session_id_valid(const char *s)
 		return false;
 	for (int i = 0; i < SESSION_ID_LEN; i++) {
 		bool dash = i == 8 || i == 13 || i == 18 || i == 23;
-		if (dash ? s[i] != '-' : !(isdigit((unsigned char)s[i]) || (s[i] >= 'a' && s[i] <= 'f')))
+		if (dash ? s[i] != '-'
+			 : !(isdigit((unsigned char)s[i]) || (s[i] >= 'a' && s[i] <= 'f')))
 			return false;
 	}
 	return true;
@@ -72,8 +74,8 @@ static int take_int(yajl_val obj, const char *where, const char *key, int64_t mi
 	if (v == NULL || YAJL_IS_NULL(v))
 		return 0;
 	if (!YAJL_IS_INTEGER(v))
-		return err_set(errp, ERR_BAD_REQUEST, "%s%s: expected an integer, got %s", where, key,
-			       json_type_name(v));
+		return err_set(errp, ERR_BAD_REQUEST, "%s%s: expected an integer, got %s", where,
+			       key, json_type_name(v));
 	int64_t x = YAJL_GET_INTEGER(v);
 	if (x < min)
 		return err_set(errp, ERR_BAD_REQUEST, "%s%s: %lld is below the minimum %lld", where,
@@ -98,18 +100,17 @@ static int take_double(yajl_val obj, const char *where, const char *key, double 
 	if (YAJL_IS_INTEGER(v))
 		x = (double)YAJL_GET_INTEGER(v);
 	if (!isfinite(x) || x < min)
-		return err_set(errp, ERR_BAD_REQUEST, "%s%s: %g is below the minimum %g", where, key,
-			       x, min);
+		return err_set(errp, ERR_BAD_REQUEST, "%s%s: %g is below the minimum %g", where,
+			       key, x, min);
 	if (x > max)
-		return err_set(errp, ERR_BAD_REQUEST, "%s%s: %g exceeds the server maximum %g", where,
-			       key, x, max);
+		return err_set(errp, ERR_BAD_REQUEST, "%s%s: %g exceeds the server maximum %g",
+			       where, key, x, max);
 	*out = x;
 	return 0;
 }
 
 /* Only the members we know; a typo ("memroy_mb") must not pass silently. */
-static int check_keys(yajl_val obj, const char *where, const char *const *known,
-		      struct err **errp)
+static int check_keys(yajl_val obj, const char *where, const char *const *known, struct err **errp)
 {
 	for (size_t i = 0; i < obj->u.object.len; i++) {
 		const char *k = obj->u.object.keys[i];
@@ -185,7 +186,8 @@ static int take_kv(yajl_val obj, const char *key, bool env_rules, struct session
 		return err_set(errp, ERR_BAD_REQUEST, "%s: expected an object, got %s", key,
 			       json_type_name(v));
 	if (v->u.object.len > SESSION_MAX_KV)
-		return err_set(errp, ERR_BAD_REQUEST, "%s: more than %d entries", key, SESSION_MAX_KV);
+		return err_set(errp, ERR_BAD_REQUEST, "%s: more than %d entries", key,
+			       SESSION_MAX_KV);
 	size_t total = 0;
 	struct session_kv *kv = xcalloc(v->u.object.len, sizeof(*kv));
 	size_t n = 0;
@@ -233,10 +235,11 @@ static int take_limits(yajl_val body, const struct config *cfg, struct session_l
 	if (!YAJL_IS_OBJECT(v))
 		return err_set(errp, ERR_BAD_REQUEST, "limits: expected an object, got %s",
 			       json_type_name(v));
-	static const char *const known[] = {"memory_mb", "cpus", "pids", "disk_mb",
-					    "exec_timeout_s", NULL};
+	static const char *const known[] = {"memory_mb", "cpus",           "pids",
+					    "disk_mb",   "exec_timeout_s", NULL};
 	if (check_keys(v, "limits: ", known, errp) < 0 ||
-	    take_int(v, "limits.", "memory_mb", 16, cfg->max_memory_mb, &lim->memory_mb, errp) < 0 ||
+	    take_int(v, "limits.", "memory_mb", 16, cfg->max_memory_mb, &lim->memory_mb, errp) <
+		0 ||
 	    take_double(v, "limits.", "cpus", 0.01, cfg->max_cpus, &lim->cpus, errp) < 0 ||
 	    take_int(v, "limits.", "pids", 8, cfg->max_pids, &lim->pids, errp) < 0 ||
 	    take_int(v, "limits.", "disk_mb", 1, cfg->max_disk_mb, &lim->disk_mb, errp) < 0 ||
@@ -270,12 +273,13 @@ static int take_network(yajl_val body, struct session *s, struct err **errp)
 	for (size_t i = 0; i < allow->u.array.len; i++) {
 		yajl_val e = allow->u.array.values[i];
 		if (!YAJL_IS_STRING(e))
-			return err_set(errp, ERR_BAD_REQUEST, "network.allow[%zu]: expected a string",
-				       i);
-		if (!allow_entry_valid(e->u.string))
 			return err_set(errp, ERR_BAD_REQUEST,
-				       "network.allow[%zu]: '%.64s' is not HOST[:PORT] or *.SUFFIX[:PORT]",
-				       i, e->u.string);
+				       "network.allow[%zu]: expected a string", i);
+		if (!allow_entry_valid(e->u.string))
+			return err_set(
+			    errp, ERR_BAD_REQUEST,
+			    "network.allow[%zu]: '%.64s' is not HOST[:PORT] or *.SUFFIX[:PORT]", i,
+			    e->u.string);
 		s->allow[s->n_allow++] = xstrdup(e->u.string);
 	}
 	return 0;
@@ -296,7 +300,7 @@ struct session *session_from_request(yajl_val body, const struct config *cfg, co
 			goto fail;
 		}
 		static const char *const known[] = {"image", "idle_timeout_s", "limits", "network",
-						    "env", "metadata", NULL};
+						    "env",   "metadata",       NULL};
 		if (check_keys(body, "", known, errp) < 0)
 			goto fail;
 		yajl_val img = json_get(body, "image");
@@ -338,16 +342,14 @@ void session_touch(struct session *s, int64_t now_ms)
 int session_check_exec(const struct session *s, struct err **errp)
 {
 	switch (s->state) {
-	case SESSION_READY:
-		return 0;
+	case SESSION_READY: return 0;
 	case SESSION_BUSY:
-		return err_set(errp, ERR_BUSY, "session %s is busy: an execution is running", s->id);
+		return err_set(errp, ERR_BUSY, "session %s is busy: an execution is running",
+			       s->id);
 	case SESSION_STARTING:
 		return err_set(errp, ERR_BUSY, "session %s is still starting", s->id);
-	case SESSION_EXPIRED:
-		return err_set(errp, ERR_EXPIRED, "session %s has expired", s->id);
-	case SESSION_DEAD:
-		return err_set(errp, ERR_EXPIRED, "session %s has ended", s->id);
+	case SESSION_EXPIRED: return err_set(errp, ERR_EXPIRED, "session %s has expired", s->id);
+	case SESSION_DEAD: return err_set(errp, ERR_EXPIRED, "session %s has ended", s->id);
 	}
 	return err_set(errp, ERR_INTERNAL, "session %s: bad state", s->id);
 }

@@ -23,9 +23,9 @@
 enum session_state {
 	SESSION_STARTING, /* container being created; not yet usable */
 	SESSION_READY,
-	SESSION_BUSY,     /* an execution is running */
-	SESSION_EXPIRED,  /* ended by a clock; a tombstone remains */
-	SESSION_DEAD,     /* ended by a failure or a delete; a tombstone remains */
+	SESSION_BUSY,    /* an execution is running */
+	SESSION_EXPIRED, /* ended by a clock; a tombstone remains */
+	SESSION_DEAD,    /* ended by a failure or a delete; a tombstone remains */
 };
 
 struct session_limits {

@@ -34,14 +34,15 @@ int store_parse_url(const char *url, char **host, int *port, char **path, int *d
 	if (strncmp(url, "unix://", 7) == 0 || strncmp(url, "unix:", 5) == 0) {
 		const char *p = url + (strncmp(url, "unix://", 7) == 0 ? 7 : 5);
 		if (*p != '/')
-			return err_set(errp, ERR_BAD_REQUEST, "redis url %s: unix path must be absolute",
-				       url);
+			return err_set(errp, ERR_BAD_REQUEST,
+				       "redis url %s: unix path must be absolute", url);
 		*path = xstrdup(p);
 		return 0;
 	}
 	if (strncmp(url, "redis://", 8) != 0)
 		return err_set(errp, ERR_BAD_REQUEST,
-			       "redis url %s: expected redis://HOST:PORT[/DB] or unix:///PATH", url);
+			       "redis url %s: expected redis://HOST:PORT[/DB] or unix:///PATH",
+			       url);
 	const char *h = url + 8, *slash = strchr(h, '/'), *end = slash ? slash : h + strlen(h);
 	const char *colon = memchr(h, ':', (size_t)(end - h));
 	if (colon) {
@@ -58,7 +59,8 @@ int store_parse_url(const char *url, char **host, int *port, char **path, int *d
 		char *e = NULL;
 		long d = strtol(slash + 1, &e, 10);
 		if (*e != '\0' || d < 0 || d > 1000)
-			return err_set(errp, ERR_BAD_REQUEST, "redis url %s: bad database number", url);
+			return err_set(errp, ERR_BAD_REQUEST, "redis url %s: bad database number",
+				       url);
 		*db = (int)d;
 	}
 	*host = xstrndup(h, (size_t)(colon - h));
@@ -103,8 +105,8 @@ static void disconnect_cb(const redisAsyncContext *ac, int status)
 
 static void store_connect(struct store *st)
 {
-	redisAsyncContext *ac = st->path ? redisAsyncConnectUnix(st->path)
-					 : redisAsyncConnect(st->host, st->port);
+	redisAsyncContext *ac =
+	    st->path ? redisAsyncConnectUnix(st->path) : redisAsyncConnect(st->host, st->port);
 	if (ac == NULL)
 		abort();
 	if (ac->err) {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test suite of `make test` and prints one closing line
 # "N passed, N failed" over all of them. Each suite also prints its own.
+#   format       clang-format over the C sources
 #   unit         C unit tests, built with ASan + UBSan
 #   valgrind     the same unit tests under valgrind (no leaks, no errors)
 #   runner       the sandbox runner's own tests (Python, on the host)
@@ -9,7 +10,7 @@
 set -u
 cd "$(dirname "$0")/.."
 
-suites=${TEST_SUITES:-"unit valgrind runner integration"}
+suites=${TEST_SUITES:-"format unit valgrind runner integration"}
 total_pass=0
 total_fail=0
 failed=()
@@ -42,6 +43,7 @@ run() {
 
 for s in $suites; do
 	case $s in
+	format) run format sh -c 'make -s format-check && echo "format: 1 passed, 0 failed"' ;;
 	unit) run unit build/asan/unit-tests ;;
 	valgrind) run valgrind valgrind -q --leak-check=full --show-leak-kinds=definite,indirect \
 		--errors-for-leak-kinds=definite,indirect --error-exitcode=9 build/unit-tests ;;

@@ -39,7 +39,8 @@ TEST(config_text_parses_and_reports_lines)
 	struct config c;
 	config_defaults(&c);
 	struct err *e = NULL;
-	CHECK(config_apply_text(&c, "# comment\n listen = unix:/tmp/x.sock \nmax_pids=99\n", "f", &e) == 0);
+	CHECK(config_apply_text(&c, "# comment\n listen = unix:/tmp/x.sock \nmax_pids=99\n", "f",
+				&e) == 0);
 	CHECK_STR(c.listen, "unix:/tmp/x.sock");
 	CHECK(c.max_pids == 99);
 	CHECK(config_apply_text(&c, "listen\n", "f", &e) < 0);

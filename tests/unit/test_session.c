@@ -29,7 +29,8 @@ TEST(session_defaults_from_config)
 	struct session *s = from(NULL, &e);
 	CHECK(s != NULL);
 	CHECK_STR(s->image, "python");
-	CHECK(s->limits.memory_mb == 512 && s->limits.pids == 128 && s->limits.exec_timeout_s == 60);
+	CHECK(s->limits.memory_mb == 512 && s->limits.pids == 128 &&
+	      s->limits.exec_timeout_s == 60);
 	CHECK(s->idle_timeout_s == 600);
 	CHECK(s->state == SESSION_STARTING);
 	session_free(s);
@@ -38,11 +39,12 @@ TEST(session_defaults_from_config)
 TEST(session_full_request)
 {
 	struct err *e = NULL;
-	struct session *s = from("{\"image\":\"python\",\"idle_timeout_s\":3,\"limits\":{\"memory_mb\":256,"
-				 "\"cpus\":0.5,\"pids\":64,\"disk_mb\":100,\"exec_timeout_s\":10},"
-				 "\"network\":{\"allow\":[\"api.example.com:443\",\"*.example.org\"]},"
-				 "\"env\":{\"FOO\":\"bar\"},\"metadata\":{\"owner\":\"agent-7\"}}",
-				 &e);
+	struct session *s =
+	    from("{\"image\":\"python\",\"idle_timeout_s\":3,\"limits\":{\"memory_mb\":256,"
+		 "\"cpus\":0.5,\"pids\":64,\"disk_mb\":100,\"exec_timeout_s\":10},"
+		 "\"network\":{\"allow\":[\"api.example.com:443\",\"*.example.org\"]},"
+		 "\"env\":{\"FOO\":\"bar\"},\"metadata\":{\"owner\":\"agent-7\"}}",
+		 &e);
 	CHECK(s != NULL);
 	if (s == NULL) {
 		fprintf(stderr, "  %s\n", e->message);

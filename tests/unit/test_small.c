@@ -74,11 +74,12 @@ TEST(exec_result_assembles_and_serialises)
 	exec_result_on_stream(r, false, "out\n", 4, false, 0);
 	exec_result_on_stream(r, true, "err\n", 4, false, 0);
 	exec_result_on_display(r, "image/png", "\x89PNG", 4);
-	const char *done = "{\"t\":\"done\",\"id\":1,\"status\":\"error\",\"result\":null,"
-			   "\"error\":{\"ename\":\"ZeroDivisionError\",\"evalue\":\"division by zero\","
-			   "\"traceback\":[\"Traceback\",5,\"ZeroDivisionError: division by zero\"]},"
-			   "\"files\":[{\"path\":\"a.txt\",\"size\":3,\"change\":\"created\"},"
-			   "{\"path\":\"b\",\"size\":1,\"change\":\"exploded\"}]}";
+	const char *done =
+	    "{\"t\":\"done\",\"id\":1,\"status\":\"error\",\"result\":null,"
+	    "\"error\":{\"ename\":\"ZeroDivisionError\",\"evalue\":\"division by zero\","
+	    "\"traceback\":[\"Traceback\",5,\"ZeroDivisionError: division by zero\"]},"
+	    "\"files\":[{\"path\":\"a.txt\",\"size\":3,\"change\":\"created\"},"
+	    "{\"path\":\"b\",\"size\":1,\"change\":\"exploded\"}]}";
 	struct err *e = NULL;
 	yajl_val v = json_parse(done, strlen(done), &e);
 	CHECK(exec_result_on_done(r, v, &e) == 0);
@@ -148,8 +149,9 @@ TEST(container_spec_is_hardened)
 	struct config cfg;
 	config_defaults(&cfg);
 	struct err *e = NULL;
-	const char *doc = "{\"limits\":{\"memory_mb\":256,\"cpus\":0.5,\"pids\":64,\"disk_mb\":100},"
-			  "\"env\":{\"A\":\"b\"}}";
+	const char *doc =
+	    "{\"limits\":{\"memory_mb\":256,\"cpus\":0.5,\"pids\":64,\"disk_mb\":100},"
+	    "\"env\":{\"A\":\"b\"}}";
 	yajl_val body = json_parse(doc, strlen(doc), &e);
 	struct session *s = session_from_request(body, &cfg, "default", &e);
 	yajl_tree_free(body);

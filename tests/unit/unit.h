@@ -18,31 +18,32 @@ struct unit_test {
 void unit_register(struct unit_test *t);
 extern int unit_failures_in_test;
 
-#define TEST(name)                                                              \
-	static void test_##name(void);                                          \
-	static struct unit_test unit_##name = {#name, test_##name, NULL};       \
-	__attribute__((constructor)) static void register_##name(void)          \
-	{                                                                       \
-		unit_register(&unit_##name);                                    \
-	}                                                                       \
+#define TEST(name)                                                        \
+	static void test_##name(void);                                    \
+	static struct unit_test unit_##name = {#name, test_##name, NULL}; \
+	__attribute__((constructor)) static void register_##name(void)    \
+	{                                                                 \
+		unit_register(&unit_##name);                              \
+	}                                                                 \
 	static void test_##name(void)
 
-#define CHECK(cond)                                                                       \
-	do {                                                                              \
-		if (!(cond)) {                                                            \
+#define CHECK(cond)                                                                                \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
 			fprintf(stderr, "  %s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-			unit_failures_in_test++;                                          \
-		}                                                                         \
+			unit_failures_in_test++;                                                   \
+		}                                                                                  \
 	} while (0)
 
-#define CHECK_STR(a, b)                                                                    \
-	do {                                                                               \
-		const char *a_ = (a), *b_ = (b);                                           \
-		if (a_ == NULL || b_ == NULL || strcmp(a_, b_) != 0) {                      \
-			fprintf(stderr, "  %s:%d: CHECK_STR failed: %s == \"%s\", expected \"%s\"\n", \
+#define CHECK_STR(a, b)                                                                          \
+	do {                                                                                     \
+		const char *a_ = (a), *b_ = (b);                                                 \
+		if (a_ == NULL || b_ == NULL || strcmp(a_, b_) != 0) {                           \
+			fprintf(stderr,                                                          \
+				"  %s:%d: CHECK_STR failed: %s == \"%s\", expected \"%s\"\n",    \
 				__FILE__, __LINE__, #a, a_ ? a_ : "(null)", b_ ? b_ : "(null)"); \
-			unit_failures_in_test++;                                           \
-		}                                                                          \
+			unit_failures_in_test++;                                                 \
+		}                                                                                \
 	} while (0)
 
 #endif
