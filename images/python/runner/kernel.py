@@ -1,0 +1,676 @@
+"""The kernel: holds the session's global namespace and runs submitted code.
+
+Forked by the supervisor (see docs/protocol.md).  It connects to $SANDBOX_IPC,
+says hello as role "kernel", then answers every `exec` frame with `stream`,
+`display` and a final `done` frame.  Stdlib only; matplotlib is used only
+when the user's code imports it.
+
+Threads: the main thread runs the protocol and the user's code; one reader
+thread, started once, forwards what is written to fds 1 and 2 (pipes).  Every
+frame is sent under one lock, so frames never interleave; at the end of an
+execution the main thread drains the pipes itself under that lock before it
+sends `done`, so no output is lost or reordered after `done`.
+"""
+
+import ast
+import base64
+import builtins
+import ctypes
+import io
+import linecache
+import os
+import select
+import signal
+import sys
+import threading
+import time
+import traceback
+import types
+
+import ci_frame
+
+current = None                 # the running Kernel; ci_display looks it up
+
+RESULT_CAP = 100_000           # characters of repr(last expression)
+DISPLAY_MAX = 20               # displays per execution
+WALK_MAX = 10_000              # entries visited by the /workspace walk
+DEFAULT_STREAM_CAP = 1 << 20   # when the exec header carries no cap
+DEFAULT_FILES_CAP = 1000
+HALF_MAX = ci_frame.MAX_BODY   # a head or tail never exceeds one frame body
+READ_CHUNK = 65536
+DRAIN_LIMIT = 2 << 20          # bytes read per pipe by the final drain
+
+_THIS_FILE = (lambda: 0).__code__.co_filename
+_RUNNER_DIR = os.path.dirname(_THIS_FILE)
+_RUNNER_FILES = frozenset(os.path.join(_RUNNER_DIR, n)
+                          for n in ("kernel.py", "ci_display.py", "supervisor.py", "ci_frame.py"))
+try:
+    _c_fflush = ctypes.CDLL(None).fflush      # C stdio buffers (printf in extensions)
+    _c_fflush.argtypes = (ctypes.c_void_p,)
+except (OSError, AttributeError):
+    _c_fflush = None
+_pack = ci_frame.pack
+
+
+class _Stream:
+    __slots__ = ("name", "head_left", "tail", "tail_cap", "dropped", "spilled")
+
+    def __init__(self, name):
+        self.name = name
+        self.tail = bytearray()
+        self.reset(DEFAULT_STREAM_CAP)
+
+    def reset(self, cap):
+        self.head_left = min(cap // 2, HALF_MAX)
+        self.tail_cap = min(cap - cap // 2, HALF_MAX)
+        del self.tail[:]
+        self.dropped = 0
+        self.spilled = False
+
+
+def _cap(value, default):
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return default
+
+
+def _text_stream(fd):
+    raw = io.FileIO(fd, "w", closefd=False)
+    return io.TextIOWrapper(io.BufferedWriter(raw, 8192), encoding="utf-8",
+                            errors="backslashreplace", line_buffering=True)
+
+
+class Kernel:
+    def __init__(self, ipc, root):
+        self.ipc = ipc
+        self.root = root
+        self.sock = None
+        self.broken = False
+        self.dec = ci_frame.Decoder()
+        self.lock = threading.Lock()
+        self.cur_id = None             # id of the running exec, else None
+        self.in_user = False           # SIGINT raises KeyboardInterrupt only then
+        self.pending_int = False
+        self.count = 0
+        self.streams = (_Stream("stdout"), _Stream("stderr"))
+        self.displays = 0
+        self.displayed = {}            # id(fig) -> fig shown during this exec
+        self.main_ident = threading.get_ident()
+        self.log_fd = 2
+        self.connected_once = False
+
+    # ----------------------------------------------------------------- setup
+
+    def _log(self, msg):
+        try:
+            os.write(self.log_fd, ("ci-kernel[%d]: %s\n" % (os.getpid(), msg)).encode())
+        except OSError:
+            pass
+
+    def _setup(self):
+        global current
+        current = self
+        sys.modules.setdefault("kernel", sys.modules[__name__])   # for ci_display
+        self.pid = os.getpid()
+        try:
+            os.setpgid(0, 0)           # the supervisor kills the group on exit
+        except OSError:
+            pass
+        try:
+            with open("/proc/self/oom_score_adj", "w") as f:
+                f.write("1000")
+        except OSError:
+            pass
+        signal.set_wakeup_fd(-1)
+        for sig in (signal.SIGTERM, signal.SIGCHLD, signal.SIGHUP, signal.SIGQUIT):
+            signal.signal(sig, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, self._on_sigint)
+
+        self.log_fd = os.dup(2)        # diagnostics keep going to the container log
+        fd = os.open(os.devnull, os.O_RDONLY)
+        if fd != 0:
+            os.dup2(fd, 0)
+            os.close(fd)
+        rfds, wfds, inos = [], [], []
+        for target in (1, 2):
+            # default 64 KiB pipes: every sandbox runs as uid 1000, and the
+            # kernel limits pipe buffers per user (fs.pipe-user-pages-soft)
+            r, w = os.pipe()
+            os.set_blocking(r, False)
+            os.dup2(w, target)         # inheritable: child processes write here
+            rfds.append(r)
+            wfds.append(w)             # spare write end: no HUP, restores fd 1/2
+            inos.append(os.fstat(w).st_ino)
+        self.rfds, self.wfds, self.pipe_inos = tuple(rfds), tuple(wfds), tuple(inos)
+        self.out = _text_stream(1)
+        self.err = _text_stream(2)
+        sys.stdout = sys.__stdout__ = self.out
+        sys.stderr = sys.__stderr__ = self.err
+
+        try:
+            os.chdir(self.root)
+        except OSError as e:
+            self._log("cannot chdir to %s: %s" % (self.root, e))
+        here = os.path.dirname(os.path.abspath(__file__))
+        if here not in sys.path:
+            sys.path.insert(0, here)
+        at = sys.path.index(here) + 1
+        extra = [self.root] + os.environ.get("PYTHONPATH", "").split(os.pathsep)
+        for p in extra:                # -I ignores PYTHONPATH; honour it here
+            if p and p not in sys.path:
+                sys.path.insert(at, p)
+                at += 1
+        sys.argv = [""]
+
+        main = types.ModuleType("__main__")
+        main.__builtins__ = builtins
+        sys.modules["__main__"] = main
+        self.ns = main.__dict__
+        builtins.display = self.display
+        os.register_at_fork(after_in_child=self._after_fork_child)
+
+    def _after_fork_child(self):
+        # os.fork() in user code: the child must never talk to the daemon.
+        self.lock = threading.Lock()
+        s, self.sock = self.sock, None
+        self.broken = True
+        if s is not None:              # close only this process's copy
+            try:
+                os.close(s.detach())
+            except OSError:
+                pass
+        self.cur_id = None
+
+    def _forked_exit(self, status, error):
+        # The user's code called os.fork() and the child ran off the end of
+        # the cell: it must not go on as a second kernel.
+        if error is not None:
+            try:
+                sys.stderr.write("\n".join(error["traceback"]) + "\n")
+            except Exception:
+                pass
+        self._flush_std()
+        os._exit(0 if status == "ok" else 1)
+
+    def _on_sigint(self, signum, frame):
+        if self.in_user:
+            raise KeyboardInterrupt
+        if self.cur_id is not None:
+            self.pending_int = True
+
+    # ------------------------------------------------------------ connection
+
+    def _connect(self):
+        s = ci_frame.connect_forever(self.ipc)
+        try:
+            s.sendall(ci_frame.hello("kernel", os.getpid()))
+        except OSError:
+            s.close()
+            time.sleep(ci_frame.RETRY_S)
+            return
+        with self.lock:
+            self.sock = s
+            self.broken = False
+        self.dec = ci_frame.Decoder()
+        if self.connected_once:
+            self._log("reconnected")
+        self.connected_once = True
+
+    def _disconnect(self):
+        with self.lock:
+            s, self.sock = self.sock, None
+            self.broken = False
+        if s is not None:
+            try:
+                s.close()
+            except OSError:
+                pass
+
+    def _send(self, data):
+        """Send one frame; the caller holds self.lock."""
+        s = self.sock
+        if s is None or self.broken:
+            return
+        try:
+            s.sendall(data)
+        except OSError:
+            self.broken = True
+            try:
+                s.shutdown(2)          # wakes the main thread's recv
+            except OSError:
+                pass
+
+    def _recv(self):
+        dec = self.dec
+        while True:
+            f = dec.next()
+            if f is not None:
+                return f
+            data = self.sock.recv(262144)
+            if not data:
+                raise EOFError
+            dec.feed(data)
+
+    # ---------------------------------------------------------------- output
+
+    def _reader(self):
+        try:
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM,
+                                                      signal.SIGCHLD})
+        except (OSError, ValueError):
+            pass
+        p = select.poll()
+        for fd in self.rfds:
+            p.register(fd, select.POLLIN)
+        r0 = self.rfds[0]
+        while True:
+            events = p.poll()
+            with self.lock:
+                for fd, _ in events:
+                    self._drain(0 if fd == r0 else 1, DRAIN_LIMIT // 2)
+
+    def _drain(self, i, limit):
+        """Read pipe i (non-blocking) and forward; the caller holds self.lock."""
+        fd = self.rfds[i]
+        n = 0
+        while n < limit:
+            try:
+                data = os.read(fd, READ_CHUNK)
+            except OSError:            # EAGAIN: empty
+                return
+            if not data:
+                return
+            n += len(data)
+            if self.cur_id is not None:
+                self._output(self.streams[i], data)
+
+    def _output(self, st, data):
+        if st.head_left:
+            if len(data) <= st.head_left:
+                st.head_left -= len(data)
+                self._send(_pack({"t": "stream", "id": self.cur_id, "name": st.name}, data))
+                return
+            n = st.head_left
+            k = n                      # cut on a UTF-8 character boundary
+            while k > 0 and k > n - 3 and (data[k] & 0xC0) == 0x80:
+                k -= 1
+            if (data[k] & 0xC0) == 0x80:
+                k = n
+            if k:
+                self._send(_pack({"t": "stream", "id": self.cur_id, "name": st.name},
+                                 data[:k]))
+            st.head_left = 0
+            data = data[k:]
+        st.spilled = True
+        t = st.tail
+        if len(data) >= st.tail_cap:
+            st.dropped += len(t) + len(data) - st.tail_cap
+            t[:] = data[len(data) - st.tail_cap:]
+        else:
+            t += data
+            over = len(t) - st.tail_cap
+            if over > 0:
+                del t[:over]
+                st.dropped += over
+
+    def _flush_std(self):
+        for s in (sys.stdout, sys.stderr, self.out, self.err):
+            try:
+                s.flush()
+            except Exception:
+                pass
+        if _c_fflush is not None:
+            _c_fflush(None)
+
+    def _send_tails(self, eid):
+        for st in self.streams:
+            if not st.spilled:
+                continue
+            t = st.tail
+            k = 0
+            if st.dropped:
+                while k < 3 and k < len(t) and (t[k] & 0xC0) == 0x80:
+                    k += 1
+            self._send(_pack({"t": "stream", "id": eid, "name": st.name, "tail": True,
+                              "dropped": st.dropped + k}, bytes(t[k:])))
+
+    def _check_fds(self):
+        # Put our pipes back on fds 1 and 2 if user code closed or moved them.
+        for fd, w, ino in ((1, self.wfds[0], self.pipe_inos[0]),
+                           (2, self.wfds[1], self.pipe_inos[1])):
+            try:
+                if os.fstat(fd).st_ino == ino:
+                    continue
+            except OSError:
+                pass
+            os.dup2(w, fd)
+
+    # --------------------------------------------------------------- display
+
+    def _note(self, msg):
+        try:
+            os.write(2, ("[ci] %s\n" % msg).encode())
+        except OSError:
+            pass
+
+    def display_png(self, data):
+        """Send a PNG as a display frame of the running execution."""
+        if self.cur_id is None:
+            return
+        self.displays += 1
+        if self.displays > DISPLAY_MAX:
+            if self.displays == DISPLAY_MAX + 1:
+                self._note("display limit of %d images per execution reached; "
+                           "further images are dropped" % DISPLAY_MAX)
+            return
+        if len(data) > ci_frame.MAX_BODY:
+            self._note("image of %d bytes exceeds the 1 MiB display limit; not sent"
+                       % len(data))
+            return
+        main = threading.get_ident() == self.main_ident
+        prev = self.in_user
+        if main:
+            self.in_user = False       # no KeyboardInterrupt in the middle of a frame
+        try:
+            self._flush_std()
+            with self.lock:
+                eid = self.cur_id
+                if eid is not None:
+                    self._drain(0, DRAIN_LIMIT)
+                    self._drain(1, DRAIN_LIMIT)
+                    self._send(_pack({"t": "display", "id": eid, "mime": "image/png"},
+                                     data))
+        finally:
+            if main:
+                self.in_user = prev
+                if prev and self.pending_int:
+                    self.pending_int = False
+                    raise KeyboardInterrupt
+
+    def _figure_png(self, fig):
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", bbox_inches="tight")
+        fig.stale = False              # any later change sets it again
+        self.displayed[id(fig)] = fig
+        return buf.getvalue()
+
+    def _to_png(self, obj):
+        fm = sys.modules.get("matplotlib.figure")
+        if fm is not None and isinstance(obj, fm.Figure):
+            return self._figure_png(obj)
+        if isinstance(obj, type):
+            return None
+        meth = getattr(obj, "_repr_png_", None)
+        if callable(meth):
+            data = meth()
+            if isinstance(data, str):
+                data = base64.b64decode(data)
+            if isinstance(data, (bytes, bytearray)) and data:
+                return bytes(data)
+        return None
+
+    def display(self, *objs):
+        """display(obj): a PNG for figures and objects with _repr_png_, else print(repr)."""
+        for obj in objs:
+            png = self._to_png(obj)
+            if png is None:
+                print(repr(obj))
+            else:
+                self.display_png(png)
+
+    def show_figures(self):
+        """Send every open matplotlib figure as a display and close it (plt.show())."""
+        from matplotlib._pylab_helpers import Gcf
+        plt = sys.modules.get("matplotlib.pyplot")
+        for m in list(Gcf.get_all_fig_managers()):
+            fig = m.canvas.figure
+            if not (self.displayed.get(id(fig)) is fig and not fig.stale):
+                self.display_png(self._figure_png(fig))
+            if plt is not None:
+                plt.close(fig)
+            else:
+                Gcf.destroy(m)
+
+    def show_figure(self, fig):
+        self.display_png(self._figure_png(fig))
+
+    # ------------------------------------------------------------- execution
+
+    @staticmethod
+    def _strip_runner(te, seen):
+        # Remove the runner's frames (the exec call, the SIGINT handler, the
+        # display plumbing) from an exception and everything chained to it.
+        while te is not None and id(te) not in seen:
+            seen.add(id(te))
+            frames = [f for f in te.stack if f.filename not in _RUNNER_FILES]
+            if len(frames) != len(te.stack):
+                te.stack = traceback.StackSummary.from_list(frames)
+            for sub in getattr(te, "exceptions", None) or ():
+                Kernel._strip_runner(sub, seen)
+            Kernel._strip_runner(te.__cause__, seen)
+            te = te.__context__
+
+    def _error(self, e):
+        try:
+            evalue = str(e)
+        except BaseException:
+            evalue = "<exception str() failed>"
+        try:
+            te = traceback.TracebackException(type(e), e, e.__traceback__, compact=True)
+            self._strip_runner(te, set())
+            lines = [s[:-1] if s.endswith("\n") else s for s in te.format()]
+        except BaseException:
+            lines = ["%s: %s" % (type(e).__name__, evalue)]
+        return {"ename": type(e).__name__, "evalue": evalue[:RESULT_CAP],
+                "traceback": lines}
+
+    def _run(self, src, fname):
+        """Returns (status, result, error)."""
+        try:
+            tree = compile(src, fname, "exec", ast.PyCF_ONLY_AST, True)
+            last = None
+            body = tree.body
+            if body and isinstance(body[-1], ast.Expr):
+                last = ast.Expression(body.pop().value)
+            code = compile(tree, fname, "exec", 0, True) if body else None
+            ecode = compile(last, fname, "eval", 0, True) if last is not None else None
+        except BaseException as e:     # SyntaxError, ValueError, MemoryError...
+            return "error", None, self._error(e)
+        value = None
+        ns = self.ns
+        self.in_user = True
+        try:
+            if self.pending_int:
+                self.pending_int = False
+                raise KeyboardInterrupt
+            if code is not None:
+                exec(code, ns)
+            if ecode is not None:
+                value = eval(ecode, ns)
+            self.in_user = False
+        except SystemExit as e:
+            self.in_user = False
+            if e.code is None or e.code == 0:
+                return "ok", None, None
+            return "error", None, self._error(e)
+        except BaseException as e:
+            self.in_user = False
+            return "error", None, self._error(e)
+        if value is None:
+            return "ok", None, None
+        self.in_user = True
+        try:
+            r = repr(value)
+            self.in_user = False
+        except BaseException as e:
+            self.in_user = False
+            return "error", None, self._error(e)
+        ns["_"] = value
+        if len(r) > RESULT_CAP:
+            r = r[:RESULT_CAP]
+        return "ok", r, None
+
+    def _walk(self):
+        """{relative path: (size, mtime_ns, ino)} of regular files, truncated?"""
+        files = {}
+        n = 0
+        stack = [(self.root, "")]
+        while stack:
+            d, prefix = stack.pop()
+            try:
+                it = os.scandir(d)
+            except OSError:
+                continue
+            with it:
+                for e in it:
+                    n += 1
+                    if n > WALK_MAX:
+                        return files, True
+                    try:
+                        if e.is_dir(follow_symlinks=False):
+                            stack.append((e.path, prefix + e.name + "/"))
+                        elif e.is_file(follow_symlinks=False):
+                            st = e.stat(follow_symlinks=False)
+                            files[prefix + e.name] = (st.st_size, st.st_mtime_ns, st.st_ino)
+                    except OSError:
+                        pass
+        return files, False
+
+    @staticmethod
+    def _diff(before, after, cap):
+        b, btrunc = before
+        a, atrunc = after
+        if not a and not b:
+            return [], btrunc or atrunc
+        out = []
+        for p, v in a.items():
+            o = b.get(p)
+            if o is None:
+                if not btrunc:
+                    out.append({"path": p, "size": v[0], "change": "created"})
+            elif o != v:
+                out.append({"path": p, "size": v[0], "change": "modified"})
+        if not atrunc:
+            for p in b:
+                if p not in a:
+                    out.append({"path": p, "size": 0, "change": "deleted"})
+        out.sort(key=lambda f: f["path"])
+        trunc = btrunc or atrunc
+        if len(out) > cap:
+            del out[cap:]
+            trunc = True
+        return out, trunc
+
+    def _done_frame(self, hdr):
+        try:
+            return _pack(hdr)
+        except ValueError:
+            pass
+        # Too big for one header: shrink what can be large, in steps.
+        hdr["files_truncated"] = True if hdr["files"] else hdr["files_truncated"]
+        err = hdr.get("error")
+        if err:
+            tb = err["traceback"]
+            if len(tb) > 40:
+                tb = tb[:20] + ["... %d entries omitted ..." % (len(tb) - 40)] + tb[-20:]
+            err["traceback"] = [s[:4000] for s in tb]
+            err["evalue"] = err["evalue"][:10000]
+        if hdr.get("result"):
+            hdr["result"] = hdr["result"][:10000]
+        files = hdr["files"]
+        while True:
+            try:
+                return _pack(hdr)
+            except ValueError:
+                if not files:
+                    break
+                files = files[:len(files) // 2]
+                hdr["files"] = files
+        hdr["error"] = err and {"ename": err["ename"], "evalue": err["evalue"][:1000],
+                                "traceback": []}
+        return _pack(hdr)
+
+    def _exec(self, h, body):
+        eid = h.get("id")
+        so = _cap(h.get("stdout_cap"), DEFAULT_STREAM_CAP)
+        se = _cap(h.get("stderr_cap"), DEFAULT_STREAM_CAP)
+        fcap = _cap(h.get("files_cap"), DEFAULT_FILES_CAP)
+        self._check_fds()
+        with self.lock:
+            self.cur_id = eid
+            self.streams[0].reset(so)
+            self.streams[1].reset(se)
+        self.displays = 0
+        self.displayed.clear()
+        self.pending_int = False
+        before = self._walk()
+
+        self.count += 1
+        fname = "<cell-%d>" % self.count
+        try:
+            src = body.decode("utf-8")
+        except UnicodeDecodeError:
+            src = body.decode("utf-8", "replace")
+        linecache.cache[fname] = (len(src), None, src.splitlines(True), fname)
+        status, result, error = self._run(src, fname)
+        if os.getpid() != self.pid:
+            self._forked_exit(status, error)
+
+        if "matplotlib.pyplot" in sys.modules:
+            self.in_user = True
+            try:
+                self.show_figures()
+                self.in_user = False
+            except BaseException as e:
+                self.in_user = False
+                try:
+                    sys.modules["matplotlib.pyplot"].close("all")
+                except Exception:
+                    pass
+                if error is None:
+                    status, error = "error", self._error(e)
+
+        files, ftrunc = self._diff(before, self._walk(), fcap)
+        data = self._done_frame({"t": "done", "id": eid, "status": status,
+                                 "result": result, "error": error, "files": files,
+                                 "files_truncated": ftrunc})
+        self._check_fds()
+        self._flush_std()
+        with self.lock:
+            self._drain(0, DRAIN_LIMIT)
+            self._drain(1, DRAIN_LIMIT)
+            self._send_tails(eid)
+            self._send(data)
+            self.cur_id = None
+        self.displayed.clear()
+
+    # ------------------------------------------------------------------ main
+
+    def run(self):
+        self._setup()
+        self._connect()
+        t = threading.Thread(target=self._reader, name="ci-output", daemon=True)
+        t.start()
+        while True:
+            if self.sock is None:
+                self._connect()
+                continue
+            try:
+                h, body = self._recv()
+            except (OSError, EOFError, ci_frame.ProtocolError) as e:
+                if isinstance(e, ci_frame.ProtocolError):
+                    self._log("protocol error: %s" % e)
+                self._disconnect()
+                continue
+            if h["t"] == "exec":
+                self._exec(h, body)
+
+
+def main(ipc=None, root=None):
+    ipc = ipc or os.environ.get("SANDBOX_IPC", "/run/ci/ipc.sock")
+    root = root or os.environ.get("SANDBOX_WORKSPACE", "/workspace")
+    Kernel(ipc, root).run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,786 @@
+"""Unit tests of the runner (supervisor + kernel) on the host, no daemon.
+
+The test plays the daemon: it binds a unix socket in a temporary directory,
+starts supervisor.py as a subprocess with SANDBOX_IPC pointing at it and a
+temporary directory as SANDBOX_WORKSPACE, and speaks docs/protocol.md.
+
+    /usr/bin/python3 -m pytest images/python/runner -q
+    /usr/bin/python3 -m pytest images/python/runner -q -s -k bench   # numbers
+"""
+
+import os
+import select
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import ci_frame  # noqa: E402
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+T = 10.0   # generous per-step timeout
+
+
+def alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def valid_png(data):
+    """A complete PNG: signature, chunks with good CRCs, IHDR first, IEND last."""
+    if data[:8] != PNG_MAGIC:
+        return False
+    i, kinds = 8, []
+    while i + 12 <= len(data):
+        n = int.from_bytes(data[i:i + 4], "big")
+        kind, body = data[i + 4:i + 8], data[i + 8:i + 8 + n]
+        crc = int.from_bytes(data[i + 8 + n:i + 12 + n], "big")
+        if len(body) != n or zlib.crc32(kind + body) != crc:
+            return False
+        kinds.append(kind)
+        i += 12 + n
+    return i == len(data) and kinds[:1] == [b"IHDR"] and kinds[-1:] == [b"IEND"]
+
+
+def has_matplotlib():
+    try:
+        import matplotlib  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+class Conn:
+    """One accepted connection, daemon side."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.dec = ci_frame.Decoder()
+        self.hello = None
+
+    def send(self, header, body=b""):
+        self.sock.sendall(ci_frame.pack(header, body))
+
+    def recv(self, timeout=T):
+        deadline = time.monotonic() + timeout
+        while True:
+            f = self.dec.next()
+            if f is not None:
+                return f
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("no frame within %.1fs" % timeout)
+            r, _, _ = select.select([self.sock], [], [], left)
+            if not r:
+                continue
+            data = self.sock.recv(1 << 20)
+            if not data:
+                raise EOFError("connection closed")
+            self.dec.feed(data)
+
+    def close(self):
+        self.sock.close()
+
+
+class Daemon:
+    """The daemon's side of the protocol: listens, accepts, checks hellos."""
+
+    def __init__(self, path):
+        self.path = path
+        self.lsock = None
+        self.listen()
+
+    def listen(self):
+        if os.path.exists(self.path):
+            os.unlink(self.path)
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.bind(self.path)
+        s.listen(16)
+        self.lsock = s
+
+    def close_listener(self):
+        self.lsock.close()
+        os.unlink(self.path)
+
+    def accept(self, timeout=T):
+        r, _, _ = select.select([self.lsock], [], [], timeout)
+        if not r:
+            raise TimeoutError("nobody connected within %.1fs" % timeout)
+        s, _ = self.lsock.accept()
+        c = Conn(s)
+        h, _ = c.recv()
+        assert h["t"] == "hello" and h["version"] == 1, h
+        c.hello = h
+        return c
+
+    def accept_roles(self, roles, timeout=T):
+        """Accept until every role in `roles` connected; returns {role: Conn}."""
+        got = {}
+        deadline = time.monotonic() + timeout
+        while set(got) != set(roles):
+            c = self.accept(max(0.1, deadline - time.monotonic()))
+            role = c.hello["role"]
+            assert role in roles and role not in got, c.hello
+            got[role] = c
+        return got
+
+
+class Sandbox:
+    """A supervisor subprocess wired to a Daemon and a temporary workspace."""
+
+    def __init__(self, tmp, argv=None):
+        self.tmp = tmp
+        self.ws = os.path.join(tmp, "ws")
+        os.mkdir(self.ws)
+        self.daemon = Daemon(os.path.join(tmp, "ipc.sock"))
+        env = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            "SANDBOX_IPC": self.daemon.path,
+            "SANDBOX_WORKSPACE": self.ws,
+            "HOME": os.path.join(tmp, "home"),
+            "MPLBACKEND": "module://ci_display",
+            "MPLCONFIGDIR": os.path.join(tmp, "mpl"),
+            "PYTHONPATH": HERE,
+            "PYTHONUNBUFFERED": "1",
+        }
+        self.log = open(os.path.join(tmp, "sandbox.log"), "wb")
+        self.proc = subprocess.Popen(
+            argv or [sys.executable, "-I", os.path.join(HERE, "supervisor.py")],
+            env=env, stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
+        c = self.daemon.accept_roles({"supervisor", "kernel"})
+        self.sup, self.kern = c["supervisor"], c["kernel"]
+        self.next_id = 0
+
+    def nid(self):
+        self.next_id += 1
+        return self.next_id
+
+    def exec(self, code, stdout_cap=1 << 20, stderr_cap=1 << 20, files_cap=1000,
+             timeout=T):
+        """Run code; returns a dict like the daemon's exec result."""
+        eid = self.nid()
+        self.kern.send({"t": "exec", "id": eid, "stdout_cap": stdout_cap,
+                        "stderr_cap": stderr_cap, "files_cap": files_cap},
+                       code.encode())
+        res = {"stdout": b"", "stderr": b"", "frames": [], "display": []}
+        while True:
+            h, body = self.kern.recv(timeout)
+            assert h.get("id") == eid, h
+            res["frames"].append((h, body))
+            if h["t"] == "stream":
+                res[h["name"]] += body
+            elif h["t"] == "display":
+                res["display"].append((h["mime"], body))
+            elif h["t"] == "done":
+                res["done"] = h
+                res.update({k: h[k] for k in ("status", "result", "error", "files",
+                                               "files_truncated")})
+                return res
+            else:
+                raise AssertionError("unexpected frame %r" % h)
+
+    def file(self, header, body=b""):
+        header.setdefault("id", self.nid())
+        self.sup.send(header, body)
+        return header["id"]
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        kpid = self.kern.hello["pid"] if self.kern and self.kern.hello else None
+        if kpid:
+            try:
+                os.killpg(kpid, signal.SIGKILL)
+            except OSError:
+                pass
+        self.log.close()
+
+
+@pytest.fixture
+def sb():
+    tmp = tempfile.mkdtemp(prefix="cirt-")
+    s = Sandbox(tmp)
+    try:
+        yield s
+    finally:
+        s.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def shared():
+    tmp = tempfile.mkdtemp(prefix="cirt-")
+    s = Sandbox(tmp)
+    try:
+        yield s
+    finally:
+        s.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- kernel
+
+def test_hello(shared):
+    assert shared.sup.hello["role"] == "supervisor"
+    assert shared.kern.hello["role"] == "kernel"
+    assert shared.kern.hello["pid"] != shared.sup.hello["pid"]
+    assert shared.sup.hello["pid"] == shared.proc.pid
+
+
+def test_persistent_namespace_and_result(shared):
+    r = shared.exec("x = 41")
+    assert r["status"] == "ok" and r["result"] is None and r["error"] is None
+    r = shared.exec("x + 1")
+    assert r["result"] == "42"
+    r = shared.exec("def inc(v):\n    return v + 1\ny = inc(x)\ny")
+    assert r["result"] == "42"
+    r = shared.exec("print('a')\nNone")
+    assert r["result"] is None and r["stdout"] == b"a\n"
+    r = shared.exec("'s' * 3")
+    assert r["result"] == "'sss'"
+    r = shared.exec("__name__, type(__builtins__).__name__")
+    assert r["result"] == "('__main__', 'module')"
+    r = shared.exec("x = 1; x")           # last statement of several on a line
+    assert r["result"] == "1"
+    r = shared.exec("for i in range(3):\n    pass\n")
+    assert r["result"] is None
+
+
+def test_result_cap(shared):
+    r = shared.exec("'a' * 200000")
+    assert len(r["result"]) == 100000
+
+
+def test_traceback(shared):
+    shared.exec("def f(a):\n    b = 1\n    return a / 0\n")
+    r = shared.exec("x = 2\nf(x)")
+    assert r["status"] == "error"
+    e = r["error"]
+    assert e["ename"] == "ZeroDivisionError" and e["evalue"] == "division by zero"
+    tb = e["traceback"]
+    assert tb[0] == "Traceback (most recent call last):"
+    assert tb[-1] == "ZeroDivisionError: division by zero"
+    assert any('line 2, in <module>' in s and "f(x)" in s for s in tb), tb
+    assert any('line 3, in f' in s and "return a / 0" in s for s in tb), tb
+    assert not any("kernel.py" in s or "supervisor.py" in s for s in tb), tb
+    assert all(not s.endswith("\n") for s in tb)
+
+
+def test_syntax_error(shared):
+    r = shared.exec("x = = 1")
+    assert r["status"] == "error"
+    e = r["error"]
+    assert e["ename"] == "SyntaxError"
+    assert "line 1" in e["evalue"]
+    assert any("x = = 1" in s for s in e["traceback"]), e["traceback"]
+    assert not any("kernel.py" in s for s in e["traceback"])
+
+
+def test_system_exit(shared):
+    r = shared.exec("import sys\nsys.exit(0)")
+    assert r["status"] == "ok"
+    r = shared.exec("sys.exit(2)")
+    assert r["status"] == "error" and r["error"]["ename"] == "SystemExit"
+    assert shared.exec("1")["result"] == "1"     # kernel still alive
+
+
+def test_capture(shared):
+    r = shared.exec(
+        "import os, sys, subprocess\n"
+        "print('out1')\n"
+        "sys.stderr.write('err1\\n')\n"
+        "os.system('echo hi')\n"
+        "os.write(1, b'raw\\n')\n"
+        "subprocess.run(['sh', '-c', 'echo child-err >&2'])\n"
+        "print('out2', flush=True)\n")
+    assert r["status"] == "ok"
+    assert r["stdout"] == b"out1\nhi\nraw\nout2\n"
+    assert r["stderr"] == b"err1\nchild-err\n"
+    r = shared.exec("print('no newline', end='')")
+    assert r["stdout"] == b"no newline"
+    r = shared.exec("import ctypes; ctypes.CDLL(None).puts(b'from C')")
+    assert r["stdout"] == b"from C\n"
+
+
+def test_unicode_output(shared):
+    r = shared.exec("print('h\\u00e9llo \\u2603')")
+    assert r["stdout"].decode() == "h\u00e9llo \u2603\n"
+
+
+def test_truncation(shared):
+    r = shared.exec("for i in range(1000):\n    print('%04d' % i)\n", stdout_cap=100)
+    frames = [h for h, _ in r["frames"] if h["t"] == "stream"]
+    out = r["stdout"]
+    assert len(out) == 100
+    assert out[:50] == b"".join(b"%04d\n" % i for i in range(10))
+    assert out[50:] == b"".join(b"%04d\n" % i for i in range(990, 1000))
+    tails = [h for h in frames if h.get("tail")]
+    assert len(tails) == 1 and tails[0]["dropped"] == 5000 - 100
+    assert frames[-1].get("tail")                 # tail is the last stream frame
+    # below the cap: no tail frame
+    r = shared.exec("print('x' * 10)", stdout_cap=100)
+    assert not any(h.get("tail") for h, _ in r["frames"])
+    # between half and full cap: tail frame with dropped 0
+    r = shared.exec("print('x' * 69)", stdout_cap=100)
+    assert r["stdout"] == b"x" * 69 + b"\n"
+    t = [h for h, _ in r["frames"] if h.get("tail")]
+    assert len(t) == 1 and t[0]["dropped"] == 0
+    # stderr cap is separate; output of a child process is capped too
+    r = shared.exec("import os; os.system('head -c 100000 /dev/zero >&2')", stderr_cap=1000)
+    assert len(r["stderr"]) == 1000
+    t = [h for h, _ in r["frames"] if h.get("tail")]
+    assert t[0]["name"] == "stderr" and t[0]["dropped"] == 99000
+
+
+def test_truncation_utf8_boundary(shared):
+    r = shared.exec("print('\\u00e9' * 100, end='')", stdout_cap=11)
+    out = r["stdout"]
+    out.decode("utf-8")                           # both cuts on character boundaries
+    assert out == "\u00e9".encode() * 2 + "\u00e9".encode() * 3
+
+
+@pytest.mark.skipif(not has_matplotlib(), reason="matplotlib not installed on the host")
+def test_matplotlib_figure(shared):
+    r = shared.exec("import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nprint('drawn')")
+    assert r["status"] == "ok", r["error"]
+    assert len(r["display"]) == 1
+    mime, png = r["display"][0]
+    assert mime == "image/png" and valid_png(png) and len(png) > 1000
+    kinds = [h["t"] for h, _ in r["frames"]]
+    assert kinds.index("stream") < kinds.index("display") < kinds.index("done")
+    r = shared.exec("len(plt.get_fignums())")    # closed after being sent
+    assert r["result"] == "0" and r["display"] == []
+    # plt.show() sends now, in order with the output around it
+    r = shared.exec("plt.plot([1]); print('before'); plt.show(); print('after')")
+    kinds = [(h["t"], body) for h, body in r["frames"]]
+    assert kinds[0] == ("stream", b"before\n") and kinds[1][0] == "display"
+    assert kinds[2] == ("stream", b"after\n") and len(r["display"]) == 1
+    # display(fig) on a pyplot figure does not send it twice
+    r = shared.exec("fig = plt.figure(); plt.plot([2, 1]); display(fig)")
+    assert len(r["display"]) == 1
+    r = shared.exec("import matplotlib; matplotlib.get_backend()")
+    assert r["result"] == "'module://ci_display'"
+
+
+@pytest.mark.skipif(not has_matplotlib(), reason="matplotlib not installed on the host")
+def test_display_limit(shared):
+    r = shared.exec("import matplotlib.pyplot as plt\n"
+                    "for i in range(25):\n    plt.figure(); plt.plot([i])\n")
+    assert len(r["display"]) == 20
+    assert b"display limit" in r["stderr"]
+
+
+def test_display_builtin(shared):
+    r = shared.exec(
+        "import base64\n"
+        "class P:\n"
+        "    def _repr_png_(self):\n"
+        "        return b'\\x89PNG\\r\\n\\x1a\\nfake'\n"
+        "display(P())\n"
+        "display({'a': 1})\n")
+    assert r["status"] == "ok", r["error"]
+    assert r["display"] == [("image/png", PNG_MAGIC + b"fake")]
+    assert r["stdout"] == b"{'a': 1}\n"
+
+
+def test_files_diff(shared):
+    ws = shared.ws
+    with open(os.path.join(ws, "keep.txt"), "w") as f:
+        f.write("k")
+    with open(os.path.join(ws, "mod.txt"), "w") as f:
+        f.write("m")
+    with open(os.path.join(ws, "gone.txt"), "w") as f:
+        f.write("g")
+    r = shared.exec(
+        "import os\n"
+        "os.makedirs('out/sub', exist_ok=True)\n"
+        "open('out/sub/new.csv', 'w').write('a,b\\n1,2\\n')\n"
+        "open('mod.txt', 'a').write('more')\n"
+        "os.remove('gone.txt')\n")
+    assert r["status"] == "ok", r["error"]
+    assert r["files"] == [
+        {"path": "gone.txt", "size": 0, "change": "deleted"},
+        {"path": "mod.txt", "size": 5, "change": "modified"},
+        {"path": "out/sub/new.csv", "size": 8, "change": "created"},
+    ]
+    assert r["files_truncated"] is False
+    r = shared.exec("for i in range(5):\n    open('f%d' % i, 'w').close()", files_cap=3)
+    assert len(r["files"]) == 3 and r["files_truncated"] is True
+    r = shared.exec("import os\nos.getcwd()")
+    assert r["result"] == repr(ws)
+
+
+def test_user_module_import(shared):
+    with open(os.path.join(shared.ws, "helper_mod_xyz.py"), "w") as f:
+        f.write("VALUE = 7\n")
+    assert shared.exec("import helper_mod_xyz; helper_mod_xyz.VALUE")["result"] == "7"
+
+
+def test_pickle_main(shared):
+    r = shared.exec("import pickle\nclass K:\n    pass\npickle.loads(pickle.dumps(K())).__class__.__name__")
+    assert r["result"] == "'K'"
+
+
+def test_fork_child_does_not_become_a_kernel(shared):
+    r = shared.exec("import os\npid = os.fork()\nif pid == 0:\n    print('child', flush=True)\n"
+                    "else:\n    os.waitpid(pid, 0)\n    print('parent')\n")
+    assert r["status"] == "ok"
+    assert sorted(r["stdout"].split()) == [b"child", b"parent"]
+    assert shared.exec("pid != 0")["result"] == "True"
+    with pytest.raises(TimeoutError):      # nobody else says hello
+        shared.daemon.accept(timeout=0.3)
+
+
+def test_fds_restored_and_stdin(shared):
+    r = shared.exec("import os, sys\nos.close(1)\nprint('kept')")
+    assert r["stdout"] == b"kept\n"          # fd 1 is put back before the final flush
+    r = shared.exec("print('back')\ninput()")
+    assert r["stdout"] == b"back\n" and r["error"]["ename"] == "EOFError"
+    r = shared.exec("import sys, io\nsys.stdout = io.StringIO()\nprint('hidden')\n"
+                    "sys.stdout = sys.__stdout__\nprint('shown')")
+    assert r["stdout"] == b"shown\n"
+
+
+def test_big_error_and_output(shared):
+    r = shared.exec("raise ValueError('v' * 3000000)")
+    assert r["status"] == "error" and r["error"]["ename"] == "ValueError"
+    assert len(r["error"]["evalue"]) <= 100000
+    t0 = time.monotonic()
+    r = shared.exec("import sys\nsys.stdout.write('x' * 50000000)\nprint('end')",
+                    stdout_cap=1 << 20)
+    assert time.monotonic() - t0 < 10
+    assert len(r["stdout"]) == 1 << 20 and r["stdout"].endswith(b"xend\n")
+
+
+def test_background_output_between_execs_is_dropped(shared):
+    r = shared.exec("import subprocess\n"
+                    "subprocess.Popen(['sh', '-c', 'sleep 0.3; echo late'])\nprint('now')")
+    assert r["stdout"] == b"now\n"
+    time.sleep(0.6)
+    r = shared.exec("print('next')")
+    assert r["stdout"] == b"next\n"
+
+
+# ----------------------------------------------------------------- files
+
+def put(sb, path, data, chunk=100_000):
+    rid = sb.file({"t": "file_put", "path": path})
+    for i in range(0, len(data), chunk):
+        sb.sup.send({"t": "file_data", "id": rid}, data[i:i + chunk])
+    sb.sup.send({"t": "file_end", "id": rid})
+    h, _ = sb.sup.recv()
+    assert h["id"] == rid
+    return h
+
+
+def get(sb, path):
+    rid = sb.file({"t": "file_get", "path": path})
+    h, _ = sb.sup.recv()
+    assert h["id"] == rid
+    if h["t"] == "file_err":
+        return h, None
+    assert h["t"] == "file_meta"
+    data = b""
+    while True:
+        f, body = sb.sup.recv()
+        assert f["id"] == rid
+        if f["t"] == "file_end":
+            break
+        assert f["t"] == "file_data" and len(body) <= 256 * 1024
+        data += body
+    assert len(data) == h["size"]
+    return h, data
+
+
+def test_file_put_get_list_delete(shared):
+    data = os.urandom(700_000)
+    h = put(shared, "in/data.bin", data)
+    assert h == {"t": "file_ok", "id": h["id"], "path": "in/data.bin", "size": 700_000}
+    _, got = get(shared, "in/data.bin")
+    assert got == data
+    _, got = get(shared, "./in//data.bin")
+    assert got == data
+    h = put(shared, "empty.txt", b"")
+    assert h["size"] == 0
+    assert get(shared, "empty.txt")[1] == b""
+    # the kernel sees the uploaded file
+    assert shared.exec("len(open('in/data.bin','rb').read())")["result"] == "700000"
+
+    rid = shared.file({"t": "file_list"})
+    h, _ = shared.sup.recv()
+    assert h["t"] == "file_list" and h["id"] == rid and h["truncated"] is False
+    byp = {f["path"]: f for f in h["files"]}
+    assert byp["in"]["type"] == "dir"
+    assert byp["in/data.bin"]["type"] == "file" and byp["in/data.bin"]["size"] == 700_000
+    assert byp["in/data.bin"]["mtime"].endswith("Z") and "T" in byp["in/data.bin"]["mtime"]
+    assert not any(".ci-upload-" in p for p in byp)
+
+    rid = shared.file({"t": "file_delete", "path": "in/data.bin"})
+    h, _ = shared.sup.recv()
+    assert h == {"t": "file_ok", "id": rid, "path": "in/data.bin", "size": 0}
+    h, _ = get(shared, "in/data.bin")
+    assert h["t"] == "file_err" and h["code"] == "not_found"
+    rid = shared.file({"t": "file_delete", "path": "in/nope"})
+    h, _ = shared.sup.recv()
+    assert h["t"] == "file_err" and h["code"] == "not_found"
+    rid = shared.file({"t": "file_delete", "path": "in"})   # a directory
+    h, _ = shared.sup.recv()
+    assert h["t"] == "file_ok" and not os.path.exists(os.path.join(shared.ws, "in"))
+    h, _ = get(shared, "empty.txt/x")
+    assert h["t"] == "file_err"
+
+
+def test_bad_paths(shared):
+    os.makedirs(os.path.join(shared.ws, "d"), exist_ok=True)
+    os.symlink("/", os.path.join(shared.ws, "escape"))
+    os.symlink("/etc/passwd", os.path.join(shared.ws, "pw"))
+    os.symlink("d", os.path.join(shared.ws, "inside"))
+    try:
+        for p in ["/etc/passwd", "../x", "a/../../x", "d/..", "a\0b", "", ".", "./",
+                  "escape/etc/passwd", "pw", "escape"]:
+            h, _ = get(shared, p)
+            assert h["t"] == "file_err" and h["code"] == "bad_path", (p, h)
+            h = put(shared, p, b"x")
+            assert h["t"] == "file_err" and h["code"] == "bad_path", (p, h)
+        h, _ = get(shared, 5)
+        assert h["code"] == "bad_path"
+        assert not os.path.exists("/x") and not os.path.exists("/etc/passwd.ci")
+        # a symlink that stays inside is fine
+        assert put(shared, "inside/ok.txt", b"ok")["t"] == "file_ok"
+        assert get(shared, "inside/ok.txt")[1] == b"ok"
+        assert get(shared, "d/ok.txt")[1] == b"ok"
+        # deleting an escaping symlink removes the link, never its target
+        rid = shared.file({"t": "file_delete", "path": "pw"})
+        h, _ = shared.sup.recv()
+        assert h["t"] == "file_ok" and h["id"] == rid and os.path.exists("/etc/passwd")
+        h, _ = get(shared, "d")
+        assert h["code"] == "bad_request"
+    finally:
+        for n in ("escape", "pw", "inside"):
+            try:
+                os.unlink(os.path.join(shared.ws, n))
+            except OSError:
+                pass
+
+
+def test_fifo_does_not_hang(shared):
+    os.mkfifo(os.path.join(shared.ws, "fifo"))
+    h, _ = get(shared, "fifo")
+    assert h["t"] == "file_err" and h["code"] == "bad_request"
+    os.unlink(os.path.join(shared.ws, "fifo"))
+
+
+def test_file_abort_and_unknown(shared):
+    rid = shared.file({"t": "file_put", "path": "partial.bin"})
+    shared.sup.send({"t": "file_data", "id": rid}, b"x" * 1000)
+    shared.sup.send({"t": "file_abort", "id": rid})
+    rid2 = shared.file({"t": "file_frobnicate"})
+    h, _ = shared.sup.recv()
+    assert h["t"] == "file_err" and h["id"] == rid2 and h["code"] == "bad_request"
+    assert not os.path.exists(os.path.join(shared.ws, "partial.bin"))
+    assert not any(".ci-upload-" in n for n in os.listdir(shared.ws))
+
+
+def test_file_ops_while_kernel_busy(shared):
+    eid = shared.nid()
+    shared.kern.send({"t": "exec", "id": eid}, b"import time; time.sleep(1); 'slept'")
+    t0 = time.monotonic()
+    assert put(shared, "busy.txt", b"b")["t"] == "file_ok"
+    assert get(shared, "busy.txt")[1] == b"b"
+    assert time.monotonic() - t0 < 0.5
+    h, _ = shared.kern.recv()
+    while h["t"] != "done":
+        h, _ = shared.kern.recv()
+    assert h["result"] == "'slept'"
+
+
+def test_enospc_is_payload_too_large(sb):
+    # a tiny tmpfs needs privileges; emulate with a file size limit instead
+    if os.geteuid() != 0:
+        pytest.skip("needs root to mount a tmpfs")
+    mnt = os.path.join(sb.ws, "small")
+    os.mkdir(mnt)
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", mnt]).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        h = put(sb, "small/big.bin", b"x" * 300_000)
+        assert h["t"] == "file_err" and h["code"] == "payload_too_large", h
+        assert os.listdir(mnt) == []
+        assert put(sb, "small/ok.bin", b"y" * 1000)["t"] == "file_ok"
+    finally:
+        subprocess.run(["umount", "-l", mnt])
+
+
+# ------------------------------------------------------ signals and death
+
+def test_sigint_interrupts(sb):
+    sb.exec("keep = 'kept'")
+    eid = sb.nid()
+    sb.kern.send({"t": "exec", "id": eid}, b"import time\nprint('start', flush=True)\ntime.sleep(30)")
+    h, body = sb.kern.recv()
+    assert h["t"] == "stream" and body == b"start\n"
+    time.sleep(0.2)                    # let it reach the sleep
+    t0 = time.monotonic()
+    os.kill(sb.kern.hello["pid"], signal.SIGINT)
+    h, _ = sb.kern.recv()
+    assert h["t"] == "done" and h["status"] == "error", h
+    assert time.monotonic() - t0 < 1.0
+    assert h["error"]["ename"] == "KeyboardInterrupt"
+    assert any("time.sleep(30)" in s for s in h["error"]["traceback"]), h["error"]
+    # busy loop in Python, too
+    eid = sb.nid()
+    sb.kern.send({"t": "exec", "id": eid}, b"while True:\n    pass\n")
+    time.sleep(0.2)
+    os.kill(sb.kern.hello["pid"], signal.SIGINT)
+    h, _ = sb.kern.recv()
+    assert h["t"] == "done" and h["error"]["ename"] == "KeyboardInterrupt"
+    # a SIGINT between executions is ignored
+    os.kill(sb.kern.hello["pid"], signal.SIGINT)
+    time.sleep(0.1)
+    assert sb.exec("keep")["result"] == "'kept'"
+
+
+def test_kernel_exit_and_restart(sb):
+    sb.exec("gone = 1")
+    old = sb.kern.hello["pid"]
+    eid = sb.nid()
+    sb.kern.send({"t": "exec", "id": eid}, b"import os; os._exit(3)")
+    h, _ = sb.sup.recv()
+    assert h == {"t": "kernel_exit", "pid": old, "code": 3, "signal": None, "oom": False}
+    with pytest.raises(EOFError):
+        sb.kern.recv()
+    sb.kern = sb.daemon.accept()
+    assert sb.kern.hello["role"] == "kernel" and sb.kern.hello["pid"] != old
+    r = sb.exec("'gone' in globals()")
+    assert r["result"] == "False"
+    # killed by a signal; its children die with it
+    pid = sb.kern.hello["pid"]
+    r = sb.exec("import subprocess; p = subprocess.Popen(['sleep', '60']); p.pid")
+    child = int(r["result"])
+    os.kill(pid, signal.SIGKILL)
+    h, _ = sb.sup.recv()
+    assert h["t"] == "kernel_exit" and h["pid"] == pid and h["signal"] == 9
+    assert h["code"] is None
+    sb.kern = sb.daemon.accept()
+    deadline = time.monotonic() + 3
+    while alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(child)
+    assert sb.exec("1 + 1")["result"] == "2"
+
+
+def test_reconnect(sb):
+    sb.exec("survivor = 'yes'")
+    sb.sup.close()
+    sb.kern.close()
+    sb.daemon.close_listener()
+    time.sleep(0.5)                    # both retry every 100 ms meanwhile
+    put_back = time.monotonic()
+    sb.daemon.listen()
+    c = sb.daemon.accept_roles({"supervisor", "kernel"}, timeout=5)
+    assert time.monotonic() - put_back < 1.0
+    sb.sup, sb.kern = c["supervisor"], c["kernel"]
+    assert sb.exec("survivor")["result"] == "'yes'"
+    assert put(sb, "after.txt", b"a")["t"] == "file_ok"
+
+
+def test_kernel_exit_queued_while_disconnected(sb):
+    pid = sb.kern.hello["pid"]
+    sb.sup.close()
+    sb.kern.close()
+    sb.daemon.close_listener()
+    os.kill(pid, signal.SIGKILL)
+    time.sleep(0.3)
+    sb.daemon.listen()
+    c = sb.daemon.accept_roles({"supervisor", "kernel"}, timeout=5)
+    h, _ = c["supervisor"].recv()
+    assert h["t"] == "kernel_exit" and h["pid"] == pid and h["signal"] == 9
+    sb.sup, sb.kern = c["supervisor"], c["kernel"]
+
+
+def test_without_pidfd(tmp_path):
+    # gVisor and old kernels have no pidfd_open: the supervisor falls back to SIGCHLD
+    sup = os.path.join(HERE, "supervisor.py")
+    code = ("import os, runpy; del os.pidfd_open; "
+            "runpy.run_path(%r, run_name='__main__')" % sup)
+    tmp = tempfile.mkdtemp(prefix="cirt-")
+    s = Sandbox(tmp, argv=[sys.executable, "-I", "-c", code])
+    try:
+        pid = s.kern.hello["pid"]
+        t0 = time.monotonic()
+        os.kill(pid, signal.SIGKILL)
+        h, _ = s.sup.recv()
+        assert h["t"] == "kernel_exit" and h["pid"] == pid and h["signal"] == 9
+        assert time.monotonic() - t0 < 0.5
+        s.kern = s.daemon.accept()
+        assert s.exec("1 + 2")["result"] == "3"
+        s.kern.send({"t": "exec", "id": s.nid()}, b"import os; os._exit(4)")
+        h, _ = s.sup.recv()
+        assert h["t"] == "kernel_exit" and h["code"] == 4
+    finally:
+        s.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_protocol_error_reconnects(sb):
+    sb.exec("v = 5")
+    sb.kern.sock.sendall(b"\x00\x00\x00\x01\x00\x00\x00\x00x")   # hlen 1: invalid
+    with pytest.raises(EOFError):
+        sb.kern.recv()
+    sb.kern = sb.daemon.accept()
+    assert sb.exec("v")["result"] == "5"
+
+
+# --------------------------------------------------------------- benchmark
+
+def cpu_seconds(pid):
+    """User + system CPU time of a process, from /proc."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_bench_print(shared, capsys):
+    n = 2000
+    times = []
+    code = b"print(1)"
+    k = shared.kern
+    shared.exec("print(0)")
+    cpu0 = cpu_seconds(k.hello["pid"])
+    for i in range(n):
+        eid = shared.nid()
+        t0 = time.perf_counter()
+        k.send({"t": "exec", "id": eid, "stdout_cap": 1 << 20, "stderr_cap": 1 << 20,
+                "files_cap": 1000}, code)
+        while True:
+            h, body = k.recv()
+            if h["t"] == "done":
+                break
+        times.append(time.perf_counter() - t0)
+        assert h["status"] == "ok"
+    cpu = (cpu_seconds(k.hello["pid"]) - cpu0) / n * 1e6
+    times.sort()
+    p50 = statistics.median(times) * 1000
+    p99 = times[int(n * 0.99)] * 1000
+    with capsys.disabled():
+        print("\nprint(1) exec round trip over %d runs: p50 %.3f ms, p99 %.3f ms, max %.3f ms;"
+              " kernel CPU %.0f us per exec" % (n, p50, p99, times[-1] * 1000, cpu))
+    assert p50 < 5.0
