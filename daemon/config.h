@@ -21,9 +21,11 @@ struct config {
 	char *node;
 	char *log_level;
 	char *config_file;
-	char *image;   /* the default image profile */
-	char *images;  /* "python=ci/python:latest,..." profile → Docker tag */
-	char *runtime; /* Docker runtime for session containers ("" = engine default) */
+	char *image;             /* the default image profile */
+	char *images;            /* "python=ci/python:latest,..." profile → Docker tag */
+	char *runtime;           /* Docker runtime for session containers ("" = engine default) */
+	char *egress_hosts_file; /* hosts-style overrides for the egress proxy's resolver */
+	char *egress_trusted;    /* IP[:PORT],... the proxy may reach although private */
 
 	int64_t idle_timeout_s, max_idle_timeout_s;
 	int64_t memory_mb, max_memory_mb;

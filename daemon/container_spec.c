@@ -28,7 +28,8 @@ static void ulimit(yajl_gen g, const char *name, int64_t soft, int64_t hard)
 }
 
 char *container_spec_json(const struct session *s, const struct config *cfg, const char *image_tag,
-			  const char *ipc_dir, size_t *len)
+			  const char *ipc_dir, const char *network, const char *proxy_url,
+			  size_t *len)
 {
 	AUTOGEN yajl_gen g = json_gen_new();
 	char buf[4096];
@@ -48,6 +49,14 @@ char *container_spec_json(const struct session *s, const struct config *cfg, con
 	/* Ours last, so a client's env can never redirect the runner. */
 	kv_entry(g, "SANDBOX_IPC", CONTAINER_IPC_DIR "/ipc.sock");
 	kv_entry(g, "SANDBOX_SESSION", s->id);
+	if (network && proxy_url) {
+		static const char *const names[] = {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy",
+						    "https_proxy"};
+		for (size_t i = 0; i < 4; i++)
+			kv_entry(g, names[i], proxy_url);
+		kv_entry(g, "NO_PROXY", "localhost,127.0.0.1");
+		kv_entry(g, "no_proxy", "localhost,127.0.0.1");
+	}
 	jg_arr_end(g);
 	jg_str(g, "Labels");
 	jg_obj(g);
@@ -66,7 +75,7 @@ char *container_spec_json(const struct session *s, const struct config *cfg, con
 	snprintf(buf, sizeof(buf), "%s:%s:ro", ipc_dir, CONTAINER_IPC_DIR);
 	jg_str(g, buf);
 	jg_arr_end(g);
-	jg_kv_str(g, "NetworkMode", "none");
+	jg_kv_str(g, "NetworkMode", network ? network : "none");
 	jg_kv_bool(g, "ReadonlyRootfs", true);
 	jg_str(g, "CapDrop");
 	jg_arr(g);

@@ -14,9 +14,12 @@
 /* Mount point of the session's IPC directory inside the container. */
 #define CONTAINER_IPC_DIR "/run/ci"
 
-/* The body of POST /containers/create. Caller frees. */
+/* The body of POST /containers/create. With network NULL the container has
+ * no network at all; else it joins that (internal) network and reaches out
+ * only through the egress proxy at proxy_url. Caller frees. */
 char *container_spec_json(const struct session *s, const struct config *cfg, const char *image_tag,
-			  const char *ipc_dir, size_t *len);
+			  const char *ipc_dir, const char *network, const char *proxy_url,
+			  size_t *len);
 
 /* The container name for a session ("ci-<id>"), into buf. */
 void container_spec_name(const struct session *s, char *buf, size_t size);

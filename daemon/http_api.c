@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "egress.h"
 #include "files.h"
 #include "http_server.h"
 #include "json.h"
@@ -23,6 +24,7 @@ struct http_api {
 	struct manager *mgr;
 	struct docker *docker;
 	struct store *store;
+	struct egress *egress;
 	struct http_server *srv;
 	uint64_t requests;
 	uint64_t execs[4];
@@ -116,7 +118,8 @@ static void handle_readyz(struct http_api *api, struct http_req *req)
 
 static void handle_metrics(struct http_api *api, struct http_req *req)
 {
-	char buf[2048];
+	const struct egress_stats *es = egress_get_stats(api->egress);
+	char buf[3072];
 	int n = snprintf(
 	    buf, sizeof(buf),
 	    "# HELP ci_sessions Sessions on this node.\n# TYPE ci_sessions gauge\nci_sessions %zu\n"
@@ -133,11 +136,16 @@ static void handle_metrics(struct http_api *api, struct http_req *req)
 	    "ci_execs_total{status=\"timeout\"} %" PRIu64
 	    "\nci_execs_total{status=\"killed\"} %" PRIu64 "\n"
 	    "# HELP ci_up Dependencies reachable (1) or not (0).\n# TYPE ci_up gauge\n"
-	    "ci_up{dependency=\"docker\"} %d\nci_up{dependency=\"redis\"} %d\n",
+	    "ci_up{dependency=\"docker\"} %d\nci_up{dependency=\"redis\"} %d\n"
+	    "# HELP ci_egress_decisions_total Egress proxy decisions.\n"
+	    "# TYPE ci_egress_decisions_total counter\n"
+	    "ci_egress_decisions_total{decision=\"allowed\"} %" PRIu64 "\n"
+	    "ci_egress_decisions_total{decision=\"denied\"} %" PRIu64 "\n"
+	    "ci_egress_decisions_total{decision=\"failed\"} %" PRIu64 "\n",
 	    manager_count(api->mgr), api->requests, api->creates, api->create_failures,
 	    api->execs[EXEC_OK], api->execs[EXEC_ERROR], api->execs[EXEC_TIMEOUT],
 	    api->execs[EXEC_KILLED], docker_reachable(api->docker) ? 1 : 0,
-	    store_connected(api->store) ? 1 : 0);
+	    store_connected(api->store) ? 1 : 0, es->allowed, es->denied, es->failed);
 	http_req_reply(req, 200, "text/plain; version=0.0.4", buf, (size_t)n);
 }
 
@@ -224,6 +232,33 @@ static void deleted_cb(const struct err *e, void *arg)
 		reply_err(c->req, e);
 	else
 		http_req_reply(c->req, 204, NULL, NULL, 0);
+	free(c);
+}
+
+static void patch_body_cb(struct http_req *req, const char *body, size_t len, void *arg)
+{
+	struct call *c = arg;
+	if (body == NULL) {
+		free(c);
+		return;
+	}
+	struct err *e = NULL;
+	yajl_val v = json_parse(body, len, &e);
+	if (v == NULL || manager_patch(c->api->mgr, c->id, c->tenant, v, &e) < 0) {
+		if (e->code == ERR_NOT_FOUND) {
+			err_free(e);
+			if (v)
+				yajl_tree_free(v);
+			reply_missing(c);
+			return;
+		}
+		reply_err(req, e);
+		err_free(e);
+	} else {
+		reply_session(req, 200, manager_get(c->api->mgr, c->id, c->tenant));
+	}
+	if (v)
+		yajl_tree_free(v);
 	free(c);
 }
 
@@ -847,6 +882,10 @@ static void route_session(struct http_api *api, struct http_req *req, const char
 			}
 			return;
 		}
+		if (method_is(req, "PATCH")) {
+			http_req_read_body(req, (size_t)api->cfg->max_body_bytes, patch_body_cb, c);
+			return;
+		}
 		if (method_is(req, "DELETE")) {
 			if (manager_delete(api->mgr, id, c->tenant, deleted_cb, c, &e) < 0) {
 				if (e->code == ERR_NOT_FOUND)
@@ -860,7 +899,7 @@ static void route_session(struct http_api *api, struct http_req *req, const char
 			return;
 		}
 		free(c);
-		reply_method(req, "GET, DELETE");
+		reply_method(req, "GET, PATCH, DELETE");
 		return;
 	}
 	if (strcmp(action, "exec") == 0) {
@@ -939,7 +978,8 @@ static void on_request(struct http_req *req, void *arg)
 }
 
 struct http_api *http_api_new(struct event_base *base, const struct config *cfg,
-			      struct manager *mgr, struct docker *docker, struct store *store)
+			      struct manager *mgr, struct docker *docker, struct store *store,
+			      struct egress *egress)
 {
 	struct http_api *api = xcalloc(1, sizeof(*api));
 	api->base = base;
@@ -947,6 +987,7 @@ struct http_api *http_api_new(struct event_base *base, const struct config *cfg,
 	api->mgr = mgr;
 	api->docker = docker;
 	api->store = store;
+	api->egress = egress;
 	api->srv = http_server_new(base, on_request, api);
 	return api;
 }

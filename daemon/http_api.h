@@ -14,8 +14,11 @@
 struct http_api;
 struct http_server;
 
+struct egress;
+
 struct http_api *http_api_new(struct event_base *base, const struct config *cfg,
-			      struct manager *mgr, struct docker *docker, struct store *store);
+			      struct manager *mgr, struct docker *docker, struct store *store,
+			      struct egress *egress);
 void http_api_free(struct http_api *api);
 
 /* Listen on cfg->listen. */

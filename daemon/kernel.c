@@ -5,6 +5,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/listener.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -158,6 +159,12 @@ static int pidfd_open_compat(pid_t pid)
 	return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
+static bool pidfd_exited(int pidfd)
+{
+	struct pollfd p = {.fd = pidfd, .events = POLLIN};
+	return pidfd >= 0 && poll(&p, 1, 0) == 1;
+}
+
 static int conn_hello(struct kernel_conn *c, yajl_val h)
 {
 	struct kernel_link *link = c->link;
@@ -168,6 +175,10 @@ static int conn_hello(struct kernel_conn *c, yajl_val h)
 		if (link->pending[i] == c)
 			link->pending[i] = NULL;
 	if (strcmp(role, "kernel") == 0) {
+		/* The old kernel's EOF may still be in flight while its successor
+		 * says hello: a pidfd that polls readable means it has exited. */
+		if (link->kernel != NULL && pidfd_exited(link->kernel->pidfd))
+			conn_lost(link->kernel, "kernel exited");
 		if (link->kernel != NULL) {
 			log_warn("ipc %s: a second kernel connected; refused", link->dir);
 			return -1;

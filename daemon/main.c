@@ -8,9 +8,11 @@
 
 #include "config.h"
 #include "docker.h"
+#include "egress.h"
 #include "http_api.h"
 #include "log.h"
 #include "manager.h"
+#include "network.h"
 #include "store.h"
 
 extern char **environ;
@@ -24,6 +26,13 @@ struct daemon_ctx {
 	struct manager *mgr;
 	bool stopping;
 };
+
+/* The proxy asks the manager, which exists only after the proxy does. */
+static bool egress_lookup(const char *src_ip, struct egress_peer *peer, void *arg)
+{
+	struct daemon_ctx *d = arg;
+	return d->mgr && manager_egress_lookup(src_ip, peer, d->mgr);
+}
 
 static void shutdown_done(const struct err *e, void *arg)
 {
@@ -73,6 +82,8 @@ int main(int argc, char **argv)
 	struct daemon_ctx d = {0};
 	struct docker *docker = NULL;
 	struct store *store = NULL;
+	struct egress *egress = NULL;
+	struct sandbox_net *net = NULL;
 	struct event *sigterm = NULL, *sigint = NULL;
 	d.base = event_base_new();
 	if (d.base == NULL) {
@@ -83,10 +94,15 @@ int main(int argc, char **argv)
 	store = store_new(d.base, cfg.redis, cfg.key_prefix, cfg.node, cfg.tombstone_ttl_s, &e);
 	if (store == NULL)
 		goto fail;
-	d.mgr = manager_new(d.base, &cfg, docker, store, &e);
+	egress =
+	    egress_new(d.base, cfg.egress_hosts_file, cfg.egress_trusted, egress_lookup, &d, &e);
+	if (egress == NULL)
+		goto fail;
+	net = net_new(d.base, &cfg, docker, egress);
+	d.mgr = manager_new(d.base, &cfg, docker, store, net, &e);
 	if (d.mgr == NULL)
 		goto fail;
-	d.api = http_api_new(d.base, &cfg, d.mgr, docker, store);
+	d.api = http_api_new(d.base, &cfg, d.mgr, docker, store, egress);
 	if (http_api_listen(d.api, &e) < 0)
 		goto fail;
 	sigterm = evsignal_new(d.base, SIGTERM, on_stop_signal, &d);
@@ -110,6 +126,8 @@ out:
 		event_free(sigint);
 	http_api_free(d.api);
 	manager_free(d.mgr);
+	net_free(net);
+	egress_free(egress);
 	store_free(store);
 	docker_free(docker);
 	if (d.base)

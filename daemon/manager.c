@@ -10,6 +10,8 @@
 
 #include "clock.h"
 #include "container_spec.h"
+#include "egress.h"
+#include "network.h"
 #include "json.h"
 #include "kernel.h"
 #include "log.h"
@@ -29,7 +31,14 @@ struct create_op {
 	manager_session_cb cb;
 	void *arg;
 	struct event *timeout;
-	enum { CREATE_STORE, CREATE_DOCKER_CREATE, CREATE_DOCKER_START, CREATE_WAIT_KERNEL } step;
+	enum {
+		CREATE_STORE,
+		CREATE_NETWORK,
+		CREATE_DOCKER_CREATE,
+		CREATE_DOCKER_START,
+		CREATE_INSPECT,
+		CREATE_WAIT_KERNEL
+	} step;
 };
 
 struct exec_op {
@@ -75,6 +84,7 @@ struct msession {
 	struct teardown_op *teardown;
 	struct kernel_exit_info last_exit;
 	char *end_reason;
+	char ip[64]; /* on the sandbox network, when it has an allowlist */
 	struct msession *hnext;
 	TAILQ_ENTRY(msession) all;
 };
@@ -84,6 +94,7 @@ struct manager {
 	const struct config *cfg;
 	struct docker *docker;
 	struct store *store;
+	struct sandbox_net *net;
 	char *sessions_dir;
 	struct msession *buckets[BUCKETS];
 	TAILQ_HEAD(, msession) all;
@@ -230,8 +241,9 @@ static void create_timeout_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	struct create_op *op = arg;
-	static const char *const steps[] = {"writing the registry", "creating the container",
-					    "starting the container", "waiting for the kernel"};
+	static const char *const steps[] = {"writing the registry",     "setting up the network",
+					    "creating the container",   "starting the container",
+					    "inspecting the container", "waiting for the kernel"};
 	create_finish_ex(op,
 			 err_new(ERR_UNAVAILABLE,
 				 "the sandbox did not become ready within %llds (%s)",
@@ -262,6 +274,31 @@ static bool create_abandoned(struct create_op *op, struct manager *m, const char
 	return true;
 }
 
+/* The egress proxy knows a sandbox by its address on the network. */
+static void create_inspected(const struct docker_response *resp, void *arg)
+{
+	struct create_op *op = arg;
+	if (create_abandoned(op, op->m, NULL))
+		return;
+	struct msession *ms = op->ms;
+	struct err *e = NULL;
+	yajl_val v = resp->status == 200 ? json_parse(resp->body, resp->len, &e) : NULL;
+	yajl_val nets = json_get(json_get(v, "NetworkSettings"), "Networks");
+	const char *ip = json_get_str(json_get(nets, net_name(ms->m->net)), "IPAddress");
+	if (ip == NULL || *ip == '\0' || strlen(ip) >= sizeof(ms->ip)) {
+		if (v)
+			yajl_tree_free(v);
+		err_free(e);
+		create_finish(op, err_new(ERR_INTERNAL, "the container has no address on %s",
+					  net_name(ms->m->net)));
+		return;
+	}
+	snprintf(ms->ip, sizeof(ms->ip), "%s", ip);
+	yajl_tree_free(v);
+	op->step = CREATE_WAIT_KERNEL;
+	create_check_ready(op);
+}
+
 static void create_started(const struct docker_response *resp, void *arg)
 {
 	struct create_op *op = arg;
@@ -269,6 +306,13 @@ static void create_started(const struct docker_response *resp, void *arg)
 		return;
 	if (resp->status != 204 && resp->status != 304) {
 		create_finish(op, docker_error(resp, "start container"));
+		return;
+	}
+	if (op->ms->s->n_allow > 0) {
+		op->step = CREATE_INSPECT;
+		char path[256];
+		snprintf(path, sizeof(path), "/containers/%s/json", op->ms->s->container_id);
+		docker_request(op->ms->m->docker, "GET", path, NULL, 0, create_inspected, op);
 		return;
 	}
 	op->step = CREATE_WAIT_KERNEL;
@@ -323,26 +367,51 @@ static void create_created(const struct docker_response *resp, void *arg)
 	docker_request(ms->m->docker, "POST", path, NULL, 0, create_started, op);
 }
 
+static void create_container(struct create_op *op)
+{
+	struct msession *ms = op->ms;
+	const struct config *cfg = ms->m->cfg;
+	bool networked = ms->s->n_allow > 0;
+	AUTOFREE char *tag = config_image_tag(cfg, ms->s->image);
+	char dir[512], name[64], path[128];
+	snprintf(dir, sizeof(dir), "%s/%s", ms->m->sessions_dir, ms->s->id);
+	size_t len;
+	AUTOFREE char *spec =
+	    container_spec_json(ms->s, cfg, tag, dir, networked ? net_name(ms->m->net) : NULL,
+				networked ? net_proxy_url(ms->m->net) : NULL, &len);
+	container_spec_name(ms->s, name, sizeof(name));
+	snprintf(path, sizeof(path), "/containers/create?name=%s", name);
+	op->step = CREATE_DOCKER_CREATE;
+	docker_request(ms->m->docker, "POST", path, spec, len, create_created, op);
+}
+
+static void create_network_ready(const struct err *e, void *arg)
+{
+	struct create_op *op = arg;
+	if (create_abandoned(op, op->m, NULL))
+		return;
+	if (e) {
+		create_finish(op, err_new(ERR_UNAVAILABLE, "sandbox network: %s", e->message));
+		return;
+	}
+	create_container(op);
+}
+
 static void create_stored(const struct err *e, void *arg)
 {
 	struct create_op *op = arg;
 	if (create_abandoned(op, op->m, NULL))
 		return;
-	struct msession *ms = op->ms;
 	if (e) {
 		create_finish(op, err_new(ERR_UNAVAILABLE, "registry: %s", e->message));
 		return;
 	}
-	const struct config *cfg = ms->m->cfg;
-	AUTOFREE char *tag = config_image_tag(cfg, ms->s->image);
-	char dir[512], name[64], path[128];
-	snprintf(dir, sizeof(dir), "%s/%s", ms->m->sessions_dir, ms->s->id);
-	size_t len;
-	AUTOFREE char *spec = container_spec_json(ms->s, cfg, tag, dir, &len);
-	container_spec_name(ms->s, name, sizeof(name));
-	snprintf(path, sizeof(path), "/containers/create?name=%s", name);
-	op->step = CREATE_DOCKER_CREATE;
-	docker_request(ms->m->docker, "POST", path, spec, len, create_created, op);
+	if (op->ms->s->n_allow > 0) {
+		op->step = CREATE_NETWORK;
+		net_ensure(op->m->net, create_network_ready, op);
+		return;
+	}
+	create_container(op);
 }
 
 /* ---- kernel link events ---- */
@@ -546,6 +615,11 @@ int manager_create(struct manager *m, yajl_val body, const char *tenant, manager
 	struct session *s = session_from_request(body, m->cfg, tenant, errp);
 	if (s == NULL)
 		return -1;
+	if (s->n_allow > 0 && m->net == NULL) {
+		session_free(s);
+		return err_set(errp, ERR_UNAVAILABLE,
+			       "network access is not available on this node");
+	}
 	session_new_id(s->id);
 	s->node = xstrdup(m->cfg->node);
 	s->created_at_ms = clock_now_ms();
@@ -890,6 +964,60 @@ void manager_set_draining(struct manager *m, bool draining)
 	m->draining = draining;
 }
 
+/* ---- network ---- */
+
+bool manager_egress_lookup(const char *src_ip, struct egress_peer *peer, void *arg)
+{
+	struct manager *m = arg;
+	struct msession *ms;
+	TAILQ_FOREACH (ms, &m->all, all) {
+		if (ms->ip[0] && !ms->teardown && strcmp(ms->ip, src_ip) == 0) {
+			peer->session_id = ms->s->id;
+			peer->allow = ms->s->allow;
+			peer->n_allow = ms->s->n_allow;
+			return true;
+		}
+	}
+	return false;
+}
+
+int manager_patch(struct manager *m, const char *id, const char *tenant, yajl_val body,
+		  struct err **errp)
+{
+	struct msession *ms = table_find(m, id);
+	if (ms == NULL || strcmp(ms->s->tenant, tenant) != 0 || ms->teardown)
+		return err_set(errp, ERR_NOT_FOUND, "no session %s", id);
+	if (body == NULL || !YAJL_IS_OBJECT(body))
+		return err_set(errp, ERR_BAD_REQUEST, "body: expected a JSON object");
+	for (size_t i = 0; i < body->u.object.len; i++)
+		if (strcmp(body->u.object.keys[i], "network") != 0)
+			return err_set(errp, ERR_BAD_REQUEST,
+				       "unknown field '%.64s' (only network can change)",
+				       body->u.object.keys[i]);
+	/* Validate with the create rules, on a scratch session. */
+	struct session *scratch = session_from_request(body, m->cfg, tenant, errp);
+	if (scratch == NULL)
+		return -1;
+	if (ms->ip[0] == '\0' && scratch->n_allow > 0) {
+		session_free(scratch);
+		return err_set(errp, ERR_BAD_REQUEST,
+			       "session %s was created without network access; create a session "
+			       "with network.allow to reach hosts",
+			       id);
+	}
+	for (size_t i = 0; i < ms->s->n_allow; i++)
+		free(ms->s->allow[i]);
+	free(ms->s->allow);
+	ms->s->allow = scratch->allow;
+	ms->s->n_allow = scratch->n_allow;
+	scratch->allow = NULL;
+	scratch->n_allow = 0;
+	session_free(scratch);
+	log_info("session %s: allowlist now has %zu entries", id, ms->s->n_allow);
+	touch(ms);
+	return 0;
+}
+
 /* ---- shutdown and orphans ---- */
 
 struct shutdown_op {
@@ -1003,7 +1131,8 @@ void manager_reap_orphans(struct manager *m)
 /* ---- life ---- */
 
 struct manager *manager_new(struct event_base *base, const struct config *cfg,
-			    struct docker *docker, struct store *store, struct err **errp)
+			    struct docker *docker, struct store *store, struct sandbox_net *net,
+			    struct err **errp)
 {
 	char dir[512];
 	snprintf(dir, sizeof(dir), "%s/s", cfg->state_dir);
@@ -1019,6 +1148,7 @@ struct manager *manager_new(struct event_base *base, const struct config *cfg,
 	m->cfg = cfg;
 	m->docker = docker;
 	m->store = store;
+	m->net = net;
 	m->sessions_dir = xstrdup(dir);
 	TAILQ_INIT(&m->all);
 	return m;

@@ -32,8 +32,20 @@ typedef void (*manager_done_cb)(const struct err *e, void *arg);
 typedef void (*manager_event_cb)(const char *type, const char *data, size_t len, const char *extra,
 				 void *arg);
 
+struct sandbox_net;
+struct egress_peer;
+
+/* net may be NULL (then sessions with an allowlist are refused). */
 struct manager *manager_new(struct event_base *base, const struct config *cfg,
-			    struct docker *docker, struct store *store, struct err **errp);
+			    struct docker *docker, struct store *store, struct sandbox_net *net,
+			    struct err **errp);
+
+/* For the egress proxy: the session behind a sandbox's source address. */
+bool manager_egress_lookup(const char *src_ip, struct egress_peer *peer, void *arg);
+
+/* Replace a live session's allowlist (PATCH). body is {"network":{...}}. */
+int manager_patch(struct manager *m, const char *id, const char *tenant, yajl_val body,
+		  struct err **errp);
 
 /* Free every session's runtime state. Containers are left running for the
  * next daemon to adopt (or removed by the caller first, per config). */

@@ -167,10 +167,30 @@ class Daemon:
         out = subprocess.run(args, capture_output=True, text=True, timeout=30)
         return [line for line in out.stdout.split() if line]
 
+    def networks(self):
+        out = subprocess.run(["docker", "network", "ls", "-q", "--filter",
+                              "label=ci.prefix=%s" % self.prefix], capture_output=True, text=True,
+                             timeout=30)
+        return out.stdout.split()
+
     def cleanup(self):
         ids = self.containers()
         if ids:
             subprocess.run(["docker", "rm", "-f", *ids], capture_output=True, timeout=120)
+        # The sandbox network and its host firewall chain (CI-IN-<hash> for
+        # bridge ci<hash>), found by this run's label.
+        for net in self.networks():
+            out = subprocess.run(["docker", "network", "inspect", net, "--format",
+                                  '{{index .Options "com.docker.network.bridge.name"}}'],
+                                 capture_output=True, text=True, timeout=30)
+            bridge = out.stdout.strip()
+            if bridge.startswith("ci"):
+                chain = "CI-IN-" + bridge[2:]
+                subprocess.run(["iptables", "-w", "-D", "INPUT", "-i", bridge, "-j", chain],
+                               capture_output=True)
+                subprocess.run(["iptables", "-w", "-F", chain], capture_output=True)
+                subprocess.run(["iptables", "-w", "-X", chain], capture_output=True)
+            subprocess.run(["docker", "network", "rm", net], capture_output=True, timeout=60)
         keys = self.redis.cli("--scan", "--pattern", self.prefix + "*").split()
         for k in keys:
             self.redis.cli("DEL", k)

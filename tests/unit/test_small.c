@@ -159,7 +159,8 @@ TEST(container_spec_is_hardened)
 	strcpy(s->id, "abcdef00-0000-4000-8000-000000000000");
 	s->node = strdup("node1");
 	size_t len;
-	char *spec = container_spec_json(s, &cfg, "ci/python:latest", "/var/lib/ci/s/x", &len);
+	char *spec =
+	    container_spec_json(s, &cfg, "ci/python:latest", "/var/lib/ci/s/x", NULL, NULL, &len);
 	yajl_val v = json_parse(spec, len, &e);
 	CHECK(v != NULL);
 	yajl_val hc = json_get(v, "HostConfig");

@@ -1,0 +1,245 @@
+/* network.c: internal Docker network + egress proxy listener + host firewall. */
+#include "network.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "json.h"
+#include "log.h"
+#include "proc.h"
+#include "xalloc.h"
+
+enum net_state { NET_DOWN, NET_STARTING, NET_READY, NET_FAILED };
+
+struct waiter {
+	net_ready_cb cb;
+	void *arg;
+	struct waiter *next;
+};
+
+struct sandbox_net {
+	struct event_base *base;
+	const struct config *cfg;
+	struct docker *docker;
+	struct egress *egress;
+	enum net_state state;
+	char name[64];   /* Docker network */
+	char bridge[16]; /* host interface */
+	char chain[32];  /* iptables chain */
+	char gateway[64];
+	char proxy_url[128];
+	int port;
+	int step; /* firewall command being run */
+	struct waiter *waiters;
+	struct event *retry_ok;
+};
+
+static unsigned fnv(const char *a, const char *b)
+{
+	unsigned h = 2166136261u;
+	for (const char *p = a; *p; p++)
+		h = (h ^ (unsigned char)*p) * 16777619u;
+	for (const char *p = b; *p; p++)
+		h = (h ^ (unsigned char)*p) * 16777619u;
+	return h;
+}
+
+struct sandbox_net *net_new(struct event_base *base, const struct config *cfg,
+			    struct docker *docker, struct egress *egress)
+{
+	struct sandbox_net *n = xcalloc(1, sizeof(*n));
+	n->base = base;
+	n->cfg = cfg;
+	n->docker = docker;
+	n->egress = egress;
+	unsigned h = fnv(cfg->key_prefix, cfg->node);
+	snprintf(n->name, sizeof(n->name), "ci-egress-%08x", h);
+	snprintf(n->bridge, sizeof(n->bridge), "ci%08x", h);
+	snprintf(n->chain, sizeof(n->chain), "CI-IN-%08x", h);
+	return n;
+}
+
+void net_free(struct sandbox_net *n)
+{
+	if (n == NULL)
+		return;
+	struct waiter *w = n->waiters;
+	while (w) {
+		struct waiter *next = w->next;
+		free(w);
+		w = next;
+	}
+	free(n);
+}
+
+static void notify(struct sandbox_net *n, const char *error)
+{
+	struct waiter *w = n->waiters;
+	n->waiters = NULL;
+	struct err e = {.code = ERR_UNAVAILABLE, .message = (char *)error};
+	while (w) {
+		struct waiter *next = w->next;
+		w->cb(error ? &e : NULL, w->arg);
+		free(w);
+		w = next;
+	}
+}
+
+static void fail(struct sandbox_net *n, const char *msg)
+{
+	log_warn("sandbox network %s: %s", n->name, msg);
+	n->state = NET_DOWN; /* the next session with an allowlist tries again */
+	notify(n, msg);
+}
+
+/* The firewall: a chain of our own, flushed and refilled on every start so a
+ * previous daemon's port leaves nothing open, jumped to from INPUT for
+ * packets arriving on the sandbox bridge. */
+static void firewall_step(struct sandbox_net *n);
+
+static void firewall_done(int status, void *arg)
+{
+	struct sandbox_net *n = arg;
+	/* Step 0 creates the chain (fails harmlessly when it exists) and step 4
+	 * checks for the jump (fails when it is missing, then step 5 adds it). */
+	if (status != 0 && n->step != 0 && n->step != 4) {
+		fail(n, "a host firewall (iptables) step failed: is iptables installed, and is the "
+			"daemon root?");
+		return;
+	}
+	if (n->step == 4 && status == 0)
+		n->step++; /* the jump is already there */
+	n->step++;
+	firewall_step(n);
+}
+
+static void firewall_step(struct sandbox_net *n)
+{
+	char port[16];
+	snprintf(port, sizeof(port), "%d", n->port);
+	char *cmds[][16] = {
+	    {"iptables", "-w", "-N", n->chain, NULL},
+	    {"iptables", "-w", "-F", n->chain, NULL},
+	    {"iptables", "-w", "-A", n->chain, "-d", n->gateway, "-p", "tcp", "--dport", port, "-j",
+	     "ACCEPT", NULL},
+	    {"iptables", "-w", "-A", n->chain, "-j", "DROP", NULL},
+	    {"iptables", "-w", "-C", "INPUT", "-i", n->bridge, "-j", n->chain, NULL},
+	    {"iptables", "-w", "-I", "INPUT", "1", "-i", n->bridge, "-j", n->chain, NULL},
+	};
+	if (n->step >= (int)(sizeof(cmds) / sizeof(cmds[0]))) {
+		n->state = NET_READY;
+		snprintf(n->proxy_url, sizeof(n->proxy_url), "http://%s:%d", n->gateway, n->port);
+		log_info("sandbox network %s ready: bridge %s, proxy %s, firewall chain %s",
+			 n->name, n->bridge, n->proxy_url, n->chain);
+		notify(n, NULL);
+		return;
+	}
+	proc_run(n->base, cmds[n->step], firewall_done, n);
+}
+
+static void inspected(const struct docker_response *resp, void *arg)
+{
+	struct sandbox_net *n = arg;
+	if (resp->status != 200) {
+		struct err *e = docker_error(resp, "inspect network");
+		fail(n, e->message);
+		err_free(e);
+		return;
+	}
+	struct err *e = NULL;
+	yajl_val v = json_parse(resp->body, resp->len, &e);
+	yajl_val cfgs = json_get(json_get(v, "IPAM"), "Config");
+	const char *gw = cfgs && YAJL_IS_ARRAY(cfgs) && cfgs->u.array.len
+			     ? json_get_str(cfgs->u.array.values[0], "Gateway")
+			     : NULL;
+	yajl_val internal = json_get(v, "Internal");
+	if (gw == NULL || strlen(gw) >= sizeof(n->gateway) || !internal ||
+	    !YAJL_IS_TRUE(internal)) {
+		if (v)
+			yajl_tree_free(v);
+		err_free(e);
+		fail(n, "the network has no gateway or is not internal");
+		return;
+	}
+	snprintf(n->gateway, sizeof(n->gateway), "%s", gw);
+	yajl_tree_free(v);
+	struct err *le = NULL;
+	if (egress_listen(n->egress, n->gateway, 0, &n->port, &le) < 0) {
+		fail(n, le->message);
+		err_free(le);
+		return;
+	}
+	n->step = 0;
+	firewall_step(n);
+}
+
+static void created(const struct docker_response *resp, void *arg)
+{
+	struct sandbox_net *n = arg;
+	if (resp->status != 201 && resp->status != 409) {
+		struct err *e = docker_error(resp, "create network");
+		fail(n, e->message);
+		err_free(e);
+		return;
+	}
+	char path[128];
+	snprintf(path, sizeof(path), "/networks/%s", n->name);
+	docker_request(n->docker, "GET", path, NULL, 0, inspected, n);
+}
+
+static void ready_deferred(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct sandbox_net *n = arg;
+	if (n->state == NET_READY)
+		notify(n, NULL);
+}
+
+void net_ensure(struct sandbox_net *n, net_ready_cb cb, void *arg)
+{
+	struct waiter *w = xcalloc(1, sizeof(*w));
+	w->cb = cb;
+	w->arg = arg;
+	w->next = n->waiters;
+	n->waiters = w;
+	if (n->state == NET_READY) {
+		struct timeval zero = {0, 0};
+		event_base_once(n->base, -1, EV_TIMEOUT, ready_deferred, n, &zero);
+		return;
+	}
+	if (n->state == NET_STARTING)
+		return;
+	n->state = NET_STARTING;
+	AUTOGEN yajl_gen g = json_gen_new();
+	jg_obj(g);
+	jg_kv_str(g, "Name", n->name);
+	jg_kv_str(g, "Driver", "bridge");
+	jg_kv_bool(g, "Internal", true);
+	jg_kv_bool(g, "CheckDuplicate", true);
+	jg_str(g, "Options");
+	jg_obj(g);
+	jg_kv_str(g, "com.docker.network.bridge.enable_icc", "false");
+	jg_kv_str(g, "com.docker.network.bridge.name", n->bridge);
+	jg_obj_end(g);
+	jg_str(g, "Labels");
+	jg_obj(g);
+	jg_kv_str(g, "ci.managed", "true");
+	jg_kv_str(g, "ci.node", n->cfg->node);
+	jg_kv_str(g, "ci.prefix", n->cfg->key_prefix);
+	jg_obj_end(g);
+	jg_obj_end(g);
+	size_t len;
+	const char *body = jg_text(g, &len);
+	docker_request(n->docker, "POST", "/networks/create", body, len, created, n);
+}
+
+const char *net_name(const struct sandbox_net *n)
+{
+	return n->name;
+}
+
+const char *net_proxy_url(const struct sandbox_net *n)
+{
+	return n->proxy_url;
+}

@@ -1,0 +1,71 @@
+/* proc.c: asynchronous child processes through pidfds. */
+#include "proc.h"
+
+#include <errno.h>
+#include <spawn.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "xalloc.h"
+
+extern char **environ;
+
+struct proc {
+	pid_t pid;
+	int pidfd;
+	struct event *ev;
+	proc_done_cb cb;
+	void *arg;
+	int status;
+};
+
+static void proc_finish(struct proc *p)
+{
+	p->cb(p->status, p->arg);
+	if (p->ev)
+		event_free(p->ev);
+	if (p->pidfd >= 0)
+		close(p->pidfd);
+	free(p);
+}
+
+static void exited_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct proc *p = arg;
+	int wstatus = 0;
+	if (waitpid(p->pid, &wstatus, 0) == p->pid && WIFEXITED(wstatus))
+		p->status = WEXITSTATUS(wstatus);
+	proc_finish(p);
+}
+
+static void failed_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	proc_finish(arg);
+}
+
+void proc_run(struct event_base *base, char *const argv[], proc_done_cb cb, void *arg)
+{
+	struct proc *p = xcalloc(1, sizeof(*p));
+	p->cb = cb;
+	p->arg = arg;
+	p->status = -1;
+	p->pidfd = -1;
+	int rc = posix_spawnp(&p->pid, argv[0], NULL, NULL, argv, environ);
+	if (rc == 0)
+		p->pidfd = (int)syscall(SYS_pidfd_open, p->pid, 0);
+	if (rc != 0 || p->pidfd < 0) {
+		log_warn("cannot run %s: %s", argv[0], strerror(rc ? rc : errno));
+		struct timeval zero = {0, 0};
+		event_base_once(base, -1, EV_TIMEOUT, failed_cb, p, &zero);
+		return;
+	}
+	p->ev = event_new(base, p->pidfd, EV_READ, exited_cb, p);
+	event_add(p->ev, NULL);
+}

@@ -1,0 +1,16 @@
+/* proc.h: run a helper program (iptables) without blocking the loop.
+ *
+ * posix_spawn, then a pidfd watched by the event loop tells when it ended;
+ * the callback gets its exit status. Output goes to the daemon's stderr. */
+#ifndef CI_PROC_H
+#define CI_PROC_H
+
+#include <event2/event.h>
+
+/* Exit status (0..255), or -1 when it could not run or died by a signal. */
+typedef void (*proc_done_cb)(int status, void *arg);
+
+/* Run argv[0] (searched in PATH); cb runs once, from the loop. */
+void proc_run(struct event_base *base, char *const argv[], proc_done_cb cb, void *arg);
+
+#endif
