@@ -41,6 +41,8 @@ static const struct opt opt_table[] = {
      "image profiles: NAME=TAG[,NAME=TAG...]"},
     {"runtime", OPT_STR, O(runtime), "", 0, 0,
      "Docker runtime for sandboxes (e.g. runsc); empty = engine default"},
+    {"gvisor-runtime", OPT_STR, O(gvisor_runtime), "runsc", 0, 0,
+     "Docker runtime behind a session's \"runtime\": \"gvisor\""},
     {"egress-hosts-file", OPT_STR, O(egress_hosts_file), "", 0, 0,
      "hosts-style file (IP NAME...) the egress proxy consults before DNS"},
     {"egress-trusted", OPT_STR, O(egress_trusted), "", 0, 0,

@@ -24,6 +24,7 @@ struct config {
 	char *image;             /* the default image profile */
 	char *images;            /* "python=ci/python:latest,..." profile → Docker tag */
 	char *runtime;           /* Docker runtime for session containers ("" = engine default) */
+	char *gvisor_runtime;    /* the Docker runtime name behind runtime "gvisor" */
 	char *egress_hosts_file; /* hosts-style overrides for the egress proxy's resolver */
 	char *egress_trusted;    /* IP[:PORT],... the proxy may reach although private */
 

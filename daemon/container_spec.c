@@ -122,7 +122,9 @@ char *container_spec_json(const struct session *s, const struct config *cfg, con
 	jg_obj(g);
 	jg_kv_str(g, "Name", "no");
 	jg_obj_end(g);
-	if (cfg->runtime && cfg->runtime[0])
+	if (s->gvisor)
+		jg_kv_str(g, "Runtime", cfg->gvisor_runtime);
+	else if (cfg->runtime && cfg->runtime[0])
 		jg_kv_str(g, "Runtime", cfg->runtime);
 	jg_obj_end(g);
 	jg_obj_end(g);

@@ -336,7 +336,14 @@ static void create_created(const struct docker_response *resp, void *arg)
 	struct msession *ms = op->ms;
 	if (resp->status != 201) {
 		struct err *e = docker_error(resp, "create container");
-		if (resp->status == 404) {
+		if (resp->status == 400 && ms->s->gvisor && strstr(e->message, "runtime")) {
+			err_free(e);
+			e = err_new(
+			    ERR_UNAVAILABLE,
+			    "runtime gvisor: Docker runtime '%s' is not configured on this node "
+			    "(docs/security.md says how)",
+			    ms->m->cfg->gvisor_runtime);
+		} else if (resp->status == 404) {
 			/* Not the client's fault and not a missing session. */
 			AUTOFREE char *tag = config_image_tag(ms->m->cfg, ms->s->image);
 			err_free(e);

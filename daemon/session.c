@@ -299,8 +299,8 @@ struct session *session_from_request(yajl_val body, const struct config *cfg, co
 				json_type_name(body));
 			goto fail;
 		}
-		static const char *const known[] = {"image", "idle_timeout_s", "limits", "network",
-						    "env",   "metadata",       NULL};
+		static const char *const known[] = {"image", "idle_timeout_s", "limits",  "network",
+						    "env",   "metadata",       "runtime", NULL};
 		if (check_keys(body, "", known, errp) < 0)
 			goto fail;
 		yajl_val img = json_get(body, "image");
@@ -315,6 +315,16 @@ struct session *session_from_request(yajl_val body, const struct config *cfg, co
 		if (take_int(body, "", "idle_timeout_s", 1, cfg->max_idle_timeout_s,
 			     &s->idle_timeout_s, errp) < 0)
 			goto fail;
+		yajl_val rt = json_get(body, "runtime");
+		if (rt && !YAJL_IS_NULL(rt)) {
+			if (!YAJL_IS_STRING(rt) ||
+			    (strcmp(rt->u.string, "runc") && strcmp(rt->u.string, "gvisor"))) {
+				err_set(errp, ERR_BAD_REQUEST,
+					"runtime: expected \"runc\" or \"gvisor\"");
+				goto fail;
+			}
+			s->gvisor = strcmp(rt->u.string, "gvisor") == 0;
+		}
 	}
 	char *tag = config_image_tag(cfg, image);
 	if (tag == NULL) {
@@ -327,6 +337,13 @@ struct session *session_from_request(yajl_val body, const struct config *cfg, co
 	    take_kv(body, "env", true, &s->env, &s->n_env, errp) < 0 ||
 	    take_kv(body, "metadata", false, &s->metadata, &s->n_metadata, errp) < 0)
 		goto fail;
+	if (s->gvisor && s->n_allow > 0) {
+		/* gVisor's own network stack does not work on these hosts; the
+		 * stronger tier is for sessions without network. */
+		err_set(errp, ERR_BAD_REQUEST,
+			"runtime gvisor cannot be combined with network.allow");
+		goto fail;
+	}
 	return s;
 fail:
 	session_free(s);
@@ -370,6 +387,7 @@ void session_to_json(const struct session *s, yajl_gen g, bool internal)
 	jg_kv_str(g, "tenant", s->tenant);
 	jg_kv_str(g, "state", session_state_name(s->state));
 	jg_kv_str(g, "image", s->image);
+	jg_kv_str(g, "runtime", s->gvisor ? "gvisor" : "runc");
 	jg_kv_time(g, "created_at", s->created_at_ms);
 	jg_kv_time(g, "last_active_at", s->last_active_at_ms);
 	jg_kv_time(g, "expires_at", s->expires_at_ms);
