@@ -75,6 +75,8 @@ static const struct opt opt_table[] = {
      "how long an ended session still answers 410"},
     {"max-body-bytes", OPT_INT, O(max_body_bytes), "2097152", 1024, 64 << 20,
      "largest JSON request body"},
+    {"drain-timeout-s", OPT_INT, O(drain_timeout_s), "30", 0, 3600,
+     "on SIGTERM, how long running executions may finish"},
     {"remove-on-exit", OPT_BOOL, O(remove_on_exit), "false", 0, 0,
      "remove session containers when the daemon exits"},
 };
@@ -348,6 +350,46 @@ int config_validate(const struct config *cfg, struct err **errp)
 			       cfg->image, cfg->images);
 	free(tag);
 	return 0;
+}
+
+void config_reload_into(struct config *dst, const struct config *src, char *changed, size_t size)
+{
+	/* Limits, clocks and caps apply to what comes next; addresses, the
+	 * state directory and the key prefix would orphan what exists. */
+	static const char *const live[] = {"log-level",          "idle-timeout-s",
+					   "max-idle-timeout-s", "memory-mb",
+					   "max-memory-mb",      "cpus",
+					   "max-cpus",           "pids",
+					   "max-pids",           "disk-mb",
+					   "max-disk-mb",        "exec-timeout-s",
+					   "max-exec-timeout-s", "output-cap-bytes",
+					   "max-sessions",       "kill-grace-ms",
+					   "start-timeout-s",    "drain-timeout-s",
+					   "remove-on-exit",     NULL};
+	changed[0] = '\0';
+	for (const char *const *k = live; *k; k++) {
+		const struct opt *o = opt_find(*k);
+		char *d = (char *)dst + o->offset;
+		const char *s = (const char *)src + o->offset;
+		bool differ;
+		if (o->type == OPT_STR) {
+			differ = strcmp(*(char **)d, *(char *const *)s) != 0;
+			if (differ) {
+				free(*(char **)d);
+				*(char **)d = xstrdup(*(char *const *)s);
+			}
+		} else {
+			size_t n = o->type == OPT_INT      ? sizeof(int64_t)
+				   : o->type == OPT_DOUBLE ? sizeof(double)
+							   : sizeof(bool);
+			differ = memcmp(d, s, n) != 0;
+			memcpy(d, s, n);
+		}
+		if (differ) {
+			size_t used = strlen(changed);
+			snprintf(changed + used, size - used, "%s%s", used ? ", " : "", *k);
+		}
+	}
 }
 
 char *config_image_tag(const struct config *cfg, const char *profile)

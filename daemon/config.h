@@ -8,6 +8,7 @@
 #define CI_CONFIG_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "err.h"
@@ -42,6 +43,7 @@ struct config {
 	int64_t kill_grace_ms;
 	int64_t tombstone_ttl_s;
 	int64_t max_body_bytes;
+	int64_t drain_timeout_s;
 	bool remove_on_exit;
 };
 
@@ -68,6 +70,10 @@ int config_validate(const struct config *cfg, struct err **errp);
 
 /* The Docker tag of an image profile, or NULL when the profile is unknown. */
 char *config_image_tag(const struct config *cfg, const char *profile);
+
+/* Copy the options that may change while running (SIGHUP) from src into
+ * dst; names of the ones that changed are appended to changed. */
+void config_reload_into(struct config *dst, const struct config *src, char *changed, size_t size);
 
 /* Print the option table (for --help). */
 void config_usage(const char *prog);

@@ -35,6 +35,8 @@ struct docker {
 	CURLM *multi;
 	struct event *timer;
 	struct event *retry;
+	struct event *ping;
+	bool pinging;
 	char *sock_path;
 	char version[16];
 	bool negotiating;
@@ -306,6 +308,29 @@ static void negotiate(struct docker *d)
 	req_start(r, NULL);
 }
 
+static void ping_done(const struct docker_response *resp, void *arg)
+{
+	struct docker *d = arg;
+	d->pinging = false;
+	bool was = d->reachable;
+	d->reachable = resp->status == 200;
+	if (was != d->reachable)
+		log_warn("docker: engine %s", d->reachable ? "reachable again" : "unreachable");
+}
+
+/* A ping a second keeps /readyz honest while the engine restarts, even
+ * when no session is being created. */
+static void ping_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct docker *d = arg;
+	if (!d->version[0] || d->pinging)
+		return;
+	d->pinging = true;
+	docker_request(d, "GET", "/_ping", NULL, 0, ping_done, d);
+}
+
 struct docker *docker_new(struct event_base *base, const char *sock_path)
 {
 	struct docker *d = xcalloc(1, sizeof(*d));
@@ -318,6 +343,9 @@ struct docker *docker_new(struct event_base *base, const char *sock_path)
 		abort();
 	d->timer = evtimer_new(base, timer_event_cb, d);
 	d->retry = evtimer_new(base, retry_cb, d);
+	d->ping = event_new(base, -1, EV_PERSIST, ping_cb, d);
+	struct timeval one = {1, 0};
+	event_add(d->ping, &one);
 	curl_multi_setopt(d->multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
 	curl_multi_setopt(d->multi, CURLMOPT_SOCKETDATA, d);
 	curl_multi_setopt(d->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
@@ -347,6 +375,7 @@ void docker_free(struct docker *d)
 	curl_multi_cleanup(d->multi);
 	event_free(d->timer);
 	event_free(d->retry);
+	event_free(d->ping);
 	free(d->sock_path);
 	free(d);
 }

@@ -248,7 +248,7 @@ void files_cancel(struct file_op *op)
 		op_free(op);
 		return;
 	}
-	if (op->kind == FILE_PUT) {
+	if (op->kind == FILE_PUT || op->kind == FILE_GET) {
 		char hdr[96];
 		snprintf(hdr, sizeof(hdr), "{\"t\":\"file_abort\",\"id\":%llu}",
 			 (unsigned long long)op->id);

@@ -89,16 +89,19 @@ static void handle_healthz(struct http_api *api, struct http_req *req)
 static void handle_readyz(struct http_api *api, struct http_req *req)
 {
 	bool docker_ok = docker_reachable(api->docker), redis_ok = store_connected(api->store);
+	bool draining = manager_is_draining(api->mgr);
 	AUTOGEN yajl_gen g = json_gen_new();
 	jg_obj(g);
-	if (docker_ok && redis_ok) {
+	bool ready = docker_ok && redis_ok && !draining;
+	if (ready) {
 		jg_kv_str(g, "status", "ready");
 	} else {
 		char msg[256];
-		snprintf(msg, sizeof(msg), "not ready: %s%s%s",
+		snprintf(msg, sizeof(msg), "not ready: %s%s%s%s",
 			 docker_ok ? "" : "docker engine is not reachable",
 			 !docker_ok && !redis_ok ? "; " : "",
-			 redis_ok ? "" : "redis is not reachable");
+			 redis_ok ? "" : "redis is not reachable",
+			 !draining ? "" : (docker_ok && redis_ok ? "draining" : "; draining"));
 		jg_str(g, "error");
 		jg_obj(g);
 		jg_kv_str(g, "code", "unavailable");
@@ -111,9 +114,9 @@ static void handle_readyz(struct http_api *api, struct http_req *req)
 	jg_kv_str(g, "redis", redis_ok ? "ok" : "down");
 	jg_obj_end(g);
 	jg_obj_end(g);
-	if (!(docker_ok && redis_ok))
+	if (!ready)
 		http_req_add_header(req, "Retry-After", "1");
-	reply_gen(req, docker_ok && redis_ok ? 200 : 503, g);
+	reply_gen(req, ready ? 200 : 503, g);
 }
 
 static void handle_metrics(struct http_api *api, struct http_req *req)

@@ -48,6 +48,7 @@ struct kernel_link {
 	void *arg;
 	int depth;  /* ops callbacks on the stack */
 	bool dying; /* freed by the owner while a callback ran */
+	bool keep_files;
 };
 
 static void conn_destroy(struct kernel_conn *c)
@@ -99,8 +100,10 @@ static void link_release(struct kernel_link *link)
 		conn_close(link->pending[i]);
 	if (link->listener)
 		evconnlistener_free(link->listener);
-	unlink(link->sock_path);
-	rmdir(link->dir);
+	if (!link->keep_files) {
+		unlink(link->sock_path);
+		rmdir(link->dir);
+	}
 	free(link->sock_path);
 	free(link->dir);
 	free(link);
@@ -398,6 +401,14 @@ struct kernel_link *kernel_link_new(struct event_base *base, const char *dir, ui
 	if (link->listener == NULL)
 		abort();
 	return link;
+}
+
+void kernel_link_close(struct kernel_link *link)
+{
+	if (link == NULL)
+		return;
+	link->keep_files = true;
+	kernel_link_free(link);
 }
 
 bool kernel_link_kernel_connected(const struct kernel_link *link)

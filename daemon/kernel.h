@@ -53,6 +53,12 @@ struct kernel_link *kernel_link_new(struct event_base *base, const char *dir, ui
  * next loop turn. NULL is a no-op. */
 void kernel_link_free(struct kernel_link *link);
 
+/* Close the connections and the listener but leave the socket file and the
+ * directory: the container keeps running for the next daemon, which binds a
+ * new socket in the same directory (the container's bind mount holds on to
+ * the directory itself, so it must never be removed and re-made). */
+void kernel_link_close(struct kernel_link *link);
+
 bool kernel_link_kernel_connected(const struct kernel_link *link);
 bool kernel_link_supervisor_connected(const struct kernel_link *link);
 

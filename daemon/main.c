@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "clock.h"
 #include "config.h"
 #include "docker.h"
 #include "egress.h"
@@ -24,7 +25,12 @@ struct daemon_ctx {
 	struct event_base *base;
 	struct http_api *api;
 	struct manager *mgr;
+	struct config *cfg;
+	int argc;
+	char **argv;
 	bool stopping;
+	int64_t drain_deadline_ms;
+	struct event *drain_timer;
 };
 
 /* The proxy asks the manager, which exists only after the proxy does. */
@@ -42,6 +48,34 @@ static void shutdown_done(const struct err *e, void *arg)
 	event_base_loopexit(d->base, NULL);
 }
 
+/* Drain: wait for running executions (bounded), then either end every
+ * session or leave the containers for the next daemon to adopt. */
+static void drain_check(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct daemon_ctx *d = arg;
+	size_t running = manager_execs_in_flight(d->mgr);
+	if (running > 0 && clock_mono_ms() < d->drain_deadline_ms) {
+		struct timeval tick = {0, 20000};
+		evtimer_add(d->drain_timer, &tick);
+		return;
+	}
+	if (running > 0)
+		log_warn("drain timeout: %zu executions still running are cut off", running);
+	if (d->cfg->remove_on_exit) {
+		log_info("drained; removing every session (remove-on-exit)");
+		http_api_stop(d->api);
+		manager_shutdown(d->mgr, "the daemon was stopped", shutdown_done, d);
+		struct timeval limit = {SHUTDOWN_LIMIT_S, 0};
+		event_base_loopexit(d->base, &limit);
+		return;
+	}
+	log_info("drained; %zu sessions keep running for the next daemon to adopt",
+		 manager_count(d->mgr));
+	event_base_loopexit(d->base, NULL);
+}
+
 static void on_stop_signal(evutil_socket_t sig, short what, void *arg)
 {
 	(void)what;
@@ -52,11 +86,35 @@ static void on_stop_signal(evutil_socket_t sig, short what, void *arg)
 		return;
 	}
 	d->stopping = true;
-	log_info("%s: no new connections; ending sessions", strsignal((int)sig));
-	http_api_stop(d->api);
-	manager_shutdown(d->mgr, "the daemon was stopped", shutdown_done, d);
-	struct timeval limit = {SHUTDOWN_LIMIT_S, 0};
-	event_base_loopexit(d->base, &limit);
+	log_info(
+	    "%s: draining (no new sessions or executions; %zu running may finish within %llds)",
+	    strsignal((int)sig), manager_execs_in_flight(d->mgr),
+	    (long long)d->cfg->drain_timeout_s);
+	manager_set_draining(d->mgr, true);
+	d->drain_deadline_ms = clock_mono_ms() + d->cfg->drain_timeout_s * 1000;
+	d->drain_timer = evtimer_new(d->base, drain_check, d);
+	drain_check(-1, 0, d);
+}
+
+/* SIGHUP: read the configuration again and apply what can change live. */
+static void on_reload_signal(evutil_socket_t sig, short what, void *arg)
+{
+	(void)sig;
+	(void)what;
+	struct daemon_ctx *d = arg;
+	struct config fresh;
+	struct err *e = NULL;
+	if (config_load(&fresh, d->argc, d->argv, environ, &e) != 0) {
+		log_warn("SIGHUP: configuration not reloaded: %s", e ? e->message : "help asked");
+		err_free(e);
+		config_free(&fresh);
+		return;
+	}
+	char changed[1024];
+	config_reload_into(d->cfg, &fresh, changed, sizeof(changed));
+	config_free(&fresh);
+	log_threshold = (enum log_level)log_level_parse(d->cfg->log_level);
+	log_info("SIGHUP: configuration reloaded; changed: %s", changed[0] ? changed : "nothing");
 }
 
 int main(int argc, char **argv)
@@ -84,7 +142,10 @@ int main(int argc, char **argv)
 	struct store *store = NULL;
 	struct egress *egress = NULL;
 	struct sandbox_net *net = NULL;
-	struct event *sigterm = NULL, *sigint = NULL;
+	struct event *sigterm = NULL, *sigint = NULL, *sighup = NULL;
+	d.cfg = &cfg;
+	d.argc = argc;
+	d.argv = argv;
 	d.base = event_base_new();
 	if (d.base == NULL) {
 		fprintf(stderr, "ci-daemon: event_base_new failed\n");
@@ -107,9 +168,10 @@ int main(int argc, char **argv)
 		goto fail;
 	sigterm = evsignal_new(d.base, SIGTERM, on_stop_signal, &d);
 	sigint = evsignal_new(d.base, SIGINT, on_stop_signal, &d);
+	sighup = evsignal_new(d.base, SIGHUP, on_reload_signal, &d);
 	evsignal_add(sigterm, NULL);
 	evsignal_add(sigint, NULL);
-	manager_reap_orphans(d.mgr);
+	evsignal_add(sighup, NULL);
 	log_info("ci-daemon listening on %s (node %s, redis %s, docker %s, key prefix '%s')",
 		 cfg.listen, cfg.node, cfg.redis, cfg.docker, cfg.key_prefix);
 	event_base_dispatch(d.base);
@@ -124,6 +186,10 @@ out:
 		event_free(sigterm);
 	if (sigint)
 		event_free(sigint);
+	if (sighup)
+		event_free(sighup);
+	if (d.drain_timer)
+		event_free(d.drain_timer);
 	http_api_free(d.api);
 	manager_free(d.mgr);
 	net_free(net);

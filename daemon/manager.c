@@ -84,7 +84,6 @@ struct msession {
 	struct teardown_op *teardown;
 	struct kernel_exit_info last_exit;
 	char *end_reason;
-	char ip[64]; /* on the sandbox network, when it has an allowlist */
 	struct msession *hnext;
 	TAILQ_ENTRY(msession) all;
 };
@@ -101,6 +100,7 @@ struct manager {
 	size_t count;
 	uint64_t next_exec_id;
 	bool draining;
+	bool recovering, recovered;
 };
 
 static void exec_finish(struct exec_op *op, const struct err *e);
@@ -148,7 +148,9 @@ static void table_remove(struct manager *m, struct msession *ms)
 static void msession_free(struct msession *ms)
 {
 	files_free(ms->files, "the daemon is shutting down");
-	kernel_link_free(ms->link);
+	/* A session still in the table at this point outlives the daemon (its
+	 * container is kept for adoption); an ended one has link NULL already. */
+	kernel_link_close(ms->link);
 	if (ms->idle_timer)
 		event_free(ms->idle_timer);
 	if (ms->supervisor_timer)
@@ -201,6 +203,13 @@ static void ignore_response(const struct docker_response *resp, void *arg)
 {
 	(void)resp;
 	(void)arg;
+}
+
+static void ignore_net_ready(const struct err *e, void *arg)
+{
+	(void)arg;
+	if (e)
+		log_warn("sandbox network: %s", e->message);
 }
 
 /* Report the create. When a Docker or Redis call is still in flight (a
@@ -285,7 +294,7 @@ static void create_inspected(const struct docker_response *resp, void *arg)
 	yajl_val v = resp->status == 200 ? json_parse(resp->body, resp->len, &e) : NULL;
 	yajl_val nets = json_get(json_get(v, "NetworkSettings"), "Networks");
 	const char *ip = json_get_str(json_get(nets, net_name(ms->m->net)), "IPAddress");
-	if (ip == NULL || *ip == '\0' || strlen(ip) >= sizeof(ms->ip)) {
+	if (ip == NULL || *ip == '\0' || strlen(ip) >= sizeof(ms->s->net_ip)) {
 		if (v)
 			yajl_tree_free(v);
 		err_free(e);
@@ -293,7 +302,7 @@ static void create_inspected(const struct docker_response *resp, void *arg)
 					  net_name(ms->m->net)));
 		return;
 	}
-	snprintf(ms->ip, sizeof(ms->ip), "%s", ip);
+	snprintf(ms->s->net_ip, sizeof(ms->s->net_ip), "%s", ip);
 	yajl_tree_free(v);
 	op->step = CREATE_WAIT_KERNEL;
 	create_check_ready(op);
@@ -519,6 +528,43 @@ static void ms_supervisor_up(void *arg)
 		create_check_ready(ms->create);
 }
 
+struct inspect_ctx {
+	struct manager *m;
+	char id[SESSION_ID_LEN + 1];
+};
+
+/* The supervisor's socket closed: ask Docker at once whether the container
+ * is still running, so a `docker kill` or a crash ends the session within
+ * milliseconds with the real reason. The session is looked up again by id:
+ * it may have ended while Docker answered. */
+static void supervisor_down_inspected(const struct docker_response *resp, void *arg)
+{
+	struct inspect_ctx *ctx = arg;
+	struct msession *ms = table_find(ctx->m, ctx->id);
+	free(ctx);
+	if (ms == NULL || ms->teardown || kernel_link_supervisor_connected(ms->link))
+		return;
+	if (resp->status == 404) {
+		session_end(ms, SESSION_DEAD, "its container disappeared", NULL, NULL);
+		return;
+	}
+	struct err *e = NULL;
+	yajl_val v = resp->status == 200 ? json_parse(resp->body, resp->len, &e) : NULL;
+	yajl_val state = json_get(v, "State");
+	yajl_val running = json_get(state, "Running"), oom = json_get(state, "OOMKilled");
+	int64_t code = -1;
+	json_get_int(state, "ExitCode", &code);
+	if (running && YAJL_IS_FALSE(running)) {
+		char reason[160];
+		snprintf(reason, sizeof(reason), "its container stopped (exit code %lld%s)",
+			 (long long)code, oom && YAJL_IS_TRUE(oom) ? ", out of memory" : "");
+		session_end(ms, SESSION_DEAD, reason, NULL, NULL);
+	}
+	err_free(e);
+	if (v)
+		yajl_tree_free(v);
+}
+
 static void ms_supervisor_down(void *arg, const char *why)
 {
 	struct msession *ms = arg;
@@ -526,6 +572,14 @@ static void ms_supervisor_down(void *arg, const char *why)
 	files_on_supervisor_down(ms->files);
 	struct timeval tv = {SUPERVISOR_GRACE_MS / 1000, (SUPERVISOR_GRACE_MS % 1000) * 1000};
 	evtimer_add(ms->supervisor_timer, &tv);
+	if (ms->s->container_id && !ms->teardown) {
+		struct inspect_ctx *ctx = xcalloc(1, sizeof(*ctx));
+		ctx->m = ms->m;
+		memcpy(ctx->id, ms->s->id, sizeof(ctx->id));
+		char path[256];
+		snprintf(path, sizeof(path), "/containers/%s/json", ms->s->container_id);
+		docker_request(ms->m->docker, "GET", path, NULL, 0, supervisor_down_inspected, ctx);
+	}
 }
 
 static struct exec_op *current_exec(struct msession *ms, uint64_t id)
@@ -607,6 +661,28 @@ static const struct kernel_link_ops link_ops = {
     .supervisor_drained = ms_supervisor_drained,
 };
 
+/* The runtime side of a session: its IPC socket, transfer queue and timers,
+ * in the table. Takes s (freed on failure). */
+static struct msession *msession_new(struct manager *m, struct session *s, struct err **errp)
+{
+	struct msession *ms = xcalloc(1, sizeof(*ms));
+	ms->m = m;
+	ms->s = s;
+	char dir[512];
+	snprintf(dir, sizeof(dir), "%s/%s", m->sessions_dir, s->id);
+	ms->link = kernel_link_new(m->base, dir, (uid_t)m->cfg->sandbox_uid,
+				   (gid_t)m->cfg->sandbox_gid, &link_ops, ms, errp);
+	if (ms->link == NULL) {
+		msession_free(ms);
+		return NULL;
+	}
+	ms->files = files_new(m->base, ms->link);
+	ms->idle_timer = evtimer_new(m->base, idle_timer_cb, ms);
+	ms->supervisor_timer = evtimer_new(m->base, supervisor_gone_cb, ms);
+	table_insert(m, ms);
+	return ms;
+}
+
 int manager_create(struct manager *m, yajl_val body, const char *tenant, manager_session_cb cb,
 		   void *arg, struct err **errp)
 {
@@ -632,21 +708,9 @@ int manager_create(struct manager *m, yajl_val body, const char *tenant, manager
 	s->created_at_ms = clock_now_ms();
 	session_touch(s, s->created_at_ms);
 
-	struct msession *ms = xcalloc(1, sizeof(*ms));
-	ms->m = m;
-	ms->s = s;
-	char dir[512];
-	snprintf(dir, sizeof(dir), "%s/%s", m->sessions_dir, s->id);
-	ms->link = kernel_link_new(m->base, dir, (uid_t)m->cfg->sandbox_uid,
-				   (gid_t)m->cfg->sandbox_gid, &link_ops, ms, errp);
-	if (ms->link == NULL) {
-		msession_free(ms);
+	struct msession *ms = msession_new(m, s, errp);
+	if (ms == NULL)
 		return -1;
-	}
-	ms->files = files_new(m->base, ms->link);
-	ms->idle_timer = evtimer_new(m->base, idle_timer_cb, ms);
-	ms->supervisor_timer = evtimer_new(m->base, supervisor_gone_cb, ms);
-	table_insert(m, ms);
 
 	struct create_op *op = xcalloc(1, sizeof(*op));
 	op->m = m;
@@ -725,6 +789,9 @@ int manager_exec(struct manager *m, const char *id, const char *tenant, const ch
 	if (ms->teardown)
 		return err_set(errp, ERR_EXPIRED, "session %s has ended: %s", id,
 			       ms->end_reason ? ms->end_reason : "deleted");
+	if (m->draining)
+		return err_set(errp, ERR_UNAVAILABLE,
+			       "the daemon is draining; retry shortly (the session survives)");
 	if (session_check_exec(ms->s, errp) < 0)
 		return -1;
 	int64_t cap = ms->s->limits.exec_timeout_s;
@@ -966,6 +1033,15 @@ size_t manager_count(const struct manager *m)
 	return m->count;
 }
 
+size_t manager_execs_in_flight(const struct manager *m)
+{
+	size_t n = 0;
+	struct msession *ms;
+	TAILQ_FOREACH (ms, &m->all, all)
+		n += ms->exec != NULL;
+	return n;
+}
+
 void manager_set_draining(struct manager *m, bool draining)
 {
 	m->draining = draining;
@@ -978,7 +1054,7 @@ bool manager_egress_lookup(const char *src_ip, struct egress_peer *peer, void *a
 	struct manager *m = arg;
 	struct msession *ms;
 	TAILQ_FOREACH (ms, &m->all, all) {
-		if (ms->ip[0] && !ms->teardown && strcmp(ms->ip, src_ip) == 0) {
+		if (ms->s->net_ip[0] && !ms->teardown && strcmp(ms->s->net_ip, src_ip) == 0) {
 			peer->session_id = ms->s->id;
 			peer->allow = ms->s->allow;
 			peer->n_allow = ms->s->n_allow;
@@ -1005,7 +1081,7 @@ int manager_patch(struct manager *m, const char *id, const char *tenant, yajl_va
 	struct session *scratch = session_from_request(body, m->cfg, tenant, errp);
 	if (scratch == NULL)
 		return -1;
-	if (ms->ip[0] == '\0' && scratch->n_allow > 0) {
+	if (ms->s->net_ip[0] == '\0' && scratch->n_allow > 0) {
 		session_free(scratch);
 		return err_set(errp, ERR_BAD_REQUEST,
 			       "session %s was created without network access; create a session "
@@ -1023,6 +1099,205 @@ int manager_patch(struct manager *m, const char *id, const char *tenant, yajl_va
 	log_info("session %s: allowlist now has %zu entries", id, ms->s->n_allow);
 	touch(ms);
 	return 0;
+}
+
+static void containers_path(struct manager *m, char *path, size_t size);
+
+/* ---- recovery after a restart ----
+ *
+ * Docker (containers labelled with this node and prefix) and Redis (this
+ * node's records) are listed, then reconciled: a running container with a
+ * record is adopted (its runner reconnects to the re-created socket, and its
+ * kernel keeps its variables); a container without a record is an orphan and
+ * is removed; a record without a running container is tombstoned "dead". */
+
+struct recovery {
+	struct manager *m;
+	int pending;
+	bool failed;
+	yajl_val containers;
+	struct session **records;
+	size_t n_records;
+};
+
+static void recovery_retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	manager_recover(arg);
+}
+
+static void recovery_free(struct recovery *r)
+{
+	if (r->containers)
+		yajl_tree_free(r->containers);
+	for (size_t i = 0; i < r->n_records; i++)
+		session_free(r->records[i]);
+	free(r->records);
+	free(r);
+}
+
+static void remove_container(struct manager *m, const char *cid)
+{
+	char path[256];
+	snprintf(path, sizeof(path), "/containers/%s?force=true&v=true", cid);
+	docker_request(m->docker, "DELETE", path, NULL, 0, ignore_response, NULL);
+}
+
+static void adopt(struct manager *m, struct session *s)
+{
+	struct err *e = NULL;
+	char id[SESSION_ID_LEN + 1];
+	memcpy(id, s->id, sizeof(id));
+	struct msession *ms = msession_new(m, s, &e);
+	if (ms == NULL) {
+		log_warn("session %s: cannot adopt: %s", id, e->message);
+		err_free(e);
+		return;
+	}
+	if (s->net_ip[0])
+		net_ensure(m->net, ignore_net_ready, NULL);
+	arm_idle_timer(ms);
+	log_info("session %s: adopted (container %.12s, expires in %llds)", s->id, s->container_id,
+		 (long long)((s->expires_at_ms - clock_now_ms()) / 1000));
+}
+
+static void recovery_reconcile(struct recovery *r)
+{
+	struct manager *m = r->m;
+	size_t adopted = 0, orphans = 0, dead = 0;
+	yajl_val list = r->containers;
+	bool *claimed = xcalloc(r->n_records + 1, sizeof(bool));
+	for (size_t i = 0; list && i < list->u.array.len; i++) {
+		yajl_val c = list->u.array.values[i];
+		const char *cid = json_get_str(c, "Id"), *state = json_get_str(c, "State");
+		const char *sid = json_get_str(json_get(c, "Labels"), "ci.session");
+		if (cid == NULL || strlen(cid) > 128)
+			continue;
+		size_t k = r->n_records;
+		for (size_t j = 0; sid && j < r->n_records; j++)
+			if (strcmp(r->records[j]->id, sid) == 0)
+				k = j;
+		if (sid && table_find(m, sid))
+			continue; /* a session of ours already (recovery ran twice) */
+		if (k == r->n_records || state == NULL || strcmp(state, "running") != 0) {
+			log_info("recovery: removing %s container %.12s (session %s)",
+				 k == r->n_records ? "orphan" : "stopped", cid, sid ? sid : "?");
+			remove_container(m, cid);
+			orphans++;
+			continue;
+		}
+		struct session *s = r->records[k];
+		r->records[k] = NULL;
+		claimed[k] = true;
+		free(s->container_id);
+		s->container_id = xstrdup(cid);
+		adopt(m, s);
+		adopted++;
+	}
+	for (size_t j = 0; j < r->n_records; j++) {
+		struct session *s = r->records[j];
+		if (claimed[j] || s == NULL || table_find(m, s->id))
+			continue;
+		s->state = SESSION_DEAD;
+		store_session_end(m->store, s,
+				  "node lost: its container was gone when the daemon restarted",
+				  NULL, NULL);
+		log_info("session %s: tombstoned (its container is gone)", s->id);
+		dead++;
+	}
+	free(claimed);
+	log_info("recovery: %zu adopted, %zu containers removed, %zu sessions tombstoned", adopted,
+		 orphans, dead);
+	m->recovered = true;
+}
+
+static void recovery_step_done(struct recovery *r)
+{
+	if (--r->pending > 0)
+		return;
+	if (r->failed) {
+		struct timeval one = {1, 0};
+		event_base_once(r->m->base, -1, EV_TIMEOUT, recovery_retry_cb, r->m, &one);
+		r->m->recovering = false;
+		recovery_free(r);
+		return;
+	}
+	recovery_reconcile(r);
+	r->m->recovering = false;
+	recovery_free(r);
+}
+
+static void recovery_listed(const struct docker_response *resp, void *arg)
+{
+	struct recovery *r = arg;
+	struct err *e = NULL;
+	if (resp->status == 200)
+		r->containers = json_parse(resp->body, resp->len, &e);
+	if (r->containers == NULL || !YAJL_IS_ARRAY(r->containers)) {
+		struct err *de = resp->status == 200 ? NULL : docker_error(resp, "list containers");
+		log_warn("recovery: %s; retrying", de ? de->message : "bad container list");
+		err_free(de);
+		r->failed = true;
+	}
+	err_free(e);
+	recovery_step_done(r);
+}
+
+static void recovery_records(const struct err *e, const char *const *records, const size_t *lens,
+			     size_t n, void *arg)
+{
+	struct recovery *r = arg;
+	if (e) {
+		log_warn("recovery: %s; retrying", e->message);
+		r->failed = true;
+	} else {
+		r->records = xcalloc(n + 1, sizeof(*r->records));
+		for (size_t i = 0; i < n; i++) {
+			struct err *pe = NULL;
+			struct session *s = session_from_record(records[i], lens[i], &pe);
+			if (s == NULL) {
+				log_warn("recovery: skipping a record: %s", pe->message);
+				err_free(pe);
+				continue;
+			}
+			r->records[r->n_records++] = s;
+		}
+	}
+	recovery_step_done(r);
+}
+
+void manager_recover(struct manager *m)
+{
+	if (m->recovered || m->recovering)
+		return;
+	m->recovering = true;
+	struct recovery *r = xcalloc(1, sizeof(*r));
+	r->m = m;
+	r->pending = 2;
+	char path[2048];
+	containers_path(m, path, sizeof(path));
+	docker_request(m->docker, "GET", path, NULL, 0, recovery_listed, r);
+	store_node_records(m->store, recovery_records, r);
+}
+
+/* Redis came back, maybe empty: write every live session back. */
+static void registry_write_back(void *arg)
+{
+	struct manager *m = arg;
+	if (!m->recovered) {
+		manager_recover(m);
+		return;
+	}
+	struct msession *ms;
+	size_t n = 0;
+	TAILQ_FOREACH (ms, &m->all, all) {
+		if (ms->teardown || ms->create)
+			continue;
+		store_session_touch(m->store, ms->s);
+		n++;
+	}
+	log_info("redis: wrote %zu live sessions back to the registry", n);
 }
 
 /* ---- shutdown and orphans ---- */
@@ -1105,9 +1380,9 @@ static void orphans_listed(const struct docker_response *resp, void *arg)
 	yajl_tree_free(v);
 }
 
-void manager_reap_orphans(struct manager *m)
+/* GET /containers/json for this node's and prefix's containers. */
+static void containers_path(struct manager *m, char *path, size_t size)
 {
-	/* filters={"label":["ci.node=N","ci.prefix=P"]}, URL-encoded. */
 	AUTOGEN yajl_gen g = json_gen_new();
 	char buf[512];
 	jg_obj(g);
@@ -1121,17 +1396,22 @@ void manager_reap_orphans(struct manager *m)
 	jg_obj_end(g);
 	size_t len;
 	const char *filters = jg_text(g, &len);
-	char path[2048] = "/containers/json?all=true&filters=";
-	size_t o = strlen(path);
-	for (size_t i = 0; i < len && o + 4 < sizeof(path); i++) {
+	size_t o = (size_t)snprintf(path, size, "/containers/json?all=true&filters=");
+	for (size_t i = 0; i < len && o + 4 < size; i++) {
 		unsigned char ch = (unsigned char)filters[i];
 		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
 		    (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.')
 			path[o++] = (char)ch;
 		else
-			o += (size_t)snprintf(path + o, sizeof(path) - o, "%%%02X", ch);
+			o += (size_t)snprintf(path + o, size - o, "%%%02X", ch);
 	}
 	path[o] = '\0';
+}
+
+void manager_reap_orphans(struct manager *m)
+{
+	char path[2048];
+	containers_path(m, path, sizeof(path));
 	docker_request(m->docker, "GET", path, NULL, 0, orphans_listed, m);
 }
 
@@ -1158,6 +1438,7 @@ struct manager *manager_new(struct event_base *base, const struct config *cfg,
 	m->net = net;
 	m->sessions_dir = xstrdup(dir);
 	TAILQ_INIT(&m->all);
+	store_set_connect_cb(store, registry_write_back, m);
 	return m;
 }
 
@@ -1182,4 +1463,9 @@ void manager_free(struct manager *m)
 	}
 	free(m->sessions_dir);
 	free(m);
+}
+
+bool manager_is_draining(const struct manager *m)
+{
+	return m->draining;
 }

@@ -88,11 +88,21 @@ size_t manager_count(const struct manager *m);
  * then call cb once. */
 void manager_shutdown(struct manager *m, const char *reason, manager_done_cb cb, void *arg);
 
-/* Remove containers of this node and prefix that no live session owns
- * (left by a daemon that died). Runs in the background. */
+/* Remove containers of this node and prefix that no live session owns.
+ * Runs in the background. */
 void manager_reap_orphans(struct manager *m);
 
-/* Refuse new sessions from now on (drain). */
+/* Reconcile Docker with Redis after a start: adopt live sessions, remove
+ * orphan containers, tombstone sessions whose container is gone. Runs in the
+ * background (again every second until both answer); also started by the
+ * first connection to Redis. */
+void manager_recover(struct manager *m);
+
+/* Executions running now. */
+size_t manager_execs_in_flight(const struct manager *m);
+
+/* Refuse new sessions and executions from now on (drain). */
 void manager_set_draining(struct manager *m, bool draining);
+bool manager_is_draining(const struct manager *m);
 
 #endif

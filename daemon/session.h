@@ -60,6 +60,7 @@ struct session {
 	size_t n_metadata;
 	char *node;
 	char *container_id; /* NULL until Docker created it */
+	char net_ip[64];    /* address on the sandbox network; "" without network */
 };
 
 /* A new session from a create request body (NULL body = all defaults),
@@ -84,6 +85,11 @@ void session_touch(struct session *s, int64_t now_ms);
 
 /* Whether an execution may start now; busy (409) or not ready otherwise. */
 int session_check_exec(const struct session *s, struct err **errp);
+
+/* A session from its Redis record (session_to_json with internal set), for
+ * adoption after a restart. The record is checked like any outside input.
+ * Caller owns the result. */
+struct session *session_from_record(const char *json, size_t len, struct err **errp);
 
 /* The API view of a session, as one JSON object. With internal set, also the
  * fields only the daemon needs to recover it (node, container). */

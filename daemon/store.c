@@ -23,6 +23,8 @@ struct store {
 	int64_t tomb_ttl_s;
 	bool connected;
 	int backoff_ms;
+	void (*on_connect)(void *arg);
+	void *on_connect_arg;
 };
 
 int store_parse_url(const char *url, char **host, int *port, char **path, int *db,
@@ -89,6 +91,8 @@ static void connect_cb(const redisAsyncContext *ac, int status)
 	st->connected = true;
 	st->backoff_ms = 100;
 	log_info("redis: connected");
+	if (st->on_connect)
+		st->on_connect(st->on_connect_arg);
 }
 
 static void disconnect_cb(const redisAsyncContext *ac, int status)
@@ -356,4 +360,108 @@ void store_tombstone_get(struct store *st, const char *id, store_tomb_cb cb, voi
 	if (op_unavailable(op))
 		return;
 	redisAsyncCommand(st->ac, tomb_reply, op, "GET %stomb:%s", st->prefix, id);
+}
+
+void store_set_connect_cb(struct store *st, void (*cb)(void *arg), void *arg)
+{
+	st->on_connect = cb;
+	st->on_connect_arg = arg;
+}
+
+struct records_op {
+	struct store *st;
+	store_records_cb cb;
+	void *arg;
+	char **ids;
+	size_t n;
+};
+
+static void records_fail(struct records_op *op, const char *why)
+{
+	struct err e = {.code = ERR_UNAVAILABLE, .message = (char *)why};
+	op->cb(&e, NULL, NULL, 0, op->arg);
+}
+
+static void records_free(struct records_op *op)
+{
+	for (size_t i = 0; i < op->n; i++)
+		free(op->ids[i]);
+	free(op->ids);
+	free(op);
+}
+
+static void mget_reply(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	(void)ac;
+	struct records_op *op = privdata;
+	redisReply *r = reply;
+	if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != op->n) {
+		records_fail(op, "redis: MGET of the node's records failed");
+		records_free(op);
+		return;
+	}
+	const char **texts = xcalloc(op->n, sizeof(char *));
+	size_t *lens = xcalloc(op->n, sizeof(size_t));
+	size_t k = 0;
+	for (size_t i = 0; i < op->n; i++) {
+		redisReply *el = r->element[i];
+		if (el->type == REDIS_REPLY_STRING) {
+			texts[k] = el->str;
+			lens[k++] = el->len;
+		} else if (op->st->ac) {
+			/* Expired by its TTL: the id no longer belongs in the set. */
+			redisAsyncCommand(op->st->ac, NULL, NULL, "SREM %snode:%s:sessions %s",
+					  op->st->prefix, op->st->node, op->ids[i]);
+		}
+	}
+	op->cb(NULL, texts, lens, k, op->arg);
+	free(texts);
+	free(lens);
+	records_free(op);
+}
+
+static void smembers_reply(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	struct records_op *op = privdata;
+	redisReply *r = reply;
+	if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
+		records_fail(op, "redis: SMEMBERS of the node's sessions failed");
+		records_free(op);
+		return;
+	}
+	if (r->elements == 0) {
+		op->cb(NULL, NULL, NULL, 0, op->arg);
+		records_free(op);
+		return;
+	}
+	op->ids = xcalloc(r->elements, sizeof(char *));
+	const char **argv = xcalloc(r->elements + 1, sizeof(char *));
+	argv[0] = "MGET";
+	for (size_t i = 0; i < r->elements; i++) {
+		redisReply *el = r->element[i];
+		char *key = NULL;
+		if (asprintf(&key, "%ssession:%.*s", op->st->prefix, (int)el->len, el->str) < 0)
+			abort();
+		op->ids[op->n++] = xstrndup(el->str, el->len);
+		argv[i + 1] = key;
+	}
+	redisAsyncCommandArgv(ac, mget_reply, op, (int)(op->n + 1), argv, NULL);
+	for (size_t i = 1; i <= op->n; i++)
+		free((char *)argv[i]);
+	free(argv);
+}
+
+void store_node_records(struct store *st, store_records_cb cb, void *arg)
+{
+	struct records_op *op = xcalloc(1, sizeof(*op));
+	op->st = st;
+	op->cb = cb;
+	op->arg = arg;
+	if (st->ac == NULL || !st->connected) {
+		records_fail(op, "redis is not reachable");
+		records_free(op);
+		return;
+	}
+	redisAsyncCommand(st->ac, smembers_reply, op, "SMEMBERS %snode:%s:sessions", st->prefix,
+			  st->node);
 }

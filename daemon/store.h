@@ -51,4 +51,15 @@ typedef void (*store_tomb_cb)(bool found, const char *reason, int64_t ended_at_m
 			      const char *state, void *arg);
 void store_tombstone_get(struct store *st, const char *id, store_tomb_cb cb, void *arg);
 
+/* Every record of this node: cb gets the record texts (borrowed for the
+ * call) or an error. Ids whose record has expired are dropped from the node
+ * set on the way. */
+typedef void (*store_records_cb)(const struct err *e, const char *const *records,
+				 const size_t *lens, size_t n, void *arg);
+void store_node_records(struct store *st, store_records_cb cb, void *arg);
+
+/* Called each time the connection to Redis is (re-)established, so the
+ * owner can write its registry back (Redis may have lost it). */
+void store_set_connect_cb(struct store *st, void (*cb)(void *arg), void *arg);
+
 #endif

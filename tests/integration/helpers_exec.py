@@ -154,24 +154,57 @@ def upload_stream(port, url, chunks, length=None, timeout=120):
         conn.close()
 
 
-def download_digest(port, url, timeout=120):
-    """(status, size, sha256 hex, seconds) of a GET, read in pieces."""
+def download_digest(port, url, timeout=120, stall_s=10.0, pace_s=0.0, piece=1 << 20):
+    """GET `url`, reading it in pieces of `piece` bytes (sleeping `pace_s`
+    after each, to act as a slow client). Returns a dict: status, size,
+    sha256 (hex), seconds, blocks (sha256 of every 1 MiB), and stalled
+    (True when no byte came for `stall_s` seconds mid-body)."""
     t0 = time.monotonic()
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    out = {"status": None, "size": 0, "sha256": None, "seconds": None, "blocks": [],
+           "stalled": False}
     try:
         conn.request("GET", url)
         resp = conn.getresponse()
-        h = hashlib.sha256()
+        out["status"] = resp.status
+        conn.sock.settimeout(stall_s)
+        h, blk = hashlib.sha256(), bytearray()
         size = 0
-        while True:
-            piece = resp.read(1 << 20)
-            if not piece:
-                break
-            h.update(piece)
-            size += len(piece)
-        return resp.status, size, h.hexdigest(), time.monotonic() - t0
+        try:
+            while True:
+                data = resp.read(piece)
+                if not data:
+                    break
+                h.update(data)
+                size += len(data)
+                blk += data
+                while len(blk) >= 1 << 20:
+                    out["blocks"].append(hashlib.sha256(blk[:1 << 20]).hexdigest())
+                    del blk[:1 << 20]
+                if pace_s:
+                    time.sleep(pace_s)
+        except (TimeoutError, OSError, http.client.HTTPException) as e:
+            out["stalled"] = True
+            out["error"] = repr(e)
+        if blk:
+            out["blocks"].append(hashlib.sha256(blk).hexdigest())
+        out.update(size=size, sha256=h.hexdigest(), seconds=time.monotonic() - t0)
+        return out
     finally:
         conn.close()
+
+
+def first_bad_block(got_blocks, gen):
+    """Index of the first 1 MiB block of `gen()` whose digest differs."""
+    buf, i = bytearray(), 0
+    for chunk in gen():
+        buf += chunk
+        while len(buf) >= 1 << 20:
+            if i >= len(got_blocks) or got_blocks[i] != hashlib.sha256(buf[:1 << 20]).hexdigest():
+                return i
+            del buf[:1 << 20]
+            i += 1
+    return None
 
 
 def pattern_chunks(total, chunk=1 << 20, seed=b"ci"):

@@ -147,3 +147,39 @@ TEST(session_json_hides_env_in_api_view)
 	CHECK(strstr(jg_text(g2, &len), "SECRET") != NULL);
 	session_free(s);
 }
+
+TEST(session_record_roundtrip)
+{
+	struct err *e = NULL;
+	struct session *s =
+	    from("{\"idle_timeout_s\":30,\"limits\":{\"memory_mb\":256,\"cpus\":0.5},"
+		 "\"network\":{\"allow\":[\"a.example:443\"]},\"env\":{\"K\":\"v\"},"
+		 "\"metadata\":{\"m\":\"x\"}}",
+		 &e);
+	strcpy(s->id, "abcdef00-0000-4000-8000-000000000000");
+	s->node = strdup("n1");
+	s->container_id = strdup("c0ffee");
+	strcpy(s->net_ip, "172.18.0.2");
+	s->created_at_ms = 1000;
+	session_touch(s, 2000);
+	AUTOGEN yajl_gen g = json_gen_new();
+	session_to_json(s, g, true);
+	size_t len;
+	const char *t = jg_text(g, &len);
+	struct session *r = session_from_record(t, len, &e);
+	CHECK(r != NULL);
+	if (r) {
+		CHECK_STR(r->id, s->id);
+		CHECK_STR(r->container_id, "c0ffee");
+		CHECK_STR(r->net_ip, "172.18.0.2");
+		CHECK(r->idle_timeout_s == 30 && r->limits.memory_mb == 256 &&
+		      r->limits.cpus == 0.5);
+		CHECK(r->expires_at_ms == 32000 && r->created_at_ms == 1000);
+		CHECK(r->n_allow == 1 && r->n_env == 1 && r->n_metadata == 1);
+		CHECK(r->state == SESSION_READY);
+	}
+	session_free(r);
+	session_free(s);
+	CHECK(session_from_record("{\"id\":\"../x\"}", 13, &e) == NULL);
+	err_free(e);
+}

@@ -333,6 +333,8 @@ class Supervisor:
                 f = dec.next()
                 if f is None:
                     break
+                if self._abort_running_get(f):
+                    continue
                 self.pending.append(f)
         except ci_frame.ProtocolError as e:
             log("protocol error from the daemon: %s" % e)
@@ -434,6 +436,22 @@ class Supervisor:
             self._put_fail(rid, u, e)
             return
         self._reply({"t": "file_ok", "id": rid, "path": u.path, "size": u.size})
+
+    def _abort_running_get(self, frame):
+        """A file_abort for the download in progress takes effect at once (the
+        daemon's client went away); queued behind it, it would wait for the
+        whole file to be sent first."""
+        h = frame[0]
+        if not isinstance(h, dict) or h.get("t") != "file_abort" or self.get is None:
+            return False
+        if h.get("id") != self.get[0]:
+            return False
+        try:
+            os.close(self.get[1])
+        except OSError:
+            pass
+        self.get = None
+        return True
 
     def _put_abort(self, rid):
         u = self.uploads.pop(rid, None)
@@ -599,7 +617,9 @@ class Supervisor:
                 p.register(self.wake[0], POLLIN)
             sock = self.sock
             if sock is not None:
-                ev = POLLOUT if self.out else 0
+                # A download in progress must wake us when the socket can take
+                # more, even when everything queued so far went out at once.
+                ev = POLLOUT if (self.out or self.get is not None) else 0
                 if len(self.pending) < PENDING_MAX:
                     ev |= POLLIN
                 p.register(sock.fileno(), ev)
