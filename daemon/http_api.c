@@ -2,6 +2,7 @@
 #include "http_api.h"
 
 #include <inttypes.h>
+#include <sys/queue.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -29,7 +30,20 @@ struct http_api {
 	uint64_t requests;
 	uint64_t execs[4];
 	uint64_t creates, create_failures;
+	void (*drain_fn)(void *arg);
+	void *drain_arg;
+	LIST_HEAD(, watcher) watchers;
 };
+
+/* A client of GET /v1/events. */
+struct watcher {
+	struct http_api *api;
+	struct http_req *req;
+	LIST_ENTRY(watcher) link;
+};
+
+/* A watcher that falls this far behind is cut off rather than buffered. */
+#define WATCHER_BACKLOG (1u << 20)
 
 /* One request being served, carried through its async steps. */
 struct call {
@@ -855,6 +869,105 @@ fail:
 		yajl_tree_free(session_body);
 }
 
+/* ---- events and admin ---- */
+
+static void watcher_end(struct watcher *w)
+{
+	LIST_REMOVE(w, link);
+	http_req_reply_end(w->req);
+	free(w);
+}
+
+static void watcher_gone(struct http_req *req, void *arg)
+{
+	(void)req;
+	watcher_end(arg);
+}
+
+static void on_session_event(const char *type, const struct session *s, const char *detail,
+			     void *arg)
+{
+	struct http_api *api = arg;
+	if (LIST_EMPTY(&api->watchers))
+		return;
+	AUTOGEN yajl_gen g = json_gen_new();
+	jg_obj(g);
+	jg_kv_str(g, "type", type);
+	jg_kv_time(g, "at", clock_now_ms());
+	jg_kv_str(g, "session", s->id);
+	jg_kv_str(g, "tenant", s->tenant);
+	jg_kv_str(g, "state", session_state_name(s->state));
+	jg_kv_str(g, "detail", detail);
+	jg_obj_end(g);
+	size_t n;
+	const char *text = jg_text(g, &n);
+	struct watcher *w, *next;
+	for (w = LIST_FIRST(&api->watchers); w; w = next) {
+		next = LIST_NEXT(w, link);
+		if (strcmp(s->tenant, DEFAULT_TENANT) != 0)
+			continue;
+		if (http_req_output_backlog(w->req) > WATCHER_BACKLOG) {
+			log_warn("events: a watcher fell %u bytes behind; disconnecting it",
+				 WATCHER_BACKLOG);
+			http_req_set_close_cb(w->req, NULL, NULL);
+			http_req_reply_abort(w->req);
+			LIST_REMOVE(w, link);
+			free(w);
+			continue;
+		}
+		http_req_reply_chunk(w->req, text, n);
+		http_req_reply_chunk(w->req, "\n", 1);
+	}
+}
+
+static void handle_events(struct http_api *api, struct http_req *req)
+{
+	struct watcher *w = xcalloc(1, sizeof(*w));
+	w->api = api;
+	w->req = req;
+	LIST_INSERT_HEAD(&api->watchers, w, link);
+	http_req_set_close_cb(req, watcher_gone, w);
+	http_req_reply_start(req, 200, "application/x-ndjson", -1);
+	/* One line at once, so a client knows the stream is live. */
+	static const char hello[] = "{\"type\":\"hello\"}\n";
+	http_req_reply_chunk(req, hello, sizeof(hello) - 1);
+}
+
+static void orphans_cb(const struct err *e, const char *json, size_t len, void *arg)
+{
+	struct http_req *req = arg;
+	if (e) {
+		reply_err(req, e);
+		return;
+	}
+	AUTOFREE char *out = xmalloc(len + 32);
+	int n = snprintf(out, len + 32, "{\"orphans\":%.*s}", (int)len, json);
+	http_req_reply(req, 200, "application/json", out, (size_t)n);
+}
+
+static void handle_admin(struct http_api *api, struct http_req *req, const char *what)
+{
+	if (strcmp(what, "orphans") == 0 && method_is(req, "GET")) {
+		manager_orphans(api->mgr, false, orphans_cb, req);
+	} else if (strcmp(what, "gc") == 0 && method_is(req, "POST")) {
+		manager_orphans(api->mgr, true, orphans_cb, req);
+	} else if (strcmp(what, "drain") == 0 && method_is(req, "POST")) {
+		if (api->drain_fn)
+			api->drain_fn(api->drain_arg);
+		static const char body[] = "{\"status\":\"draining\"}";
+		http_req_reply(req, 202, "application/json", body, sizeof(body) - 1);
+	} else {
+		http_req_reply_error(req, ERR_NOT_FOUND,
+				     "no such admin route (GET orphans, POST gc, POST drain)");
+	}
+}
+
+void http_api_set_drain(struct http_api *api, void (*fn)(void *arg), void *arg)
+{
+	api->drain_fn = fn;
+	api->drain_arg = arg;
+}
+
 /* ---- routing ---- */
 
 static void route_session(struct http_api *api, struct http_req *req, const char *rest)
@@ -965,6 +1078,14 @@ static void on_request(struct http_req *req, void *arg)
 		}
 		return;
 	}
+	if (strcmp(path, "/v1/events") == 0) {
+		method_is(req, "GET") ? handle_events(api, req) : reply_method(req, "GET");
+		return;
+	}
+	if (strncmp(path, "/v1/admin/", 10) == 0) {
+		handle_admin(api, req, path + 10);
+		return;
+	}
 	if (strcmp(path, "/v1/exec") == 0) {
 		if (method_is(req, "POST"))
 			http_req_read_body(req, (size_t)api->cfg->max_body_bytes, oneshot_body_cb,
@@ -991,6 +1112,8 @@ struct http_api *http_api_new(struct event_base *base, const struct config *cfg,
 	api->docker = docker;
 	api->store = store;
 	api->egress = egress;
+	LIST_INIT(&api->watchers);
+	manager_set_listener(mgr, on_session_event, api);
 	api->srv = http_server_new(base, on_request, api);
 	return api;
 }
@@ -999,6 +1122,12 @@ void http_api_free(struct http_api *api)
 {
 	if (api == NULL)
 		return;
+	while (!LIST_EMPTY(&api->watchers)) {
+		struct watcher *w = LIST_FIRST(&api->watchers);
+		http_req_set_close_cb(w->req, NULL, NULL);
+		watcher_end(w);
+	}
+	manager_set_listener(api->mgr, NULL, NULL);
 	http_server_free(api->srv);
 	free(api);
 }

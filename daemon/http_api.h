@@ -24,6 +24,9 @@ void http_api_free(struct http_api *api);
 /* Listen on cfg->listen. */
 int http_api_listen(struct http_api *api, struct err **errp);
 
+/* What POST /v1/admin/drain does (main's drain, as on SIGTERM). */
+void http_api_set_drain(struct http_api *api, void (*fn)(void *arg), void *arg);
+
 /* Stop accepting connections (drain). */
 void http_api_stop(struct http_api *api);
 

@@ -76,6 +76,27 @@ static void drain_check(evutil_socket_t fd, short what, void *arg)
 	event_base_loopexit(d->base, NULL);
 }
 
+static void begin_drain(struct daemon_ctx *d, const char *why)
+{
+	if (d->stopping)
+		return;
+	d->stopping = true;
+	log_info(
+	    "%s: draining (no new sessions or executions; %zu running may finish within %llds)",
+	    why, manager_execs_in_flight(d->mgr), (long long)d->cfg->drain_timeout_s);
+	manager_set_draining(d->mgr, true);
+	d->drain_deadline_ms = clock_mono_ms() + d->cfg->drain_timeout_s * 1000;
+	d->drain_timer = evtimer_new(d->base, drain_check, d);
+	struct timeval zero = {0, 0};
+	evtimer_add(d->drain_timer, &zero);
+}
+
+/* POST /v1/admin/drain (ci-ctl drain). */
+static void drain_requested(void *arg)
+{
+	begin_drain(arg, "drain requested through the API");
+}
+
 static void on_stop_signal(evutil_socket_t sig, short what, void *arg)
 {
 	(void)what;
@@ -85,15 +106,7 @@ static void on_stop_signal(evutil_socket_t sig, short what, void *arg)
 		event_base_loopbreak(d->base);
 		return;
 	}
-	d->stopping = true;
-	log_info(
-	    "%s: draining (no new sessions or executions; %zu running may finish within %llds)",
-	    strsignal((int)sig), manager_execs_in_flight(d->mgr),
-	    (long long)d->cfg->drain_timeout_s);
-	manager_set_draining(d->mgr, true);
-	d->drain_deadline_ms = clock_mono_ms() + d->cfg->drain_timeout_s * 1000;
-	d->drain_timer = evtimer_new(d->base, drain_check, d);
-	drain_check(-1, 0, d);
+	begin_drain(d, strsignal((int)sig));
 }
 
 /* SIGHUP: read the configuration again and apply what can change live. */
@@ -166,6 +179,7 @@ int main(int argc, char **argv)
 	d.api = http_api_new(d.base, &cfg, d.mgr, docker, store, egress);
 	if (http_api_listen(d.api, &e) < 0)
 		goto fail;
+	http_api_set_drain(d.api, drain_requested, &d);
 	sigterm = evsignal_new(d.base, SIGTERM, on_stop_signal, &d);
 	sigint = evsignal_new(d.base, SIGINT, on_stop_signal, &d);
 	sighup = evsignal_new(d.base, SIGHUP, on_reload_signal, &d);

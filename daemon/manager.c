@@ -101,7 +101,15 @@ struct manager {
 	uint64_t next_exec_id;
 	bool draining;
 	bool recovering, recovered;
+	manager_event_fn listener;
+	void *listener_arg;
 };
+
+static void emit(struct manager *m, const char *type, const struct session *s, const char *detail)
+{
+	if (m->listener)
+		m->listener(type, s, detail, m->listener_arg);
+}
 
 static void exec_finish(struct exec_op *op, const struct err *e);
 static void session_end(struct msession *ms, enum session_state st, const char *reason,
@@ -226,6 +234,7 @@ static void create_finish_ex(struct create_op *op, struct err *e, bool call_in_f
 		touch(ms);
 		log_info("session %s: ready (tenant %s, image %s)", ms->s->id, ms->s->tenant,
 			 ms->s->image);
+		emit(ms->m, "ready", ms->s, NULL);
 		op->cb(ms->s, NULL, op->arg);
 	} else {
 		err_wrap(&e, "create session");
@@ -738,6 +747,7 @@ static void exec_finish(struct exec_op *op, const struct err *e)
 		ms->s->state = SESSION_READY;
 	if (ms->s->state == SESSION_READY)
 		touch(ms);
+	emit(ms->m, "exec", ms->s, e ? "failed" : exec_status_name(op->result->status));
 	op->cb(e ? NULL : op->result, e, op->arg);
 	exec_result_free(op->result);
 	free(op->code);
@@ -840,6 +850,7 @@ static void teardown_step_done(struct teardown_op *op)
 	struct msession *ms = op->ms;
 	struct manager *m = ms->m;
 	log_info("session %s: removed (%s)", ms->s->id, ms->end_reason);
+	emit(m, "removed", ms->s, ms->end_reason);
 	table_remove(m, ms);
 	if (op->cb)
 		op->cb(NULL, op->arg);
@@ -874,6 +885,7 @@ static void session_end(struct msession *ms, enum session_state st, const char *
 		return;
 	ms->s->state = st;
 	ms->end_reason = xstrdup(reason);
+	emit(ms->m, st == SESSION_EXPIRED ? "expired" : "ended", ms->s, reason);
 	struct teardown_op *op = xcalloc(1, sizeof(*op));
 	op->ms = ms;
 	op->cb = cb;
@@ -1102,6 +1114,7 @@ int manager_patch(struct manager *m, const char *id, const char *tenant, yajl_va
 }
 
 static void containers_path(struct manager *m, char *path, size_t size);
+static void remove_container(struct manager *m, const char *cid);
 
 /* ---- recovery after a restart ----
  *
@@ -1158,6 +1171,7 @@ static void adopt(struct manager *m, struct session *s)
 	if (s->net_ip[0])
 		net_ensure(m->net, ignore_net_ready, NULL);
 	arm_idle_timer(ms);
+	emit(m, "adopted", s, NULL);
 	log_info("session %s: adopted (container %.12s, expires in %llds)", s->id, s->container_id,
 		 (long long)((s->expires_at_ms - clock_now_ms()) / 1000));
 }
@@ -1348,38 +1362,6 @@ void manager_shutdown(struct manager *m, const char *reason, manager_done_cb cb,
 	}
 }
 
-static void orphans_listed(const struct docker_response *resp, void *arg)
-{
-	struct manager *m = arg;
-	if (resp->status != 200) {
-		struct err *e = docker_error(resp, "list containers");
-		log_warn("orphan check: %s", e->message);
-		err_free(e);
-		return;
-	}
-	struct err *e = NULL;
-	yajl_val v = json_parse(resp->body, resp->len, &e);
-	if (v == NULL || !YAJL_IS_ARRAY(v)) {
-		log_warn("orphan check: unexpected answer from docker");
-		err_free(e);
-		if (v)
-			yajl_tree_free(v);
-		return;
-	}
-	for (size_t i = 0; i < v->u.array.len; i++) {
-		yajl_val c = v->u.array.values[i];
-		const char *cid = json_get_str(c, "Id");
-		const char *sid = json_get_str(json_get(c, "Labels"), "ci.session");
-		if (cid == NULL || strlen(cid) > 128 || (sid && table_find(m, sid)))
-			continue;
-		log_info("orphan container %.12s (session %s) removed", cid, sid ? sid : "?");
-		char path[256];
-		snprintf(path, sizeof(path), "/containers/%s?force=true&v=true", cid);
-		docker_request(m->docker, "DELETE", path, NULL, 0, ignore_response, NULL);
-	}
-	yajl_tree_free(v);
-}
-
 /* GET /containers/json for this node's and prefix's containers. */
 static void containers_path(struct manager *m, char *path, size_t size)
 {
@@ -1408,11 +1390,74 @@ static void containers_path(struct manager *m, char *path, size_t size)
 	path[o] = '\0';
 }
 
-void manager_reap_orphans(struct manager *m)
+struct orphans_op {
+	struct manager *m;
+	bool remove;
+	manager_orphans_cb cb;
+	void *arg;
+};
+
+static void orphans_answer(const struct docker_response *resp, void *arg)
 {
+	struct orphans_op *op = arg;
+	struct manager *m = op->m;
+	struct err *e = NULL;
+	yajl_val v = resp->status == 200 ? json_parse(resp->body, resp->len, &e) : NULL;
+	if (v == NULL || !YAJL_IS_ARRAY(v)) {
+		struct err *de = resp->status == 200
+				     ? err_new(ERR_UNAVAILABLE, "docker: bad container list")
+				     : docker_error(resp, "list containers");
+		op->cb(de, NULL, 0, op->arg);
+		err_free(de);
+		err_free(e);
+		if (v)
+			yajl_tree_free(v);
+		free(op);
+		return;
+	}
+	AUTOGEN yajl_gen g = json_gen_new();
+	jg_arr(g);
+	for (size_t i = 0; i < v->u.array.len; i++) {
+		yajl_val c = v->u.array.values[i];
+		const char *cid = json_get_str(c, "Id"), *state = json_get_str(c, "State");
+		const char *sid = json_get_str(json_get(c, "Labels"), "ci.session");
+		if (cid == NULL || strlen(cid) > 128 || (sid && table_find(m, sid)))
+			continue;
+		jg_obj(g);
+		jg_kv_str(g, "container", cid);
+		jg_kv_str(g, "session", sid);
+		jg_kv_str(g, "state", state);
+		jg_obj_end(g);
+		if (op->remove) {
+			log_info("gc: removing orphan container %.12s (session %s)", cid,
+				 sid ? sid : "?");
+			remove_container(m, cid);
+		}
+	}
+	jg_arr_end(g);
+	size_t len;
+	const char *t = jg_text(g, &len);
+	op->cb(NULL, t, len, op->arg);
+	yajl_tree_free(v);
+	free(op);
+}
+
+void manager_orphans(struct manager *m, bool remove, manager_orphans_cb cb, void *arg)
+{
+	struct orphans_op *op = xcalloc(1, sizeof(*op));
+	op->m = m;
+	op->remove = remove;
+	op->cb = cb;
+	op->arg = arg;
 	char path[2048];
 	containers_path(m, path, sizeof(path));
-	docker_request(m->docker, "GET", path, NULL, 0, orphans_listed, m);
+	docker_request(m->docker, "GET", path, NULL, 0, orphans_answer, op);
+}
+
+void manager_set_listener(struct manager *m, manager_event_fn fn, void *arg)
+{
+	m->listener = fn;
+	m->listener_arg = arg;
 }
 
 /* ---- life ---- */

@@ -88,15 +88,23 @@ size_t manager_count(const struct manager *m);
  * then call cb once. */
 void manager_shutdown(struct manager *m, const char *reason, manager_done_cb cb, void *arg);
 
-/* Remove containers of this node and prefix that no live session owns.
- * Runs in the background. */
-void manager_reap_orphans(struct manager *m);
-
 /* Reconcile Docker with Redis after a start: adopt live sessions, remove
  * orphan containers, tombstone sessions whose container is gone. Runs in the
  * background (again every second until both answer); also started by the
  * first connection to Redis. */
 void manager_recover(struct manager *m);
+
+/* Session events ("ready", "exec", "expired", "dead", "adopted", ...), for
+ * the live event stream. One listener; detail may be NULL. */
+typedef void (*manager_event_fn)(const char *type, const struct session *s, const char *detail,
+				 void *arg);
+void manager_set_listener(struct manager *m, manager_event_fn fn, void *arg);
+
+/* Containers of this node and prefix that no live session owns: cb gets a
+ * JSON array [{"container","session","state"}] (borrowed), or an error. With
+ * remove set they are removed too. */
+typedef void (*manager_orphans_cb)(const struct err *e, const char *json, size_t len, void *arg);
+void manager_orphans(struct manager *m, bool remove, manager_orphans_cb cb, void *arg);
 
 /* Executions running now. */
 size_t manager_execs_in_flight(const struct manager *m);
