@@ -51,6 +51,8 @@ static const struct opt opt_table[] = {
      "default idle timeout of a session"},
     {"max-idle-timeout-s", OPT_INT, O(max_idle_timeout_s), "86400", 1, 86400 * 7,
      "largest idle timeout a client may ask for"},
+    {"max-lifetime-s", OPT_INT, O(max_lifetime_s), "86400", 1, 86400 * 30,
+     "longest a session may live, however active (requests may lower it)"},
     {"memory-mb", OPT_INT, O(memory_mb), "512", 16, 1 << 20, "default memory limit"},
     {"max-memory-mb", OPT_INT, O(max_memory_mb), "4096", 16, 1 << 20, "largest memory limit"},
     {"cpus", OPT_DOUBLE, O(cpus), "1.0", 0.01, 1024, "default CPU limit"},
@@ -356,16 +358,27 @@ void config_reload_into(struct config *dst, const struct config *src, char *chan
 {
 	/* Limits, clocks and caps apply to what comes next; addresses, the
 	 * state directory and the key prefix would orphan what exists. */
-	static const char *const live[] = {"log-level",          "idle-timeout-s",
-					   "max-idle-timeout-s", "memory-mb",
-					   "max-memory-mb",      "cpus",
-					   "max-cpus",           "pids",
-					   "max-pids",           "disk-mb",
-					   "max-disk-mb",        "exec-timeout-s",
-					   "max-exec-timeout-s", "output-cap-bytes",
-					   "max-sessions",       "kill-grace-ms",
-					   "start-timeout-s",    "drain-timeout-s",
-					   "remove-on-exit",     NULL};
+	static const char *const live[] = {"log-level",
+					   "idle-timeout-s",
+					   "max-idle-timeout-s",
+					   "memory-mb",
+					   "max-memory-mb",
+					   "cpus",
+					   "max-cpus",
+					   "pids",
+					   "max-pids",
+					   "disk-mb",
+					   "max-disk-mb",
+					   "exec-timeout-s",
+					   "max-exec-timeout-s",
+					   "output-cap-bytes",
+					   "max-lifetime-s",
+					   "max-sessions",
+					   "kill-grace-ms",
+					   "start-timeout-s",
+					   "drain-timeout-s",
+					   "remove-on-exit",
+					   NULL};
 	changed[0] = '\0';
 	for (const char *const *k = live; *k; k++) {
 		const struct opt *o = opt_find(*k);

@@ -30,6 +30,7 @@ struct config {
 	char *egress_trusted;    /* IP[:PORT],... the proxy may reach although private */
 
 	int64_t idle_timeout_s, max_idle_timeout_s;
+	int64_t max_lifetime_s; /* no session lives longer, however active */
 	int64_t memory_mb, max_memory_mb;
 	double cpus, max_cpus;
 	int64_t pids, max_pids;

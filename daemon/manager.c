@@ -199,8 +199,12 @@ static void idle_timer_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	char reason[128];
-	snprintf(reason, sizeof(reason), "idle for %llds (idle_timeout_s)",
-		 (long long)ms->s->idle_timeout_s);
+	if (session_lifetime_bound(ms->s))
+		snprintf(reason, sizeof(reason), "its lifetime of %llds ended (max_lifetime_s)",
+			 (long long)ms->s->max_lifetime_s);
+	else
+		snprintf(reason, sizeof(reason), "idle for %llds (idle_timeout_s)",
+			 (long long)ms->s->idle_timeout_s);
 	log_info("session %s: expired: %s", ms->s->id, reason);
 	session_end(ms, SESSION_EXPIRED, reason, NULL, NULL);
 }

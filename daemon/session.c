@@ -292,6 +292,7 @@ struct session *session_from_request(yajl_val body, const struct config *cfg, co
 	s->tenant = xstrdup(tenant);
 	s->state = SESSION_STARTING;
 	s->idle_timeout_s = cfg->idle_timeout_s;
+	s->max_lifetime_s = cfg->max_lifetime_s;
 	const char *image = cfg->image;
 	if (body != NULL && !YAJL_IS_NULL(body)) {
 		if (!YAJL_IS_OBJECT(body)) {
@@ -299,8 +300,9 @@ struct session *session_from_request(yajl_val body, const struct config *cfg, co
 				json_type_name(body));
 			goto fail;
 		}
-		static const char *const known[] = {"image", "idle_timeout_s", "limits",  "network",
-						    "env",   "metadata",       "runtime", NULL};
+		static const char *const known[] = {"image",    "idle_timeout_s", "max_lifetime_s",
+						    "limits",   "network",        "env",
+						    "metadata", "runtime",        NULL};
 		if (check_keys(body, "", known, errp) < 0)
 			goto fail;
 		yajl_val img = json_get(body, "image");
@@ -313,7 +315,9 @@ struct session *session_from_request(yajl_val body, const struct config *cfg, co
 			image = img->u.string;
 		}
 		if (take_int(body, "", "idle_timeout_s", 1, cfg->max_idle_timeout_s,
-			     &s->idle_timeout_s, errp) < 0)
+			     &s->idle_timeout_s, errp) < 0 ||
+		    take_int(body, "", "max_lifetime_s", 1, cfg->max_lifetime_s, &s->max_lifetime_s,
+			     errp) < 0)
 			goto fail;
 		yajl_val rt = json_get(body, "runtime");
 		if (rt && !YAJL_IS_NULL(rt)) {
@@ -353,7 +357,15 @@ fail:
 void session_touch(struct session *s, int64_t now_ms)
 {
 	s->last_active_at_ms = now_ms;
-	s->expires_at_ms = now_ms + s->idle_timeout_s * 1000;
+	int64_t idle_end = now_ms + s->idle_timeout_s * 1000;
+	int64_t life_end = s->created_at_ms + s->max_lifetime_s * 1000;
+	s->expires_at_ms = s->max_lifetime_s > 0 && life_end < idle_end ? life_end : idle_end;
+}
+
+bool session_lifetime_bound(const struct session *s)
+{
+	return s->max_lifetime_s > 0 &&
+	       s->expires_at_ms == s->created_at_ms + s->max_lifetime_s * 1000;
 }
 
 int session_check_exec(const struct session *s, struct err **errp)
@@ -392,6 +404,7 @@ void session_to_json(const struct session *s, yajl_gen g, bool internal)
 	jg_kv_time(g, "last_active_at", s->last_active_at_ms);
 	jg_kv_time(g, "expires_at", s->expires_at_ms);
 	jg_kv_int(g, "idle_timeout_s", s->idle_timeout_s);
+	jg_kv_int(g, "max_lifetime_s", s->max_lifetime_s);
 	jg_str(g, "limits");
 	jg_obj(g);
 	jg_kv_int(g, "memory_mb", s->limits.memory_mb);
@@ -469,6 +482,7 @@ struct session *session_from_record(const char *json, size_t len, struct err **e
 	json_get_int(rec, "last_active_at_ms", &s->last_active_at_ms);
 	json_get_int(rec, "expires_at_ms", &s->expires_at_ms);
 	json_get_int(rec, "idle_timeout_s", &s->idle_timeout_s);
+	json_get_int(rec, "max_lifetime_s", &s->max_lifetime_s);
 	json_get_int(lim, "memory_mb", &s->limits.memory_mb);
 	json_get_int(lim, "pids", &s->limits.pids);
 	json_get_int(lim, "disk_mb", &s->limits.disk_mb);

@@ -51,6 +51,7 @@ struct session {
 	int64_t last_active_at_ms;
 	int64_t expires_at_ms;
 	int64_t idle_timeout_s;
+	int64_t max_lifetime_s;
 	struct session_limits limits;
 	char **allow;
 	size_t n_allow;
@@ -80,8 +81,12 @@ bool session_id_valid(const char *s);
 
 const char *session_state_name(enum session_state st);
 
-/* Record activity at now_ms: the idle clock slides. */
+/* Record activity at now_ms: the idle clock slides, but never past the
+ * end of the session's lifetime. */
 void session_touch(struct session *s, int64_t now_ms);
+
+/* Whether the lifetime, rather than idleness, ends the session at expires_at. */
+bool session_lifetime_bound(const struct session *s);
 
 /* Whether an execution may start now; busy (409) or not ready otherwise. */
 int session_check_exec(const struct session *s, struct err **errp);

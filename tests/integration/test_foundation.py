@@ -196,3 +196,19 @@ def test_keepalive_slides_the_clock(api):
         assert status == 200 and k["expires_at"] > s["expires_at"]
     finally:
         api.delete(s["id"])
+
+
+def test_lifetime_ends_an_active_session(api):
+    s = api.create(max_lifetime_s=2, idle_timeout_s=600)
+    sid = s["id"]
+    assert s["max_lifetime_s"] == 2
+    t0 = time.monotonic()
+
+    def ended():
+        # Activity does not extend a lifetime.
+        status, doc = api.request("POST", "/v1/sessions/%s/keepalive" % sid)
+        return doc if status == 410 else None
+
+    doc = wait_for(ended, 10, interval=0.1, what="the lifetime to end")
+    assert 1.5 < time.monotonic() - t0 < 5
+    assert "lifetime" in doc["error"]["message"]

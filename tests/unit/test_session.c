@@ -183,3 +183,20 @@ TEST(session_record_roundtrip)
 	CHECK(session_from_record("{\"id\":\"../x\"}", 13, &e) == NULL);
 	err_free(e);
 }
+
+TEST(session_lifetime_caps_the_idle_clock)
+{
+	struct err *e = NULL;
+	struct session *s = from("{\"idle_timeout_s\":600,\"max_lifetime_s\":10}", &e);
+	CHECK(s != NULL && s->max_lifetime_s == 10);
+	s->created_at_ms = 0;
+	session_touch(s, 1000);
+	CHECK(s->expires_at_ms == 10000);
+	CHECK(session_lifetime_bound(s));
+	s->max_lifetime_s = 86400;
+	session_touch(s, 1000);
+	CHECK(s->expires_at_ms == 601000);
+	CHECK(!session_lifetime_bound(s));
+	session_free(s);
+	expect_bad("{\"max_lifetime_s\":999999999}", "exceeds the server maximum");
+}
