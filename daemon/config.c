@@ -64,6 +64,8 @@ static const struct opt opt_table[] = {
     {"exec-timeout-s", OPT_INT, O(exec_timeout_s), "60", 1, 86400, "default execution limit"},
     {"max-exec-timeout-s", OPT_INT, O(max_exec_timeout_s), "60", 1, 86400,
      "largest execution limit"},
+    {"pool-size", OPT_INT, O(pool_size), "2", 0, 256,
+     "warm sandboxes kept started for the default image and limits"},
     {"output-cap-bytes", OPT_INT, O(output_cap_bytes), "1048576", 1024, 64 << 20,
      "cap on stdout and on stderr of one execution"},
     {"max-sessions", OPT_INT, O(max_sessions), "1000", 1, 1000000, "sessions on this node"},

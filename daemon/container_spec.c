@@ -64,7 +64,8 @@ char *container_spec_json(const struct session *s, const struct config *cfg, con
 	jg_kv_str(g, "ci.session", s->id);
 	jg_kv_str(g, "ci.node", s->node);
 	jg_kv_str(g, "ci.prefix", cfg->key_prefix);
-	jg_kv_str(g, "ci.tenant", s->tenant);
+	/* No tenant label: a warm pool container gets its tenant when claimed,
+	 * and labels cannot change; Redis holds the tenant. */
 	jg_obj_end(g);
 
 	jg_str(g, "HostConfig");

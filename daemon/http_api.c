@@ -136,7 +136,10 @@ static void handle_readyz(struct http_api *api, struct http_req *req)
 static void handle_metrics(struct http_api *api, struct http_req *req)
 {
 	const struct egress_stats *es = egress_get_stats(api->egress);
-	char buf[3072];
+	size_t pool_ready;
+	uint64_t pool_hits, pool_misses;
+	manager_pool_stats(api->mgr, &pool_ready, &pool_hits, &pool_misses);
+	char buf[4096];
 	int n = snprintf(
 	    buf, sizeof(buf),
 	    "# HELP ci_sessions Sessions on this node.\n# TYPE ci_sessions gauge\nci_sessions %zu\n"
@@ -158,11 +161,18 @@ static void handle_metrics(struct http_api *api, struct http_req *req)
 	    "# TYPE ci_egress_decisions_total counter\n"
 	    "ci_egress_decisions_total{decision=\"allowed\"} %" PRIu64 "\n"
 	    "ci_egress_decisions_total{decision=\"denied\"} %" PRIu64 "\n"
-	    "ci_egress_decisions_total{decision=\"failed\"} %" PRIu64 "\n",
+	    "ci_egress_decisions_total{decision=\"failed\"} %" PRIu64 "\n"
+	    "# HELP ci_pool_size Warm sandboxes ready to be claimed.\n# TYPE ci_pool_size gauge\n"
+	    "ci_pool_size %zu\n"
+	    "# HELP ci_pool_hits_total Creates served from the warm pool.\n"
+	    "# TYPE ci_pool_hits_total counter\nci_pool_hits_total %" PRIu64 "\n"
+	    "# HELP ci_pool_misses_total Creates the pool could have served but was empty for.\n"
+	    "# TYPE ci_pool_misses_total counter\nci_pool_misses_total %" PRIu64 "\n",
 	    manager_count(api->mgr), api->requests, api->creates, api->create_failures,
 	    api->execs[EXEC_OK], api->execs[EXEC_ERROR], api->execs[EXEC_TIMEOUT],
 	    api->execs[EXEC_KILLED], docker_reachable(api->docker) ? 1 : 0,
-	    store_connected(api->store) ? 1 : 0, es->allowed, es->denied, es->failed);
+	    store_connected(api->store) ? 1 : 0, es->allowed, es->denied, es->failed, pool_ready,
+	    pool_hits, pool_misses);
 	http_req_reply(req, 200, "text/plain; version=0.0.4", buf, (size_t)n);
 }
 

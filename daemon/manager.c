@@ -84,8 +84,10 @@ struct msession {
 	struct teardown_op *teardown;
 	struct kernel_exit_info last_exit;
 	char *end_reason;
+	bool pooled; /* a warm sandbox waiting in the pool for its owner */
 	struct msession *hnext;
 	TAILQ_ENTRY(msession) all;
+	TAILQ_ENTRY(msession) pool_link;
 };
 
 struct manager {
@@ -103,7 +105,13 @@ struct manager {
 	bool recovering, recovered;
 	manager_event_fn listener;
 	void *listener_arg;
+	TAILQ_HEAD(, msession) pool; /* warm and ready, oldest first */
+	size_t pool_ready, pool_filling, pooled_total;
+	uint64_t pool_hits, pool_misses;
+	struct event *pool_retry;
 };
+
+static void pool_fill(struct manager *m);
 
 static void emit(struct manager *m, const char *type, const struct session *s, const char *detail)
 {
@@ -140,6 +148,12 @@ static void table_insert(struct manager *m, struct msession *ms)
 	m->buckets[b] = ms;
 	TAILQ_INSERT_TAIL(&m->all, ms, all);
 	m->count++;
+}
+
+/* Sessions that belong to a client (the pool's are not counted). */
+static size_t client_sessions(const struct manager *m)
+{
+	return m->count - m->pooled_total;
 }
 
 static void table_remove(struct manager *m, struct msession *ms)
@@ -181,6 +195,8 @@ static void arm_idle_timer(struct msession *ms)
 
 static void touch(struct msession *ms)
 {
+	if (ms->pooled)
+		return; /* no owner, no clock */
 	session_touch(ms->s, clock_now_ms());
 	arm_idle_timer(ms);
 	store_session_touch(ms->m->store, ms->s);
@@ -236,9 +252,11 @@ static void create_finish_ex(struct create_op *op, struct err *e, bool call_in_f
 	if (e == NULL) {
 		ms->s->state = SESSION_READY;
 		touch(ms);
-		log_info("session %s: ready (tenant %s, image %s)", ms->s->id, ms->s->tenant,
-			 ms->s->image);
-		emit(ms->m, "ready", ms->s, NULL);
+		if (!ms->pooled) {
+			log_info("session %s: ready (tenant %s, image %s)", ms->s->id,
+				 ms->s->tenant, ms->s->image);
+			emit(ms->m, "ready", ms->s, NULL);
+		}
 		op->cb(ms->s, NULL, op->arg);
 	} else {
 		err_wrap(&e, "create session");
@@ -696,15 +714,41 @@ static struct msession *msession_new(struct manager *m, struct session *s, struc
 	return ms;
 }
 
+/* Walk a new session through its create steps. A pool sandbox has no owner
+ * yet, so it gets no registry record until claimed. */
+static void create_start(struct manager *m, struct msession *ms, manager_session_cb cb, void *arg,
+			 bool record)
+{
+	struct create_op *op = xcalloc(1, sizeof(*op));
+	op->m = m;
+	op->ms = ms;
+	op->cb = cb;
+	op->arg = arg;
+	op->step = CREATE_STORE;
+	op->timeout = evtimer_new(m->base, create_timeout_cb, op);
+	struct timeval tv = {m->cfg->start_timeout_s, 0};
+	evtimer_add(op->timeout, &tv);
+	ms->create = op;
+	if (record)
+		store_session_put(m->store, ms->s, create_stored, op);
+	else
+		create_stored(NULL, op);
+}
+
+static bool pool_eligible(const struct manager *m, const struct session *s);
+static void pool_claim(struct manager *m, struct msession *ms, struct session *s,
+		       manager_session_cb cb, void *arg);
+
 int manager_create(struct manager *m, yajl_val body, const char *tenant, manager_session_cb cb,
 		   void *arg, struct err **errp)
 {
 	if (m->draining)
 		return err_set(errp, ERR_UNAVAILABLE,
 			       "the daemon is draining; create the session elsewhere");
-	if (m->count >= (size_t)m->cfg->max_sessions)
+	if (client_sessions(m) >= (size_t)m->cfg->max_sessions)
 		return err_set(errp, ERR_QUOTA_EXCEEDED,
-			       "this node already runs %zu sessions (max-sessions)", m->count);
+			       "this node already runs %zu sessions (max-sessions)",
+			       client_sessions(m));
 	if (!store_connected(m->store))
 		return err_set(errp, ERR_UNAVAILABLE,
 			       "the session registry (redis) is not reachable");
@@ -716,6 +760,15 @@ int manager_create(struct manager *m, yajl_val body, const char *tenant, manager
 		return err_set(errp, ERR_UNAVAILABLE,
 			       "network access is not available on this node");
 	}
+	if (pool_eligible(m, s)) {
+		struct msession *warm = TAILQ_FIRST(&m->pool);
+		if (warm) {
+			m->pool_hits++;
+			pool_claim(m, warm, s, cb, arg);
+			return 0;
+		}
+		m->pool_misses++;
+	}
 	session_new_id(s->id);
 	s->node = xstrdup(m->cfg->node);
 	s->created_at_ms = clock_now_ms();
@@ -725,18 +778,174 @@ int manager_create(struct manager *m, yajl_val body, const char *tenant, manager
 	if (ms == NULL)
 		return -1;
 
-	struct create_op *op = xcalloc(1, sizeof(*op));
+	create_start(m, ms, cb, arg, true);
+	return 0;
+}
+
+/* ---- the warm pool ----
+ *
+ * A cold create costs a Docker create and start and a Python start (about
+ * 0.3 s here). The pool keeps pool-size sandboxes of the default image and
+ * limits started, with their kernels connected, and hands one to a create
+ * that it can serve: claiming is a Redis write, plus a live Docker update when
+ * the memory, CPU or process limits differ. The disk size (a tmpfs size),
+ * environment, network and runtime are fixed when a container is created, so
+ * requests that set those are created cold. */
+
+static bool pool_eligible(const struct manager *m, const struct session *s)
+{
+	return m->cfg->pool_size > 0 && s->n_env == 0 && s->n_allow == 0 && !s->gvisor &&
+	       strcmp(s->image, m->cfg->image) == 0 && s->limits.disk_mb == m->cfg->disk_mb;
+}
+
+static void pool_retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	pool_fill(arg);
+}
+
+static void pool_filled(const struct session *s, const struct err *e, void *arg)
+{
+	struct manager *m = arg;
+	m->pool_filling--;
+	if (e) {
+		log_warn("pool: a warm sandbox failed to start: %s; retrying in 2 s", e->message);
+		struct timeval two = {2, 0};
+		evtimer_add(m->pool_retry, &two);
+		return;
+	}
+	struct msession *ms = table_find(m, s->id);
+	if (ms == NULL || ms->teardown)
+		return;
+	TAILQ_INSERT_TAIL(&m->pool, ms, pool_link);
+	m->pool_ready++;
+	log_debug("pool: %zu warm", m->pool_ready);
+	pool_fill(m);
+}
+
+static void pool_fill(struct manager *m)
+{
+	/* One at a time: filling competes with client creates for the engine. */
+	while (!m->draining && m->pool_filling == 0 &&
+	       m->pool_ready + m->pool_filling < (size_t)m->cfg->pool_size &&
+	       client_sessions(m) + m->pooled_total < (size_t)m->cfg->max_sessions) {
+		struct err *e = NULL;
+		struct session *s = session_from_request(NULL, m->cfg, "", &e);
+		if (s == NULL) {
+			log_warn("pool: %s", e->message);
+			err_free(e);
+			return;
+		}
+		session_new_id(s->id);
+		s->node = xstrdup(m->cfg->node);
+		s->created_at_ms = clock_now_ms();
+		session_touch(s, s->created_at_ms);
+		struct msession *ms = msession_new(m, s, &e);
+		if (ms == NULL) {
+			log_warn("pool: %s", e->message);
+			err_free(e);
+			return;
+		}
+		ms->pooled = true;
+		m->pooled_total++;
+		m->pool_filling++;
+		create_start(m, ms, pool_filled, m, false);
+	}
+}
+
+struct claim_op {
+	struct manager *m;
+	char id[SESSION_ID_LEN + 1];
+	manager_session_cb cb;
+	void *arg;
+};
+
+static void claim_answer(struct claim_op *op, struct err *e)
+{
+	struct msession *ms = table_find(op->m, op->id);
+	if (ms == NULL || ms->teardown) {
+		struct err *gone = err_new(
+		    ERR_UNAVAILABLE, "create session: the warm sandbox ended while it was claimed");
+		op->cb(NULL, gone, op->arg);
+		err_free(gone);
+	} else if (e) {
+		err_wrap(&e, "create session");
+		op->cb(NULL, e, op->arg);
+		session_end(ms, SESSION_DEAD, e->message, NULL, NULL);
+	} else {
+		log_info("session %s: ready from the warm pool (tenant %s)", ms->s->id,
+			 ms->s->tenant);
+		emit(op->m, "ready", ms->s, NULL);
+		op->cb(ms->s, NULL, op->arg);
+	}
+	err_free(e);
+	free(op);
+}
+
+static void claim_updated(const struct docker_response *resp, void *arg)
+{
+	struct claim_op *op = arg;
+	claim_answer(op, resp->status == 200 ? NULL : docker_error(resp, "apply limits"));
+}
+
+static void claim_stored(const struct err *e, void *arg)
+{
+	struct claim_op *op = arg;
+	if (e) {
+		claim_answer(op, err_new(ERR_UNAVAILABLE, "registry: %s", e->message));
+		return;
+	}
+	struct msession *ms = table_find(op->m, op->id);
+	const struct config *cfg = op->m->cfg;
+	if (ms == NULL || ms->teardown ||
+	    (ms->s->limits.memory_mb == cfg->memory_mb && ms->s->limits.cpus == cfg->cpus &&
+	     ms->s->limits.pids == cfg->pids)) {
+		claim_answer(op, NULL);
+		return;
+	}
+	/* The limits the client asked for, applied to the running container. */
+	int64_t mem = ms->s->limits.memory_mb * 1024 * 1024;
+	char body[256], path[256];
+	int n =
+	    snprintf(body, sizeof(body),
+		     "{\"Memory\":%lld,\"MemorySwap\":%lld,\"NanoCpus\":%lld,\"PidsLimit\":%lld}",
+		     (long long)mem, (long long)mem, (long long)(ms->s->limits.cpus * 1e9),
+		     (long long)ms->s->limits.pids);
+	snprintf(path, sizeof(path), "/containers/%s/update", ms->s->container_id);
+	docker_request(op->m->docker, "POST", path, body, (size_t)n, claim_updated, op);
+}
+
+/* Give the warm sandbox to the client's request s (which is consumed). */
+static void pool_claim(struct manager *m, struct msession *ms, struct session *s,
+		       manager_session_cb cb, void *arg)
+{
+	TAILQ_REMOVE(&m->pool, ms, pool_link);
+	m->pool_ready--;
+	m->pooled_total--;
+	ms->pooled = false;
+	memcpy(s->id, ms->s->id, sizeof(s->id));
+	s->node = xstrdup(ms->s->node);
+	s->container_id = xstrdup(ms->s->container_id);
+	s->state = SESSION_READY;
+	s->created_at_ms = clock_now_ms();
+	session_free(ms->s);
+	ms->s = s;
+	touch(ms);
+	struct claim_op *op = xcalloc(1, sizeof(*op));
 	op->m = m;
-	op->ms = ms;
+	memcpy(op->id, s->id, sizeof(op->id));
 	op->cb = cb;
 	op->arg = arg;
-	op->step = CREATE_STORE;
-	op->timeout = evtimer_new(m->base, create_timeout_cb, op);
-	struct timeval tv = {m->cfg->start_timeout_s, 0};
-	evtimer_add(op->timeout, &tv);
-	ms->create = op;
-	store_session_put(m->store, s, create_stored, op);
-	return 0;
+	store_session_put(m->store, s, claim_stored, op);
+	pool_fill(m);
+}
+
+void manager_pool_stats(const struct manager *m, size_t *ready, uint64_t *hits, uint64_t *misses)
+{
+	*ready = m->pool_ready;
+	*hits = m->pool_hits;
+	*misses = m->pool_misses;
 }
 
 /* ---- exec ---- */
@@ -887,6 +1096,16 @@ static void session_end(struct msession *ms, enum session_state st, const char *
 {
 	if (ms->teardown)
 		return;
+	if (ms->pooled) {
+		if (ms->create == NULL) { /* ready in the pool */
+			TAILQ_REMOVE(&ms->m->pool, ms, pool_link);
+			ms->m->pool_ready--;
+		}
+		ms->m->pooled_total--;
+		ms->pooled = false;
+		struct timeval two = {2, 0};
+		evtimer_add(ms->m->pool_retry, &two); /* replace it */
+	}
 	ms->s->state = st;
 	ms->end_reason = xstrdup(reason);
 	emit(ms->m, st == SESSION_EXPIRED ? "expired" : "ended", ms->s, reason);
@@ -1046,7 +1265,7 @@ void manager_foreach(struct manager *m, const char *tenant,
 
 size_t manager_count(const struct manager *m)
 {
-	return m->count;
+	return client_sessions(m);
 }
 
 size_t manager_execs_in_flight(const struct manager *m)
@@ -1228,6 +1447,7 @@ static void recovery_reconcile(struct recovery *r)
 	log_info("recovery: %zu adopted, %zu containers removed, %zu sessions tombstoned", adopted,
 		 orphans, dead);
 	m->recovered = true;
+	pool_fill(m); /* after recovery, so the reconcile never sees half-made pool sandboxes */
 }
 
 static void recovery_step_done(struct recovery *r)
@@ -1487,6 +1707,8 @@ struct manager *manager_new(struct event_base *base, const struct config *cfg,
 	m->net = net;
 	m->sessions_dir = xstrdup(dir);
 	TAILQ_INIT(&m->all);
+	TAILQ_INIT(&m->pool);
+	m->pool_retry = evtimer_new(base, pool_retry_cb, m);
 	store_set_connect_cb(store, registry_write_back, m);
 	return m;
 }
@@ -1510,6 +1732,7 @@ void manager_free(struct manager *m)
 		free(ms->teardown);
 		msession_free(ms);
 	}
+	event_free(m->pool_retry);
 	free(m->sessions_dir);
 	free(m);
 }

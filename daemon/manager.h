@@ -106,6 +106,10 @@ void manager_set_listener(struct manager *m, manager_event_fn fn, void *arg);
 typedef void (*manager_orphans_cb)(const struct err *e, const char *json, size_t len, void *arg);
 void manager_orphans(struct manager *m, bool remove, manager_orphans_cb cb, void *arg);
 
+/* The warm pool: sandboxes ready now, creates it served, creates it could
+ * have served but was empty for. */
+void manager_pool_stats(const struct manager *m, size_t *ready, uint64_t *hits, uint64_t *misses);
+
 /* Executions running now. */
 size_t manager_execs_in_flight(const struct manager *m);
 

@@ -3,8 +3,24 @@ piece of code, removed afterwards."""
 import threading
 import time
 
-from conftest import wait_for
+import pytest
+
+from conftest import Daemon, _finish_daemon, wait_for
 from helpers_exec import error_of
+
+
+# These tests follow containers by id, so they run on a daemon without a warm
+# pool (whose refills would come and go under them).
+@pytest.fixture(scope="module")
+def daemon(redis_server, tmpdir_session):
+    d = Daemon(redis_server, tmpdir_session, ("--pool-size", "0"))
+    yield d
+    _finish_daemon(d)
+
+
+@pytest.fixture
+def api(daemon):
+    return daemon.api
 
 
 def oneshot(api, body, timeout=120):

@@ -1,0 +1,62 @@
+"""Issue 6: the warm pool. Creates it can serve are claimed from pre-started
+sandboxes (limits applied live); the pool refills; others are created cold."""
+import json
+import re
+import subprocess
+
+from conftest import wait_for
+
+
+def metric(api, name):
+    status, text = api.request("GET", "/metrics")
+    assert status == 200
+    text = text.decode() if isinstance(text, bytes) else str(text)
+    m = re.search(r"^%s (\d+)$" % re.escape(name), text, re.M)
+    assert m, name
+    return int(m.group(1))
+
+
+def memory_of(container):
+    out = subprocess.run(["docker", "inspect", container], capture_output=True, text=True,
+                         timeout=30)
+    return json.loads(out.stdout)[0]["HostConfig"]["Memory"]
+
+
+def test_pool_serves_refills_and_applies_limits(make_daemon):
+    d = make_daemon("--pool-size", "2")
+    api = d.api
+    wait_for(lambda: metric(api, "ci_pool_size") == 2, 60, interval=0.1, what="a full pool")
+    hits = metric(api, "ci_pool_hits_total")
+    s = api.create(limits={"memory_mb": 128})
+    try:
+        assert metric(api, "ci_pool_hits_total") == hits + 1
+        assert s["limits"]["memory_mb"] == 128 and s["tenant"] == "default"
+        (cid,) = d.containers("label=ci.session=" + s["id"])
+        assert memory_of(cid) == 128 << 20  # applied to the running container
+        assert api.exec(s["id"], "x = 1")["status"] == "ok"
+        assert api.exec(s["id"], "x + 1")["result"] == "2"
+        r = api.exec(s["id"], "b = bytearray(400 * 1024 * 1024)")
+        assert r["status"] == "killed" and "out of memory" in r["reason"]
+        # The pool makes up for the one it gave away.
+        wait_for(lambda: metric(api, "ci_pool_size") == 2, 60, interval=0.1,
+                 what="the pool to refill")
+        # A pool sandbox is nobody's session.
+        listed = [x["id"] for x in api.request("GET", "/v1/sessions")[1]["sessions"]]
+        assert listed == [s["id"]]
+    finally:
+        api.delete(s["id"])
+
+
+def test_requests_the_pool_cannot_serve_are_created_cold(make_daemon):
+    d = make_daemon("--pool-size", "1")
+    api = d.api
+    wait_for(lambda: metric(api, "ci_pool_size") == 1, 60, interval=0.1, what="a full pool")
+    hits = metric(api, "ci_pool_hits_total")
+    s = api.create(env={"GREETING": "hello"}, limits={"disk_mb": 64})
+    try:
+        assert metric(api, "ci_pool_hits_total") == hits
+        assert metric(api, "ci_pool_size") == 1
+        r = api.exec(s["id"], "import os; os.environ['GREETING']")
+        assert r["result"] == "'hello'"
+    finally:
+        api.delete(s["id"])
