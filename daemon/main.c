@@ -44,7 +44,7 @@ static void shutdown_done(const struct err *e, void *arg)
 {
 	(void)e;
 	struct daemon_ctx *d = arg;
-	log_info("all sessions ended; exiting");
+	log_info("done; exiting");
 	event_base_loopexit(d->base, NULL);
 }
 
@@ -66,14 +66,16 @@ static void drain_check(evutil_socket_t fd, short what, void *arg)
 	if (d->cfg->remove_on_exit) {
 		log_info("drained; removing every session (remove-on-exit)");
 		http_api_stop(d->api);
-		manager_shutdown(d->mgr, "the daemon was stopped", shutdown_done, d);
+		manager_shutdown(d->mgr, "the daemon was stopped", false, shutdown_done, d);
 		struct timeval limit = {SHUTDOWN_LIMIT_S, 0};
 		event_base_loopexit(d->base, &limit);
 		return;
 	}
 	log_info("drained; %zu sessions keep running for the next daemon to adopt",
 		 manager_count(d->mgr));
-	event_base_loopexit(d->base, NULL);
+	manager_shutdown(d->mgr, "warm pool released at exit", true, shutdown_done, d);
+	struct timeval limit = {SHUTDOWN_LIMIT_S, 0};
+	event_base_loopexit(d->base, &limit);
 }
 
 static void begin_drain(struct daemon_ctx *d, const char *why)

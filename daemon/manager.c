@@ -1563,7 +1563,8 @@ static void shutdown_deferred(evutil_socket_t fd, short what, void *arg)
 	shutdown_one_done(NULL, arg);
 }
 
-void manager_shutdown(struct manager *m, const char *reason, manager_done_cb cb, void *arg)
+void manager_shutdown(struct manager *m, const char *reason, bool pool_only, manager_done_cb cb,
+		      void *arg)
 {
 	m->draining = true;
 	struct shutdown_op *op = xcalloc(1, sizeof(*op));
@@ -1573,7 +1574,7 @@ void manager_shutdown(struct manager *m, const char *reason, manager_done_cb cb,
 	struct msession *ms, *next;
 	for (ms = TAILQ_FIRST(&m->all); ms; ms = next) {
 		next = TAILQ_NEXT(ms, all);
-		if (ms->teardown)
+		if (ms->teardown || (pool_only && !ms->pooled))
 			continue;
 		op->pending++;
 		session_end(ms, SESSION_DEAD, reason, shutdown_one_done, op);

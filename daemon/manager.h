@@ -85,8 +85,10 @@ void manager_foreach(struct manager *m, const char *tenant,
 size_t manager_count(const struct manager *m);
 
 /* End every session of this node (container removed, tombstone "reason"),
- * then call cb once. */
-void manager_shutdown(struct manager *m, const char *reason, manager_done_cb cb, void *arg);
+ * or with pool_only just the warm pool's sandboxes (nobody would adopt
+ * them), then call cb once. */
+void manager_shutdown(struct manager *m, const char *reason, bool pool_only, manager_done_cb cb,
+		      void *arg);
 
 /* Reconcile Docker with Redis after a start: adopt live sessions, remove
  * orphan containers, tombstone sessions whose container is gone. Runs in the
