@@ -53,6 +53,9 @@ extern const struct cli_cmd cmd_get;
 extern const struct cli_cmd cmd_files;
 extern const struct cli_cmd cmd_rmfile;
 extern const struct cli_cmd cmd_health;
+extern const struct cli_cmd cmd_gc;
+extern const struct cli_cmd cmd_drain;
+extern const struct cli_cmd cmd_events;
 
 /* getopt values of the global options; above any short option char. */
 enum {

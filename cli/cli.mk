@@ -2,4 +2,4 @@
 # into build/ci-ctl with $(shell pkg-config --cflags --libs libcurl yajl).
 CLI_SRCS := cli/main.c cli/cli.c cli/client.c cli/json.c cli/output.c \
 	cli/util.c cli/cmd_session.c cli/cmd_exec.c cli/cmd_files.c \
-	cli/cmd_health.c
+	cli/cmd_health.c cli/cmd_admin.c

@@ -170,6 +170,8 @@ static size_t client_on_write(char *ptr, size_t size, size_t nmemb, void *arg)
 		x->streaming = x->req->on_data != NULL && status >= 200 && status < 300;
 		x->decided = 1;
 	}
+	if (x->req->cancel != NULL && *x->req->cancel != 0)
+		return 0; /* curl stops with CURLE_WRITE_ERROR */
 	if (x->streaming) {
 		if (n > 0 && x->req->on_data(ptr, n, x->req->arg, &x->cb_err) < 0) {
 			if (x->cb_err == NULL)
@@ -183,6 +185,20 @@ static size_t client_on_write(char *ptr, size_t size, size_t nmemb, void *arg)
 		return 0;
 	}
 	return n;
+}
+
+/* Called about once a second even when nothing moves: a non-zero return
+ * aborts the transfer (CURLE_ABORTED_BY_CALLBACK). */
+static int client_on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+			      curl_off_t ulnow)
+{
+	struct client_xfer *x = arg;
+
+	(void)dltotal;
+	(void)dlnow;
+	(void)ultotal;
+	(void)ulnow;
+	return *x->req->cancel != 0;
 }
 
 static size_t client_on_read(char *ptr, size_t size, size_t nmemb, void *arg)
@@ -275,9 +291,14 @@ static void client_setup(struct client *c, struct client_xfer *x, struct curl_sl
 	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
 	if (req->timeout_s > 0) {
 		curl_easy_setopt(h, CURLOPT_TIMEOUT, req->timeout_s);
-	} else {
+	} else if (req->timeout_s == 0) {
 		curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
 		curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, CLIENT_STALL_S);
+	}
+	if (req->cancel != NULL) {
+		curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, client_on_progress);
+		curl_easy_setopt(h, CURLOPT_XFERINFODATA, x);
+		curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
 	}
 	client_proxy(c, h);
 	/* Send "a/../b" as written: the server must see it to answer
@@ -338,6 +359,11 @@ static void client_transport_error(struct client *c, CURLcode rc, const char *er
 		else
 			err_set(err, CLI_EXIT_API, 0, "%s: transfer stalled for %ld s", c->server,
 				CLIENT_STALL_S);
+		break;
+	case CURLE_PARTIAL_FILE:
+		/* curl: "transfer closed with outstanding read data remaining" */
+		err_set(err, CLI_EXIT_API, 0, "%s: the connection closed before the answer ended",
+			c->server);
 		break;
 	case CURLE_GOT_NOTHING:
 		err_set(err, CLI_EXIT_API, 0, "%s: server closed the connection without answering",
@@ -401,8 +427,12 @@ int client_do(struct client *c, const struct client_req *req, struct client_resp
 	curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, NULL);
 	curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, NULL);
 	curl_easy_setopt(c->curl, CURLOPT_READDATA, NULL);
+	curl_easy_setopt(c->curl, CURLOPT_XFERINFODATA, NULL);
 
-	if (x.cb_err != NULL) {
+	if (rc != CURLE_OK && req->cancel != NULL && *req->cancel != 0) {
+		err_set(err, CLI_EXIT_API, 0, "%s: interrupted", c->server);
+		err_free(x.cb_err);
+	} else if (x.cb_err != NULL) {
 		err_give(err, x.cb_err);
 		x.cb_err = NULL;
 	} else if (x.too_big) {

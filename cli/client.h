@@ -5,6 +5,7 @@
 #ifndef CLI_CLIENT_H
 #define CLI_CLIENT_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -32,9 +33,18 @@ struct client_req {
 	client_data_cb on_data; /* if set, a 2xx body goes here, unbuffered */
 	void *arg;
 	/* Whole-request limit in seconds.  0 means none, for transfers whose
-	 * size is the user's business; a stall guard still applies. */
+	 * size is the user's business; a stall guard still applies.
+	 * CLIENT_ENDLESS: no limit and no stall guard either, for a stream that
+	 * may rightly stay quiet for hours; only the connect timeout (and TCP
+	 * keepalive) remain. */
 	long timeout_s;
+	/* If set, checked about once a second and on every chunk: once it is
+	 * non-zero the transfer stops and client_do() fails with an
+	 * "interrupted" error.  For a SIGINT handler to set. */
+	const volatile sig_atomic_t *cancel;
 };
+
+#define CLIENT_ENDLESS (-1L)
 
 struct client_resp {
 	long status;

@@ -72,8 +72,8 @@ static void session_kv_gen(struct json_gen *g, const char *name, const struct se
 static void session_describe(struct table *t, yajl_val s)
 {
 	static const char *const order[] = {
-	    "id",         "tenant",         "state",      "image",
-	    "created_at", "last_active_at", "expires_at", "idle_timeout_s",
+	    "id",         "tenant",         "state",      "image",          "runtime",
+	    "created_at", "last_active_at", "expires_at", "idle_timeout_s", "max_lifetime_s",
 	};
 	static const char *const nested[] = {"limits", "network", "metadata"};
 	char when[64], key[128];
@@ -87,7 +87,7 @@ static void session_describe(struct table *t, yajl_val s)
 			continue;
 		text = json_text(v);
 		if (YAJL_IS_STRING(v) && strstr(order[i], "_at") != NULL &&
-		    strcmp(output_when(text, when, sizeof(when)), text) != 0)
+		    strcmp(output_when_exact(text, when, sizeof(when)), text) != 0)
 			val = xasprintf("%s (%s)", text, when);
 		else
 			val = xstrdup(text);
@@ -200,6 +200,7 @@ enum {
 	CREATE_ALLOW,
 	CREATE_ENV,
 	CREATE_META,
+	CREATE_RUNTIME,
 };
 
 static const struct option create_options[] = {
@@ -213,6 +214,7 @@ static const struct option create_options[] = {
     {"allow", required_argument, NULL, CREATE_ALLOW},
     {"env", required_argument, NULL, CREATE_ENV},
     {"meta", required_argument, NULL, CREATE_META},
+    {"runtime", required_argument, NULL, CREATE_RUNTIME},
     {"verbose", no_argument, NULL, 'v'},
     CLI_COMMON_OPTIONS,
     {NULL, 0, NULL, 0},
@@ -266,7 +268,7 @@ static int create_run(struct cli_ctx *ctx, int argc, char **argv)
 	struct session_kv env = {0}, meta = {0};
 	const char **allow = NULL;
 	size_t nallow = 0, i, body_len;
-	const char *image = NULL, *body;
+	const char *image = NULL, *runtime = NULL, *body;
 	double idle = -1;
 	int verbose = 0, have_limits = 0, c, rc = CLI_EXIT_USAGE;
 	struct json_gen *g = NULL;
@@ -281,6 +283,7 @@ static int create_run(struct cli_ctx *ctx, int argc, char **argv)
 		case CLI_GETOPT_STOP: rc = ctx->rc; goto out;
 		case 'v': verbose = 1; break;
 		case CREATE_IMAGE: image = optarg; break;
+		case CREATE_RUNTIME: runtime = optarg; break;
 		case CREATE_IDLE:
 			if (util_parse_long(optarg, 1, 365L * 86400, &n) < 0) {
 				cli_usage_error(ctx, "--idle-timeout: want seconds > 0");
@@ -319,6 +322,10 @@ static int create_run(struct cli_ctx *ctx, int argc, char **argv)
 	if (image != NULL) {
 		json_gen_key(g, "image");
 		json_gen_str(g, image);
+	}
+	if (runtime != NULL) {
+		json_gen_key(g, "runtime");
+		json_gen_str(g, runtime);
 	}
 	if (idle > 0) {
 		json_gen_key(g, "idle_timeout_s");
@@ -404,6 +411,8 @@ const struct cli_cmd cmd_create = {
     .summary = "Create a session and print its id.",
     .help = "Options (unset ones take the server's defaults):\n"
 	    "  --image NAME          image to run (e.g. python)\n"
+	    "  --runtime NAME        runc (the default) or gvisor (stronger isolation, no\n"
+	    "                        --allow)\n"
 	    "  --idle-timeout S      expire after S seconds without use\n"
 	    "  --memory MB           memory limit\n"
 	    "  --cpus N              CPU limit, may be fractional (0.5)\n"
@@ -536,8 +545,12 @@ const struct cli_cmd cmd_show = {
     .name = "show",
     .usage = "ID",
     .summary = "Show a session: state, times, limits, network, metadata.",
-    .help = "Prints 'key: value' lines: id, tenant, state, image, times (also relative to\n"
-	    "now), idle_timeout_s, limits.*, network.allow and metadata.*.\n",
+    .help = "Prints 'key: value' lines: id, tenant, state, image, runtime (runc or gvisor),\n"
+	    "the clocks created_at, last_active_at and expires_at (also relative to now,\n"
+	    "e.g. 'in 9m 58s'), idle_timeout_s, limits.*, network.allow and metadata.*.\n"
+	    "\n"
+	    "A session that ended answers 410: 'ci-ctl: expired: session ... ended at TIME\n"
+	    "(expired): idle for 600s (idle_timeout_s) (HTTP 410)' on stderr, exit 5.\n",
     .run = show_run,
 };
 

@@ -182,17 +182,57 @@ char *output_age(time_t t, time_t now, char *buf, size_t len)
 	return buf;
 }
 
-char *output_when(const char *rfc3339, char *buf, size_t len)
+char *output_age_exact(time_t t, time_t now, char *buf, size_t len)
+{
+	static const struct {
+		long long secs;
+		const char *unit;
+	} units[] = {{86400, "d"}, {3600, "h"}, {60, "m"}, {1, "s"}};
+	long long d = (long long)now - (long long)t;
+	long long a = d < 0 ? -d : d;
+	char span[64];
+	size_t i;
+
+	if (a < 1) {
+		snprintf(buf, len, "now");
+		return buf;
+	}
+	for (i = 0; a < units[i].secs; i++)
+		;
+	if (i + 1 < sizeof(units) / sizeof(units[0]) && a % units[i].secs / units[i + 1].secs > 0)
+		snprintf(span, sizeof(span), "%lld%s %lld%s", a / units[i].secs, units[i].unit,
+			 a % units[i].secs / units[i + 1].secs, units[i + 1].unit);
+	else
+		snprintf(span, sizeof(span), "%lld%s", a / units[i].secs, units[i].unit);
+	if (d > 0)
+		snprintf(buf, len, "%s ago", span);
+	else
+		snprintf(buf, len, "in %s", span);
+	return buf;
+}
+
+static char *output_when_with(const char *rfc3339, char *buf, size_t len,
+			      char *(*age)(time_t, time_t, char *, size_t))
 {
 	time_t t;
 
 	if (rfc3339 == NULL)
 		snprintf(buf, len, "-");
 	else if (output_parse_time(rfc3339, &t) == 0)
-		output_age(t, time(NULL), buf, len);
+		age(t, time(NULL), buf, len);
 	else
 		snprintf(buf, len, "%s", rfc3339);
 	return buf;
+}
+
+char *output_when(const char *rfc3339, char *buf, size_t len)
+{
+	return output_when_with(rfc3339, buf, len, output_age);
+}
+
+char *output_when_exact(const char *rfc3339, char *buf, size_t len)
+{
+	return output_when_with(rfc3339, buf, len, output_age_exact);
 }
 
 void output_json_doc(const char *body, size_t len)

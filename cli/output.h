@@ -34,9 +34,15 @@ int output_parse_time(const char *s, time_t *out);
 /* "5s ago", "3m ago", "in 7m", "2d ago"... into buf; returns buf. */
 char *output_age(time_t t, time_t now, char *buf, size_t len);
 
+/* The same with two units, for a clock someone watches: "in 9m 58s",
+ * "1h 5m ago", "42s ago" (a zero second unit is left out). */
+char *output_age_exact(time_t t, time_t now, char *buf, size_t len);
+
 /* A timestamp from the API shown relative to now, or as given when it does
  * not parse, or "-" when NULL; returns buf. */
 char *output_when(const char *rfc3339, char *buf, size_t len);
+/* The same with output_age_exact. */
+char *output_when_exact(const char *rfc3339, char *buf, size_t len);
 
 /* Prints a server document as is, one per line, for --json. */
 void output_json_doc(const char *body, size_t len);

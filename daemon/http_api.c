@@ -972,6 +972,15 @@ static void handle_admin(struct http_api *api, struct http_req *req, const char 
 	}
 }
 
+void http_api_end_streams(struct http_api *api)
+{
+	while (!LIST_EMPTY(&api->watchers)) {
+		struct watcher *w = LIST_FIRST(&api->watchers);
+		http_req_set_close_cb(w->req, NULL, NULL);
+		watcher_end(w);
+	}
+}
+
 void http_api_set_drain(struct http_api *api, void (*fn)(void *arg), void *arg)
 {
 	api->drain_fn = fn;

@@ -27,6 +27,9 @@ int http_api_listen(struct http_api *api, struct err **errp);
 /* What POST /v1/admin/drain does (main's drain, as on SIGTERM). */
 void http_api_set_drain(struct http_api *api, void (*fn)(void *arg), void *arg);
 
+/* End open event streams cleanly (the daemon is about to exit). */
+void http_api_end_streams(struct http_api *api);
+
 /* Stop accepting connections (drain). */
 void http_api_stop(struct http_api *api);
 

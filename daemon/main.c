@@ -45,7 +45,10 @@ static void shutdown_done(const struct err *e, void *arg)
 	(void)e;
 	struct daemon_ctx *d = arg;
 	log_info("done; exiting");
-	event_base_loopexit(d->base, NULL);
+	/* Close event streams properly, and give the last bytes a moment to go. */
+	http_api_end_streams(d->api);
+	struct timeval flush = {0, 100000};
+	event_base_loopexit(d->base, &flush);
 }
 
 /* Drain: wait for running executions (bounded), then either end every
