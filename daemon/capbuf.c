@@ -51,10 +51,22 @@ void capbuf_set_tail(struct capbuf *cb, const char *data, size_t len, uint64_t d
 		cb->truncated = true;
 }
 
+void capbuf_producer_died(struct capbuf *cb)
+{
+	if (cb->tail_len == 0 && cb->head_len >= cb->cap / 2) {
+		cb->truncated = true;
+		cb->tail_lost = true;
+	}
+}
+
 char *capbuf_render(const struct capbuf *cb, size_t *len)
 {
 	char marker[96] = "";
-	if (cb->truncated)
+	if (cb->tail_lost)
+		snprintf(
+		    marker, sizeof(marker),
+		    "\n[... output past this point was lost when the kernel was killed ...]\n");
+	else if (cb->truncated)
 		snprintf(marker, sizeof(marker), "\n[... %llu bytes truncated ...]\n",
 			 (unsigned long long)cb->dropped);
 	size_t mlen = strlen(marker);

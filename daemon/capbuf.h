@@ -19,6 +19,7 @@ struct capbuf {
 	size_t cap;
 	uint64_t dropped;
 	bool truncated;
+	bool tail_lost; /* the producer died holding the tail */
 };
 
 void capbuf_init(struct capbuf *cb, size_t cap);
@@ -30,6 +31,10 @@ size_t capbuf_append(struct capbuf *cb, const char *data, size_t len);
 /* The closing tail: the producer dropped `dropped` bytes, then sent these.
  * At most cap/2 of them are kept. */
 void capbuf_set_tail(struct capbuf *cb, const char *data, size_t len, uint64_t dropped);
+
+/* The producer died: if the head had reached cap/2 (where the producer
+ * starts keeping the tail to itself), what followed is lost; say so. */
+void capbuf_producer_died(struct capbuf *cb);
 
 /* Head, a marker when truncated, tail; malloc'd and NUL-terminated, length in
  * *len. Caller frees. */

@@ -23,6 +23,8 @@
 #define REQUEST_HEAD_MAX (16 * 1024)
 #define SPLICE_HIGH (256 * 1024)
 #define MAX_CONNS 4096
+/* One sandbox must not starve the others of proxy connections. */
+#define MAX_CONNS_PER_SESSION 64
 #define HEAD_TIMEOUT_S 10
 #define CONNECT_TIMEOUT_S 10
 #define IDLE_TIMEOUT_S 300
@@ -486,6 +488,16 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 		return;
 	}
 	snprintf(c->session, sizeof(c->session), "%s", peer.session_id);
+	size_t mine = 0;
+	struct egress_conn *o;
+	LIST_FOREACH (o, &eg->conns, link)
+		mine += o != c && strcmp(o->session, c->session) == 0;
+	if (mine >= MAX_CONNS_PER_SESSION) {
+		conn_refuse(c, 429, "Too Many Requests",
+			    "this session already has %d proxy connections open",
+			    MAX_CONNS_PER_SESSION);
+		return;
+	}
 	c->allow = xcalloc(peer.n_allow, sizeof(char *));
 	for (size_t i = 0; i < peer.n_allow; i++)
 		c->allow[c->n_allow++] = xstrdup(peer.allow[i]);

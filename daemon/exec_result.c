@@ -180,6 +180,10 @@ int exec_result_on_done(struct exec_result *r, yajl_val done, struct err **errp)
 void exec_result_fail(struct exec_result *r, enum exec_status status, bool kernel_restarted,
 		      const char *reason)
 {
+	if (kernel_restarted) {
+		capbuf_producer_died(&r->out);
+		capbuf_producer_died(&r->err);
+	}
 	r->status = status;
 	r->kernel_restarted = kernel_restarted;
 	free(r->reason);

@@ -183,8 +183,19 @@ static void conn_drop(struct http_conn *c)
 		req_free(req);
 		return;
 	}
-	if (req->close_cb)
+	if (req->close_cb) {
 		req->close_cb(req, req->close_arg);
+		return;
+	}
+	if (req->mode == BODY_BUFFER && !req->body_complete) {
+		/* The client left half-way through its body: the handler is waiting
+		 * for a body that will never come. Tell it (its state goes), and
+		 * the request needs no answer. */
+		req->mode = BODY_UNCLAIMED;
+		req->finished = true;
+		req->body_cb(req, NULL, 0, req->body_arg);
+		req_free(req);
+	}
 }
 
 static void conn_set_read_timeout(struct http_conn *c, int secs)
@@ -263,7 +274,13 @@ static int conn_parse_headers(struct http_conn *c)
 	req->path = xstrdup(target);
 	while ((line = strtok_r(NULL, "\r\n", &save)) != NULL) {
 		char *colon = strchr(line, ':');
-		if (colon == NULL || colon == line || req->n_headers >= HTTP_MAX_HEADERS)
+		if (req->n_headers >= HTTP_MAX_HEADERS) {
+			c->req = NULL;
+			req_free(req);
+			conn_fail(c, 431, "bad_request", "more than 64 request header fields");
+			return -1;
+		}
+		if (colon == NULL || colon == line)
 			goto conn_fail_req;
 		*colon = '\0';
 		for (char *p = line; *p; p++)
@@ -281,6 +298,15 @@ static int conn_parse_headers(struct http_conn *c)
 	}
 	const char *te = http_req_header(req, "Transfer-Encoding");
 	const char *cl = http_req_header(req, "Content-Length");
+	/* Two lengths, or a length and chunking, is how requests are smuggled
+	 * past a proxy that reads the other one: refuse. */
+	int n_cl = 0, n_te = 0;
+	for (int i = 0; i < req->n_headers; i++) {
+		n_cl += strcasecmp(req->headers[i].name, "Content-Length") == 0;
+		n_te += strcasecmp(req->headers[i].name, "Transfer-Encoding") == 0;
+	}
+	if (n_cl > 1 || n_te > 1 || (n_cl && n_te))
+		goto conn_fail_req;
 	if (te && strcasecmp(te, "chunked") == 0) {
 		req->content_length = -1;
 		req->chunk_state = CH_SIZE;

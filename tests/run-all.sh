@@ -6,11 +6,13 @@
 #   valgrind     the same unit tests under valgrind (no leaks, no errors)
 #   runner       the sandbox runner's own tests (Python, on the host)
 #   integration  real dockerd, real Redis, the ASan daemon and ci-ctl
+#   hostile      hostile code against the sandbox, the proxy and the API
+#   chaos        crashes, restarts and outages of the daemon, Redis and Docker
 # Select suites with TEST_SUITES="unit integration"; pass pytest options with PYTEST_ARGS.
 set -u
 cd "$(dirname "$0")/.."
 
-suites=${TEST_SUITES:-"format unit valgrind runner integration"}
+suites=${TEST_SUITES:-"format unit valgrind runner integration hostile chaos"}
 total_pass=0
 total_fail=0
 failed=()
@@ -50,6 +52,10 @@ for s in $suites; do
 	runner) run runner /usr/bin/python3 -m pytest -q -p no:cacheprovider images/python/runner ${PYTEST_ARGS:-} ;;
 	integration) run integration env CITEST_DAEMON=build/asan/ci-daemon CITEST_CTL=build/asan/ci-ctl \
 		/usr/bin/python3 -m pytest -q -p no:cacheprovider tests/integration ${PYTEST_ARGS:-} ;;
+	hostile) run hostile env CITEST_DAEMON=build/asan/ci-daemon CITEST_CTL=build/asan/ci-ctl \
+		/usr/bin/python3 -m pytest -q -p no:cacheprovider tests/hostile ${PYTEST_ARGS:-} ;;
+	chaos) run chaos env CITEST_DAEMON=build/asan/ci-daemon CITEST_CTL=build/asan/ci-ctl \
+		/usr/bin/python3 -m pytest -q -p no:cacheprovider tests/chaos ${PYTEST_ARGS:-} ;;
 	*) echo "unknown suite $s" >&2; exit 2 ;;
 	esac
 done

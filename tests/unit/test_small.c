@@ -189,3 +189,22 @@ TEST(container_spec_is_hardened)
 	session_free(s);
 	config_free(&cfg);
 }
+
+TEST(capbuf_says_when_the_tail_died_with_the_producer)
+{
+	struct capbuf cb;
+	capbuf_init(&cb, 10);
+	capbuf_append(&cb, "12345", 5); /* the producer's live half is full */
+	capbuf_producer_died(&cb);
+	size_t len;
+	char *out = capbuf_render(&cb, &len);
+	CHECK(cb.truncated);
+	CHECK(strstr(out, "12345\n[... output past this point was lost") == out);
+	free(out);
+	capbuf_release(&cb);
+	capbuf_init(&cb, 10);
+	capbuf_append(&cb, "123", 3); /* short output: nothing was held back */
+	capbuf_producer_died(&cb);
+	CHECK(!cb.truncated);
+	capbuf_release(&cb);
+}

@@ -83,13 +83,26 @@ def os_error(e):
     return "internal", msg
 
 
-class Upload:
-    __slots__ = ("path", "target", "tmp", "fd", "size", "failed")
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
-    def __init__(self, path, target=None, tmp=None, fd=-1):
-        self.path, self.target, self.tmp, self.fd = path, target, tmp, fd
+
+class Upload:
+    """An upload in progress: written to `tmp` beside `target`, both names
+    relative to the parent directory's descriptor `pfd`."""
+    __slots__ = ("path", "target", "tmp", "fd", "pfd", "size", "failed")
+
+    def __init__(self, path, target=None, tmp=None, fd=-1, pfd=-1):
+        self.path, self.target, self.tmp, self.fd, self.pfd = path, target, tmp, fd, pfd
         self.size = 0
         self.failed = fd < 0
+
+    def close_parent(self):
+        if self.pfd >= 0:
+            try:
+                os.close(self.pfd)
+            except OSError:
+                pass
+            self.pfd = -1
 
     def discard(self):
         if self.fd >= 0:
@@ -98,12 +111,13 @@ class Upload:
             except OSError:
                 pass
             self.fd = -1
-        if self.tmp:
+        if self.tmp and self.pfd >= 0:
             try:
-                os.unlink(self.tmp)
+                os.unlink(self.tmp, dir_fd=self.pfd)
             except OSError:
                 pass
             self.tmp = None
+        self.close_parent()
 
 
 class Supervisor:
@@ -111,7 +125,6 @@ class Supervisor:
         self.ipc = ipc
         self.root = root
         self.root_real = os.path.realpath(root)
-        self.prefix = self.root_real.rstrip("/") + "/"
         # connection
         self.sock = None
         self.dec = None
@@ -371,37 +384,63 @@ class Supervisor:
             raise FileError("bad_path", "path names the workspace itself")
         return parts
 
-    def _inside(self, real):
-        return real.startswith(self.prefix)
-
-    def _resolve(self, path):
-        """The real path of `path` under the workspace; refuses escapes."""
-        real = os.path.realpath(os.path.join(self.root_real, *self._parts(path)))
-        if not self._inside(real):
-            raise FileError("bad_path", "path leaves the workspace")
-        return real
+    def _open_parent(self, parts, create=False):
+        """A descriptor of the directory holding parts[-1], reached one
+        component at a time from the workspace without following symlinks.
+        Checking a path and then opening it would race: sandboxed code could
+        swap a directory for a symlink in between. Walking with O_NOFOLLOW
+        from descriptor to descriptor leaves nothing to swap."""
+        fd = os.open(self.root_real, _DIR_FLAGS)
+        try:
+            for name in parts[:-1]:
+                try:
+                    nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                except FileNotFoundError:
+                    if not create:
+                        raise
+                    try:
+                        os.mkdir(name, 0o755, dir_fd=fd)
+                    except FileExistsError:
+                        pass
+                    nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                except OSError as e:
+                    if e.errno in (errno.ELOOP, errno.ENOTDIR):
+                        raise FileError("bad_path", "a directory on the path is a symlink or "
+                                        "not a directory; the files API does not follow "
+                                        "symlinks") from None
+                    raise
+                os.close(fd)
+                fd = nfd
+            return fd
+        except BaseException:
+            os.close(fd)
+            raise
 
     def _put_begin(self, rid, h):
         old = self.uploads.pop(rid, None)
         if old is not None:
             old.discard()
         path = h.get("path")
+        pfd = -1
         try:
-            real = self._resolve(path)
-            if os.path.isdir(real):
+            parts = self._parts(path)
+            name = parts[-1]
+            pfd = self._open_parent(parts, create=True)
+            try:
+                st = os.stat(name, dir_fd=pfd, follow_symlinks=False)
+            except FileNotFoundError:
+                st = None
+            if st is not None and stat.S_ISDIR(st.st_mode):
                 raise FileError("bad_request", "path is a directory")
-            parent = os.path.dirname(real)
-            os.makedirs(parent, exist_ok=True)
-            if not self._inside(os.path.realpath(parent) + "/"):
-                raise FileError("bad_path", "path leaves the workspace")
-            tmp = os.path.join(parent, ".%s.ci-upload-%s"
-                               % (os.path.basename(real)[:100], os.urandom(4).hex()))
+            tmp = ".%s.ci-upload-%s" % (name[:100], os.urandom(4).hex())
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-                         | os.O_CLOEXEC, 0o644)
+                         | os.O_CLOEXEC, 0o644, dir_fd=pfd)
         except (FileError, OSError):
+            if pfd >= 0:
+                os.close(pfd)
             self.uploads[rid] = Upload(path)      # failed: swallow its data and end
             raise
-        self.uploads[rid] = Upload(path, real, tmp, fd)
+        self.uploads[rid] = Upload(path, name, tmp, fd, pfd)
 
     def _put_fail(self, rid, u, e):
         u.discard()
@@ -430,8 +469,10 @@ class Supervisor:
         try:
             os.close(u.fd)
             u.fd = -1
-            os.rename(u.tmp, u.target)
+            # A symlink at the target is replaced, never written through.
+            os.rename(u.tmp, u.target, src_dir_fd=u.pfd, dst_dir_fd=u.pfd)
             u.tmp = None
+            u.close_parent()
         except OSError as e:
             self._put_fail(rid, u, e)
             return
@@ -459,9 +500,15 @@ class Supervisor:
             u.discard()
 
     def _get_begin(self, rid, h):
-        real = self._resolve(h.get("path"))
-        # O_NONBLOCK: a FIFO must not hang the supervisor
-        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        parts = self._parts(h.get("path"))
+        pfd = self._open_parent(parts)
+        try:
+            # O_NOFOLLOW: a symlink is refused (ELOOP → bad_path);
+            # O_NONBLOCK: a FIFO must not hang the supervisor.
+            fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
+                         dir_fd=pfd)
+        finally:
+            os.close(pfd)
         try:
             st = os.fstat(fd)
             if stat.S_ISDIR(st.st_mode):
@@ -543,16 +590,17 @@ class Supervisor:
     def _delete(self, rid, h):
         path = h.get("path")
         parts = self._parts(path)
-        parent = os.path.realpath(os.path.join(self.root_real, *parts[:-1]))
-        if parent != self.root_real and not self._inside(parent):
-            raise FileError("bad_path", "path leaves the workspace")
-        target = os.path.join(parent, parts[-1])
-        st = os.lstat(target)            # a symlink itself is removed, never followed
-        if stat.S_ISDIR(st.st_mode):
-            import shutil
-            shutil.rmtree(target)
-        else:
-            os.unlink(target)
+        pfd = self._open_parent(parts)
+        try:
+            name = parts[-1]
+            st = os.stat(name, dir_fd=pfd, follow_symlinks=False)  # a symlink is removed itself
+            if stat.S_ISDIR(st.st_mode):
+                import shutil
+                shutil.rmtree(name, dir_fd=pfd)   # fd-based: symlink-race safe
+            else:
+                os.unlink(name, dir_fd=pfd)
+        finally:
+            os.close(pfd)
         self._reply({"t": "file_ok", "id": rid, "path": path, "size": 0})
 
     def _handle(self, h, body):
@@ -658,7 +706,22 @@ class Supervisor:
                     pass
 
 
+def _not_dumpable():
+    """Keep sandboxed code (same uid) from ptrace-attaching to the supervisor
+    and speaking for it on its connection to the daemon. The kernel, forked
+    from here, inherits this; programs it executes do not."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        PR_SET_DUMPABLE = 4
+        if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+            log("prctl(PR_SET_DUMPABLE, 0) failed: errno %d" % ctypes.get_errno())
+    except Exception as e:           # never fatal: the daemon distrusts the sandbox anyway
+        log("cannot make the supervisor non-dumpable: %r" % e)
+
+
 def main():
+    _not_dumpable()
     ipc = os.environ.get("SANDBOX_IPC", "/run/ci/ipc.sock")
     root = os.environ.get("SANDBOX_WORKSPACE", "/workspace")
     Supervisor(ipc, root).run()

@@ -555,17 +555,26 @@ def test_bad_paths(shared):
     os.symlink("d", os.path.join(shared.ws, "inside"))
     try:
         for p in ["/etc/passwd", "../x", "a/../../x", "d/..", "a\0b", "", ".", "./",
-                  "escape/etc/passwd", "pw", "escape"]:
+                  "escape/etc/passwd", "inside/ok.txt"]:
             h, _ = get(shared, p)
             assert h["t"] == "file_err" and h["code"] == "bad_path", (p, h)
             h = put(shared, p, b"x")
             assert h["t"] == "file_err" and h["code"] == "bad_path", (p, h)
+        # The files API never follows a symlink: reading one is refused...
+        for p in ["pw", "escape"]:
+            h, _ = get(shared, p)
+            assert h["t"] == "file_err" and h["code"] == "bad_path", (p, h)
         h, _ = get(shared, 5)
         assert h["code"] == "bad_path"
         assert not os.path.exists("/x") and not os.path.exists("/etc/passwd.ci")
-        # a symlink that stays inside is fine
-        assert put(shared, "inside/ok.txt", b"ok")["t"] == "file_ok"
-        assert get(shared, "inside/ok.txt")[1] == b"ok"
+        # ...and writing onto one replaces the link, never its target.
+        before = open("/etc/passwd", "rb").read()
+        assert put(shared, "pw", b"x")["t"] == "file_ok"
+        assert open("/etc/passwd", "rb").read() == before
+        assert not os.path.islink(os.path.join(shared.ws, "pw"))
+        os.unlink(os.path.join(shared.ws, "pw"))
+        os.symlink("/etc/passwd", os.path.join(shared.ws, "pw"))
+        assert put(shared, "d/ok.txt", b"ok")["t"] == "file_ok"
         assert get(shared, "d/ok.txt")[1] == b"ok"
         # deleting an escaping symlink removes the link, never its target
         rid = shared.file({"t": "file_delete", "path": "pw"})

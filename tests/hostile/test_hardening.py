@@ -1,0 +1,74 @@
+"""What Docker says about a session container: every hardening field."""
+import json
+import os
+import subprocess
+
+
+def test_docker_inspect_shows_every_hardening_field(hostile):
+    h = hostile
+    limits = {"memory_mb": 96, "cpus": 0.5, "pids": 48, "disk_mb": 24, "exec_timeout_s": 5}
+    with h.victim(limits=limits) as s:
+        doc = h.inspect(s["id"])
+        cfg, hc = doc["Config"], doc["HostConfig"]
+        assert cfg["User"] == "1000:1000", cfg["User"]
+        assert cfg["Labels"]["ci.session"] == s["id"], cfg["Labels"]
+        assert cfg["Labels"]["ci.prefix"] == h.d.prefix, cfg["Labels"]
+        assert hc["Privileged"] is False
+        assert hc["CapDrop"] == ["ALL"], hc["CapDrop"]
+        assert not hc.get("CapAdd"), hc.get("CapAdd")
+        assert "no-new-privileges" in (hc["SecurityOpt"] or []), hc["SecurityOpt"]
+        assert not any("unconfined" in o for o in hc["SecurityOpt"] or []), hc["SecurityOpt"]
+        assert hc["ReadonlyRootfs"] is True
+        mb = 1024 * 1024
+        tmpfs = hc["Tmpfs"]
+        assert set(tmpfs) == {"/workspace", "/tmp"}, tmpfs
+        for path, opts in tmpfs.items():
+            o = opts.split(",")
+            assert "nosuid" in o and "nodev" in o, (path, opts)
+            assert "size=%dm" % limits["disk_mb"] in o, (path, opts)
+            assert "exec" not in o, (path, opts)  # Docker's tmpfs default is noexec
+        assert hc["Memory"] == limits["memory_mb"] * mb, hc["Memory"]
+        assert hc["MemorySwap"] == hc["Memory"], (hc["MemorySwap"], hc["Memory"])
+        assert hc["NanoCpus"] == int(limits["cpus"] * 1e9), hc["NanoCpus"]
+        assert hc["PidsLimit"] == limits["pids"], hc["PidsLimit"]
+        ul = {u["Name"]: (u["Soft"], u["Hard"]) for u in hc["Ulimits"] or []}
+        assert ul.get("nofile") == (1024, 1024), ul
+        assert ul.get("fsize") == (limits["disk_mb"] * mb,) * 2, ul
+        assert ul.get("core") == (0, 0), ul
+        assert hc["Init"] is True
+        assert hc["IpcMode"] == "private", hc["IpcMode"]
+        assert hc["PidMode"] in ("", None), hc["PidMode"]
+        assert hc["UTSMode"] in ("", None) and hc["UsernsMode"] in ("", None)
+        assert hc["LogConfig"]["Type"] == "json-file", hc["LogConfig"]
+        assert hc["LogConfig"]["Config"].get("max-size"), hc["LogConfig"]
+        assert hc["NetworkMode"] == "none", hc["NetworkMode"]
+        assert not hc.get("PortBindings") and not hc.get("PublishAllPorts")
+        assert not hc.get("Devices") and not hc.get("DeviceCgroupRules")
+        assert hc.get("RestartPolicy", {}).get("Name") in ("no", "", None), hc["RestartPolicy"]
+        # Binds: only the session's IPC directory, read-only.
+        binds = hc["Binds"] or []
+        assert len(binds) == 1, binds
+        src, dst, mode = binds[0].split(":")
+        assert src == os.path.join(h.d.state_dir, "s", s["id"]), binds
+        assert dst == "/run/ci" and mode == "ro", binds
+        mounts = doc["Mounts"]
+        assert all("docker.sock" not in (m.get("Source") or "") for m in mounts), mounts
+        assert [m["Destination"] for m in mounts if m["Type"] == "bind"] == ["/run/ci"], mounts
+        assert all(m["RW"] is False for m in mounts if m["Type"] == "bind"), mounts
+        # Docker's masked and read-only /proc paths are in place.
+        assert "/proc/kcore" in (hc.get("MaskedPaths") or []), hc.get("MaskedPaths")
+        assert "/proc/sys" in (hc.get("ReadonlyPaths") or []), hc.get("ReadonlyPaths")
+        # And the session with network.allow: the internal network only.
+    with h.victim(network={"allow": ["allowed.test:%d" % h.http.port]}) as s:
+        hc = h.inspect(s["id"])["HostConfig"]
+        assert hc["NetworkMode"].startswith("ci-egress-"), hc["NetworkMode"]
+        nets = h.inspect(s["id"])["NetworkSettings"]["Networks"]
+        assert list(nets) == [hc["NetworkMode"]], nets
+        out = h.d.networks()
+        assert len(out) == 1
+        net = json.loads(subprocess.run(["docker", "network", "inspect", out[0]],
+                                        capture_output=True, text=True, check=True,
+                                        timeout=30).stdout)[0]
+        assert net["Internal"] is True, net
+        assert net["Options"].get("com.docker.network.bridge.enable_icc") == "false", net
+    h.assert_daemon_fine()
