@@ -26,6 +26,7 @@ struct docker_req {
 	bool overflow;
 	docker_cb cb;
 	void *arg;
+	long timeout_ms;               /* 0: the default */
 	struct docker_req *next;       /* queued before negotiation */
 	LIST_ENTRY(docker_req) active; /* in curl's hands */
 };
@@ -185,7 +186,7 @@ static void req_start(struct docker_req *r, const char *version)
 	curl_easy_setopt(r->easy, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
 	/* Lifecycle calls finish in seconds; a hung engine must not hold a
 	 * session's create or teardown forever. */
-	curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS, 120000L);
+	curl_easy_setopt(r->easy, CURLOPT_TIMEOUT_MS, r->timeout_ms ? r->timeout_ms : 120000L);
 	r->headers = curl_slist_append(r->headers, "Content-Type: application/json");
 	r->headers = curl_slist_append(r->headers, "Expect:");
 	curl_easy_setopt(r->easy, CURLOPT_HTTPHEADER, r->headers);
@@ -328,7 +329,15 @@ static void ping_cb(evutil_socket_t fd, short what, void *arg)
 	if (!d->version[0] || d->pinging)
 		return;
 	d->pinging = true;
-	docker_request(d, "GET", "/_ping", NULL, 0, ping_done, d);
+	/* An engine that accepts but never answers is down too: 2 s, not 120. */
+	struct docker_req *r = xcalloc(1, sizeof(*r));
+	r->d = d;
+	r->method = xstrdup("GET");
+	r->path = xstrdup("/_ping");
+	r->timeout_ms = 2000;
+	r->cb = ping_done;
+	r->arg = d;
+	req_start(r, d->version);
 }
 
 struct docker *docker_new(struct event_base *base, const char *sock_path)
@@ -402,6 +411,17 @@ void docker_request(struct docker *d, const char *method, const char *path, cons
 	*d->queue_tail = r;
 	d->queue_tail = &r->next;
 	negotiate(d);
+}
+
+size_t docker_pending(const struct docker *d)
+{
+	size_t n = 0;
+	const struct docker_req *r;
+	LIST_FOREACH (r, &d->active, active)
+		n++;
+	for (r = d->queue; r; r = r->next)
+		n++;
+	return n;
 }
 
 bool docker_reachable(const struct docker *d)

@@ -39,6 +39,9 @@ void docker_free(struct docker *d);
 void docker_request(struct docker *d, const char *method, const char *path, const char *body,
 		    size_t blen, docker_cb cb, void *arg);
 
+/* Requests sent or queued and not answered yet. */
+size_t docker_pending(const struct docker *d);
+
 /* Whether the engine answered the last contact (negotiation or a request). */
 bool docker_reachable(const struct docker *d);
 

@@ -30,6 +30,8 @@ struct daemon_ctx {
 	char **argv;
 	bool stopping;
 	int64_t drain_deadline_ms;
+	int64_t exit_deadline_ms;
+	struct docker *docker;
 	struct event *drain_timer;
 };
 
@@ -40,15 +42,31 @@ static bool egress_lookup(const char *src_ip, struct egress_peer *peer, void *ar
 	return d->mgr && manager_egress_lookup(src_ip, peer, d->mgr);
 }
 
-static void shutdown_done(const struct err *e, void *arg)
+/* Exit once Docker has answered everything we asked: a container create or
+ * removal still in flight would otherwise leave a container behind. */
+static void exit_when_docker_idle(evutil_socket_t fd, short what, void *arg)
 {
-	(void)e;
+	(void)fd;
+	(void)what;
 	struct daemon_ctx *d = arg;
+	if (docker_pending(d->docker) > 0 && clock_mono_ms() < d->exit_deadline_ms) {
+		struct timeval tick = {0, 20000};
+		event_base_once(d->base, -1, EV_TIMEOUT, exit_when_docker_idle, d, &tick);
+		return;
+	}
 	log_info("done; exiting");
 	/* Close event streams properly, and give the last bytes a moment to go. */
 	http_api_end_streams(d->api);
 	struct timeval flush = {0, 100000};
 	event_base_loopexit(d->base, &flush);
+}
+
+static void shutdown_done(const struct err *e, void *arg)
+{
+	(void)e;
+	struct daemon_ctx *d = arg;
+	d->exit_deadline_ms = clock_mono_ms() + 5000;
+	exit_when_docker_idle(-1, 0, d);
 }
 
 /* Drain: wait for running executions (bounded), then either end every
@@ -170,6 +188,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	docker = docker_new(d.base, cfg.docker);
+	d.docker = docker;
 	store = store_new(d.base, cfg.redis, cfg.key_prefix, cfg.node, cfg.tombstone_ttl_s, &e);
 	if (store == NULL)
 		goto fail;

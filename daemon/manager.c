@@ -84,7 +84,8 @@ struct msession {
 	struct teardown_op *teardown;
 	struct kernel_exit_info last_exit;
 	char *end_reason;
-	bool pooled; /* a warm sandbox waiting in the pool for its owner */
+	bool pooled;  /* a warm sandbox, not yet anybody's session */
+	bool in_pool; /* ... and ready in the pool's list */
 	struct msession *hnext;
 	TAILQ_ENTRY(msession) all;
 	TAILQ_ENTRY(msession) pool_link;
@@ -105,6 +106,11 @@ struct manager {
 	bool recovering, recovered;
 	manager_event_fn listener;
 	void *listener_arg;
+	TAILQ_HEAD(tomb_head_, tomb) tombs; /* newest first */
+	size_t n_tombs;
+	bool orphans_suspected; /* a container removal failed: sweep soon */
+	int64_t last_sweep_ms;
+	struct event *sweep;
 	TAILQ_HEAD(, msession) pool; /* warm and ready, oldest first */
 	size_t pool_ready, pool_filling, pooled_total;
 	uint64_t pool_hits, pool_misses;
@@ -112,6 +118,22 @@ struct manager {
 };
 
 static void pool_fill(struct manager *m);
+
+/* Recent endings, kept here too: a call on an ended session gets its 410
+ * even while Redis is down, and a tombstone Redis could not take is written
+ * when it is back. Bounded: the oldest go first. */
+#define TOMBS_MAX 4096
+
+struct tomb {
+	char id[SESSION_ID_LEN + 1];
+	char tenant[64];
+	char node[128];
+	enum session_state state;
+	char *reason;
+	int64_t at_ms;
+	bool unwritten;
+	TAILQ_ENTRY(tomb) link;
+};
 
 static void emit(struct manager *m, const char *type, const struct session *s, const char *detail)
 {
@@ -180,6 +202,72 @@ static void msession_free(struct msession *ms)
 	session_free(ms->s);
 	free(ms->end_reason);
 	free(ms);
+}
+
+/* ---- local tombstones ---- */
+
+static struct tomb *tomb_find(struct manager *m, const char *id)
+{
+	struct tomb *t;
+	TAILQ_FOREACH (t, &m->tombs, link)
+		if (strcmp(t->id, id) == 0)
+			return t;
+	return NULL;
+}
+
+static void tomb_add(struct manager *m, const struct session *s, const char *reason)
+{
+	struct tomb *t = xcalloc(1, sizeof(*t));
+	snprintf(t->id, sizeof(t->id), "%s", s->id);
+	snprintf(t->tenant, sizeof(t->tenant), "%s", s->tenant);
+	snprintf(t->node, sizeof(t->node), "%s", s->node ? s->node : "");
+	t->state = s->state;
+	t->reason = xstrdup(reason);
+	t->at_ms = clock_now_ms();
+	t->unwritten = true;
+	TAILQ_INSERT_HEAD(&m->tombs, t, link);
+	if (++m->n_tombs > TOMBS_MAX) {
+		struct tomb *old = TAILQ_LAST(&m->tombs, tomb_head_);
+		TAILQ_REMOVE(&m->tombs, old, link);
+		free(old->reason);
+		free(old);
+		m->n_tombs--;
+	}
+}
+
+struct tomb_write {
+	struct manager *m;
+	char id[SESSION_ID_LEN + 1];
+};
+
+static void tomb_written(const struct err *e, void *arg)
+{
+	struct tomb_write *w = arg;
+	struct tomb *t = e ? NULL : tomb_find(w->m, w->id);
+	if (t)
+		t->unwritten = false;
+	free(w);
+}
+
+/* Write the ending of t to Redis (record and clock removed, tombstone set). */
+static void tomb_write(struct manager *m, struct tomb *t)
+{
+	struct session stub = {.tenant = t->tenant, .node = t->node, .state = t->state};
+	memcpy(stub.id, t->id, sizeof(stub.id));
+	struct tomb_write *w = xcalloc(1, sizeof(*w));
+	w->m = m;
+	memcpy(w->id, t->id, sizeof(w->id));
+	store_session_end(m->store, &stub, t->reason, tomb_written, w);
+}
+
+static void tombs_free(struct manager *m)
+{
+	while (!TAILQ_EMPTY(&m->tombs)) {
+		struct tomb *t = TAILQ_FIRST(&m->tombs);
+		TAILQ_REMOVE(&m->tombs, t, link);
+		free(t->reason);
+		free(t);
+	}
 }
 
 /* ---- clocks ---- */
@@ -407,7 +495,8 @@ static void create_created(const struct docker_response *resp, void *arg)
 	}
 	ms->s->container_id = xstrdup(cid);
 	yajl_tree_free(v);
-	store_session_touch(ms->m->store, ms->s); /* the record now names its container */
+	if (!ms->pooled)
+		store_session_touch(ms->m->store, ms->s); /* the record now names its container */
 	op->step = CREATE_DOCKER_START;
 	char path[256];
 	snprintf(path, sizeof(path), "/containers/%s/start", ms->s->container_id);
@@ -562,7 +651,17 @@ static void ms_supervisor_up(void *arg)
 struct inspect_ctx {
 	struct manager *m;
 	char id[SESSION_ID_LEN + 1];
+	int attempt;
 };
+
+static void supervisor_down_inspect(struct inspect_ctx *ctx);
+
+static void inspect_again_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	supervisor_down_inspect(arg);
+}
 
 /* The supervisor's socket closed: ask Docker at once whether the container
  * is still running, so a `docker kill` or a crash ends the session within
@@ -572,10 +671,12 @@ static void supervisor_down_inspected(const struct docker_response *resp, void *
 {
 	struct inspect_ctx *ctx = arg;
 	struct msession *ms = table_find(ctx->m, ctx->id);
-	free(ctx);
-	if (ms == NULL || ms->teardown || kernel_link_supervisor_connected(ms->link))
+	if (ms == NULL || ms->teardown || kernel_link_supervisor_connected(ms->link)) {
+		free(ctx);
 		return;
+	}
 	if (resp->status == 404) {
+		free(ctx);
 		session_end(ms, SESSION_DEAD, "its container disappeared", NULL, NULL);
 		return;
 	}
@@ -589,11 +690,36 @@ static void supervisor_down_inspected(const struct docker_response *resp, void *
 		char reason[160];
 		snprintf(reason, sizeof(reason), "its container stopped (exit code %lld%s)",
 			 (long long)code, oom && YAJL_IS_TRUE(oom) ? ", out of memory" : "");
+		free(ctx);
 		session_end(ms, SESSION_DEAD, reason, NULL, NULL);
+	} else {
+		/* The socket can close a moment before Docker marks the container
+		 * stopped: look again shortly (20, 100, 300, 1000 ms), then leave
+		 * it to the supervisor grace timer. */
+		static const int backoff_ms[] = {20, 100, 300, 1000};
+		if (ctx->attempt < 4) {
+			int ms_ = backoff_ms[ctx->attempt++];
+			struct timeval tv = {0, ms_ * 1000};
+			event_base_once(ctx->m->base, -1, EV_TIMEOUT, inspect_again_cb, ctx, &tv);
+		} else {
+			free(ctx);
+		}
 	}
 	err_free(e);
 	if (v)
 		yajl_tree_free(v);
+}
+
+static void supervisor_down_inspect(struct inspect_ctx *ctx)
+{
+	struct msession *ms = table_find(ctx->m, ctx->id);
+	if (ms == NULL || ms->teardown || ms->s->container_id == NULL) {
+		free(ctx);
+		return;
+	}
+	char path[256];
+	snprintf(path, sizeof(path), "/containers/%s/json", ms->s->container_id);
+	docker_request(ctx->m->docker, "GET", path, NULL, 0, supervisor_down_inspected, ctx);
 }
 
 static void ms_supervisor_down(void *arg, const char *why)
@@ -607,9 +733,7 @@ static void ms_supervisor_down(void *arg, const char *why)
 		struct inspect_ctx *ctx = xcalloc(1, sizeof(*ctx));
 		ctx->m = ms->m;
 		memcpy(ctx->id, ms->s->id, sizeof(ctx->id));
-		char path[256];
-		snprintf(path, sizeof(path), "/containers/%s/json", ms->s->container_id);
-		docker_request(ms->m->docker, "GET", path, NULL, 0, supervisor_down_inspected, ctx);
+		supervisor_down_inspect(ctx);
 	}
 }
 
@@ -819,6 +943,7 @@ static void pool_filled(const struct session *s, const struct err *e, void *arg)
 	if (ms == NULL || ms->teardown)
 		return;
 	TAILQ_INSERT_TAIL(&m->pool, ms, pool_link);
+	ms->in_pool = true;
 	m->pool_ready++;
 	log_debug("pool: %zu warm", m->pool_ready);
 	pool_fill(m);
@@ -921,6 +1046,7 @@ static void pool_claim(struct manager *m, struct msession *ms, struct session *s
 		       manager_session_cb cb, void *arg)
 {
 	TAILQ_REMOVE(&m->pool, ms, pool_link);
+	ms->in_pool = false;
 	m->pool_ready--;
 	m->pooled_total--;
 	ms->pooled = false;
@@ -1071,14 +1197,30 @@ static void teardown_step_done(struct teardown_op *op)
 	free(op);
 }
 
+static void teardown_deferred_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct teardown_op *op = arg;
+	op->pending = 1;
+	teardown_step_done(op);
+}
+
+/* Finish a teardown that had nothing in flight, from the loop. */
+static void teardown_step_done_deferred(struct teardown_op *op)
+{
+	struct timeval zero = {0, 0};
+	event_base_once(op->ms->m->base, -1, EV_TIMEOUT, teardown_deferred_cb, op, &zero);
+}
+
 static void teardown_container_removed(const struct docker_response *resp, void *arg)
 {
 	struct teardown_op *op = arg;
 	if (resp->status != 204 && resp->status != 404) {
 		struct err *e = docker_error(resp, "remove container");
-		log_warn("session %s: %s (the orphan reaper will retry)", op->ms->s->id,
-			 e->message);
+		log_warn("session %s: %s (the orphan sweep will retry)", op->ms->s->id, e->message);
 		err_free(e);
+		op->ms->m->orphans_suspected = true;
 	}
 	teardown_step_done(op);
 }
@@ -1086,8 +1228,13 @@ static void teardown_container_removed(const struct docker_response *resp, void 
 static void teardown_store_done(const struct err *e, void *arg)
 {
 	struct teardown_op *op = arg;
+	struct tomb *t = tomb_find(op->ms->m, op->ms->s->id);
 	if (e)
-		log_warn("session %s: tombstone not written: %s", op->ms->s->id, e->message);
+		log_warn(
+		    "session %s: tombstone not written yet (%s); it will be when Redis is back",
+		    op->ms->s->id, e->message);
+	else if (t)
+		t->unwritten = false;
 	teardown_step_done(op);
 }
 
@@ -1096,10 +1243,12 @@ static void session_end(struct msession *ms, enum session_state st, const char *
 {
 	if (ms->teardown)
 		return;
+	bool was_pooled = ms->pooled;
 	if (ms->pooled) {
-		if (ms->create == NULL) { /* ready in the pool */
+		if (ms->in_pool) {
 			TAILQ_REMOVE(&ms->m->pool, ms, pool_link);
 			ms->m->pool_ready--;
+			ms->in_pool = false;
 		}
 		ms->m->pooled_total--;
 		ms->pooled = false;
@@ -1151,6 +1300,13 @@ static void session_end(struct msession *ms, enum session_state st, const char *
 	} else {
 		op->pending--;
 	}
+	if (was_pooled) {
+		op->pending--; /* nobody's session: no record, no tombstone */
+		if (op->pending == 0)
+			teardown_step_done_deferred(op);
+		return;
+	}
+	tomb_add(ms->m, ms->s, reason);
 	store_session_end(ms->m->store, ms->s, reason, teardown_store_done, op);
 }
 
@@ -1240,6 +1396,23 @@ void manager_explain_missing(struct manager *m, const char *id, manager_done_cb 
 		char reason[512];
 		snprintf(reason, sizeof(reason), "%s", ms->end_reason);
 		explain_tomb(true, reason, clock_now_ms(), session_state_name(ms->s->state), op);
+		return;
+	}
+	struct tomb *t = tomb_find(m, id);
+	if (t) {
+		explain_tomb(true, t->reason, t->at_ms, session_state_name(t->state), op);
+		return;
+	}
+	if (!store_connected(m->store)) {
+		/* Without the registry a 404 would be a guess, and maybe a lie. */
+		struct err *e =
+		    err_new(ERR_UNAVAILABLE,
+			    "session %s is not on this node and the registry (redis) is "
+			    "unreachable; retry shortly",
+			    id);
+		op->cb(e, op->arg);
+		err_free(e);
+		free(op);
 		return;
 	}
 	store_tombstone_get(m->store, id, explain_tomb, op);
@@ -1338,6 +1511,7 @@ int manager_patch(struct manager *m, const char *id, const char *tenant, yajl_va
 
 static void containers_path(struct manager *m, char *path, size_t size);
 static void remove_container(struct manager *m, const char *cid);
+static void sweep_cb(evutil_socket_t fd, short what, void *arg);
 
 /* ---- recovery after a restart ----
  *
@@ -1413,7 +1587,7 @@ static void recovery_reconcile(struct recovery *r)
 			continue;
 		size_t k = r->n_records;
 		for (size_t j = 0; sid && j < r->n_records; j++)
-			if (strcmp(r->records[j]->id, sid) == 0)
+			if (r->records[j] && strcmp(r->records[j]->id, sid) == 0)
 				k = j;
 		if (sid && table_find(m, sid))
 			continue; /* a session of ours already (recovery ran twice) */
@@ -1530,12 +1704,20 @@ static void registry_write_back(void *arg)
 	struct msession *ms;
 	size_t n = 0;
 	TAILQ_FOREACH (ms, &m->all, all) {
-		if (ms->teardown || ms->create)
+		if (ms->teardown || ms->create || ms->pooled)
 			continue;
 		store_session_touch(m->store, ms->s);
 		n++;
 	}
-	log_info("redis: wrote %zu live sessions back to the registry", n);
+	size_t t_n = 0;
+	struct tomb *t;
+	TAILQ_FOREACH (t, &m->tombs, link) {
+		if (t->unwritten) {
+			tomb_write(m, t);
+			t_n++;
+		}
+	}
+	log_info("redis: wrote %zu live sessions and %zu endings back to the registry", n, t_n);
 }
 
 /* ---- shutdown and orphans ---- */
@@ -1679,6 +1861,30 @@ void manager_orphans(struct manager *m, bool remove, manager_orphans_cb cb, void
 	docker_request(m->docker, "GET", path, NULL, 0, orphans_answer, op);
 }
 
+static void sweep_done(const struct err *e, const char *json, size_t len, void *arg)
+{
+	(void)json;
+	(void)len;
+	struct manager *m = arg;
+	if (e == NULL)
+		m->orphans_suspected = false;
+}
+
+/* Every 2 s when a removal failed (Docker was down), and every minute in
+ * any case: remove containers of ours that no session owns. */
+static void sweep_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct manager *m = arg;
+	int64_t now = clock_mono_ms();
+	if (!m->recovered || m->draining || !docker_reachable(m->docker) ||
+	    (!m->orphans_suspected && now - m->last_sweep_ms < 60000))
+		return;
+	m->last_sweep_ms = now;
+	manager_orphans(m, true, sweep_done, m);
+}
+
 void manager_set_listener(struct manager *m, manager_event_fn fn, void *arg)
 {
 	m->listener = fn;
@@ -1710,6 +1916,10 @@ struct manager *manager_new(struct event_base *base, const struct config *cfg,
 	TAILQ_INIT(&m->all);
 	TAILQ_INIT(&m->pool);
 	m->pool_retry = evtimer_new(base, pool_retry_cb, m);
+	TAILQ_INIT(&m->tombs);
+	m->sweep = event_new(base, -1, EV_PERSIST, sweep_cb, m);
+	struct timeval two = {2, 0};
+	event_add(m->sweep, &two);
 	store_set_connect_cb(store, registry_write_back, m);
 	return m;
 }
@@ -1734,6 +1944,8 @@ void manager_free(struct manager *m)
 		msession_free(ms);
 	}
 	event_free(m->pool_retry);
+	event_free(m->sweep);
+	tombs_free(m);
 	free(m->sessions_dir);
 	free(m);
 }

@@ -367,7 +367,9 @@ def hostile(redis_server, tmpdir_session):
             d = base.Daemon(redis_server, tmpdir_session,
                             ("--egress-hosts-file", hosts,
                              "--egress-trusted", "127.0.0.1:%d" % http.port,
-                             "--kill-grace-ms", "1000"))
+                             "--kill-grace-ms", "1000",
+                             # Cases count containers; a refilling pool would blur that.
+                             "--pool-size", "0"))
         finally:
             if saved is None:
                 del os.environ["ASAN_OPTIONS"]
