@@ -32,6 +32,11 @@ struct http_api {
 	uint64_t creates, create_failures;
 	void (*drain_fn)(void *arg);
 	void *drain_arg;
+	/* Loop lag: how late a 50 ms tick runs shows whether anything blocks
+	 * the loop; the worst since the last scrape goes to /metrics. */
+	struct event *tick;
+	int64_t tick_due_us;
+	int64_t lag_max_us;
 	LIST_HEAD(, watcher) watchers;
 };
 
@@ -133,8 +138,23 @@ static void handle_readyz(struct http_api *api, struct http_req *req)
 	reply_gen(req, ready ? 200 : 503, g);
 }
 
+#define TICK_US 50000
+
+static void tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct http_api *api = arg;
+	int64_t now = clock_mono_us(), lag = now - api->tick_due_us;
+	if (lag > api->lag_max_us)
+		api->lag_max_us = lag;
+	api->tick_due_us = now + TICK_US;
+}
+
 static void handle_metrics(struct http_api *api, struct http_req *req)
 {
+	double lag_ms = (double)api->lag_max_us / 1000.0;
+	api->lag_max_us = 0;
 	const struct egress_stats *es = egress_get_stats(api->egress);
 	size_t pool_ready;
 	uint64_t pool_hits, pool_misses;
@@ -167,12 +187,14 @@ static void handle_metrics(struct http_api *api, struct http_req *req)
 	    "# HELP ci_pool_hits_total Creates served from the warm pool.\n"
 	    "# TYPE ci_pool_hits_total counter\nci_pool_hits_total %" PRIu64 "\n"
 	    "# HELP ci_pool_misses_total Creates the pool could have served but was empty for.\n"
-	    "# TYPE ci_pool_misses_total counter\nci_pool_misses_total %" PRIu64 "\n",
+	    "# TYPE ci_pool_misses_total counter\nci_pool_misses_total %" PRIu64 "\n"
+	    "# HELP ci_loop_lag_max_ms Worst event-loop lag since the last scrape.\n"
+	    "# TYPE ci_loop_lag_max_ms gauge\nci_loop_lag_max_ms %.3f\n",
 	    manager_count(api->mgr), api->requests, api->creates, api->create_failures,
 	    api->execs[EXEC_OK], api->execs[EXEC_ERROR], api->execs[EXEC_TIMEOUT],
 	    api->execs[EXEC_KILLED], docker_reachable(api->docker) ? 1 : 0,
 	    store_connected(api->store) ? 1 : 0, es->allowed, es->denied, es->failed, pool_ready,
-	    pool_hits, pool_misses);
+	    pool_hits, pool_misses, lag_ms);
 	http_req_reply(req, 200, "text/plain; version=0.0.4", buf, (size_t)n);
 }
 
@@ -1133,6 +1155,10 @@ struct http_api *http_api_new(struct event_base *base, const struct config *cfg,
 	api->egress = egress;
 	LIST_INIT(&api->watchers);
 	manager_set_listener(mgr, on_session_event, api);
+	api->tick = event_new(base, -1, EV_PERSIST, tick_cb, api);
+	struct timeval tv = {0, TICK_US};
+	api->tick_due_us = clock_mono_us() + TICK_US;
+	event_add(api->tick, &tv);
 	api->srv = http_server_new(base, on_request, api);
 	return api;
 }
@@ -1147,6 +1173,7 @@ void http_api_free(struct http_api *api)
 		watcher_end(w);
 	}
 	manager_set_listener(api->mgr, NULL, NULL);
+	event_free(api->tick);
 	http_server_free(api->srv);
 	free(api);
 }

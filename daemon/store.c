@@ -75,7 +75,7 @@ static void schedule_reconnect(struct store *st)
 {
 	struct timeval tv = {st->backoff_ms / 1000, (st->backoff_ms % 1000) * 1000};
 	evtimer_add(st->reconnect, &tv);
-	st->backoff_ms = st->backoff_ms * 2 > 2000 ? 2000 : st->backoff_ms * 2;
+	st->backoff_ms = st->backoff_ms * 2 > 500 ? 500 : st->backoff_ms * 2;
 }
 
 static void connect_cb(const redisAsyncContext *ac, int status)
