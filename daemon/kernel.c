@@ -150,6 +150,8 @@ static void conn_lost(struct kernel_conn *c, const char *why)
 	 * it is gone, so the supervisor starts a fresh one. */
 	if (role == ROLE_KERNEL && c->pidfd >= 0)
 		syscall(SYS_pidfd_send_signal, c->pidfd, SIGKILL, NULL, 0);
+	else if (role == ROLE_KERNEL && c->pid > 0)
+		kill(c->pid, SIGKILL);
 	conn_close(c);
 	if (role == ROLE_KERNEL)
 		LINK_CALL(link, kernel_down, why);
@@ -187,11 +189,14 @@ static int conn_hello(struct kernel_conn *c, yajl_val h)
 			return -1;
 		}
 		c->pidfd = pidfd_open_compat(c->pid);
-		if (c->pidfd < 0) {
+		if (c->pidfd < 0 && errno != ENOSYS) {
 			log_warn("ipc %s: pidfd_open(%d): %s", link->dir, (int)c->pid,
 				 strerror(errno));
 			return -1;
 		}
+		/* Without pidfds (Linux < 5.3, or under valgrind) signals go by
+		 * pid: the process is alive now (it just spoke), so reuse of its
+		 * pid before the next signal is unlikely but not impossible. */
 		c->role = ROLE_KERNEL;
 		link->kernel = c;
 		LINK_CALL(link, kernel_up);
@@ -479,8 +484,10 @@ void kernel_link_supervisor_pause_read(struct kernel_link *link, bool paused)
 
 int kernel_link_signal_kernel(struct kernel_link *link, int sig)
 {
-	if (link->kernel == NULL || link->kernel->pidfd < 0)
+	if (link->kernel == NULL)
 		return -1;
+	if (link->kernel->pidfd < 0)
+		return kill(link->kernel->pid, sig);
 	return (int)syscall(SYS_pidfd_send_signal, link->kernel->pidfd, sig, NULL, 0);
 }
 

@@ -94,6 +94,7 @@ static void drain_check(evutil_socket_t fd, short what, void *arg)
 	}
 	log_info("drained; %zu sessions keep running for the next daemon to adopt",
 		 manager_count(d->mgr));
+	manager_flush_clocks(d->mgr);
 	manager_shutdown(d->mgr, "warm pool released at exit", true, shutdown_done, d);
 	struct timeval limit = {SHUTDOWN_LIMIT_S, 0};
 	event_base_loopexit(d->base, &limit);

@@ -84,8 +84,9 @@ struct msession {
 	struct teardown_op *teardown;
 	struct kernel_exit_info last_exit;
 	char *end_reason;
-	bool pooled;  /* a warm sandbox, not yet anybody's session */
-	bool in_pool; /* ... and ready in the pool's list */
+	int64_t clock_written_ms; /* when the clock last went to Redis */
+	bool pooled;              /* a warm sandbox, not yet anybody's session */
+	bool in_pool;             /* ... and ready in the pool's list */
 	struct msession *hnext;
 	TAILQ_ENTRY(msession) all;
 	TAILQ_ENTRY(msession) pool_link;
@@ -281,13 +282,39 @@ static void arm_idle_timer(struct msession *ms)
 	evtimer_add(ms->idle_timer, &tv);
 }
 
+/* The clock in Redis moves at most once a second per session: a busy
+ * session runs thousands of executions a second, and the Redis copy only
+ * serves a restart (which then may expire a session up to a second early). */
+#define CLOCK_WRITE_MS 1000
+
 static void touch(struct msession *ms)
 {
 	if (ms->pooled)
 		return; /* no owner, no clock */
-	session_touch(ms->s, clock_now_ms());
+	int64_t now = clock_now_ms();
+	session_touch(ms->s, now);
 	arm_idle_timer(ms);
-	store_session_touch(ms->m->store, ms->s);
+	if (now - ms->clock_written_ms >= CLOCK_WRITE_MS) {
+		store_session_touch(ms->m->store, ms->s);
+		ms->clock_written_ms = now;
+	}
+}
+
+void manager_flush_clocks(struct manager *m)
+{
+	struct msession *ms;
+	TAILQ_FOREACH (ms, &m->all, all) {
+		if (!ms->pooled && !ms->teardown && !ms->create)
+			store_session_touch(m->store, ms->s);
+	}
+}
+
+/* Write the whole record (after what it says changed: created, claimed,
+ * allowlist, container); fire and forget. */
+static void persist(struct msession *ms)
+{
+	if (!ms->pooled)
+		store_session_put(ms->m->store, ms->s, NULL, NULL);
 }
 
 static void idle_timer_cb(evutil_socket_t fd, short what, void *arg)
@@ -340,6 +367,7 @@ static void create_finish_ex(struct create_op *op, struct err *e, bool call_in_f
 	if (e == NULL) {
 		ms->s->state = SESSION_READY;
 		touch(ms);
+		persist(ms);
 		if (!ms->pooled) {
 			log_info("session %s: ready (tenant %s, image %s)", ms->s->id,
 				 ms->s->tenant, ms->s->image);
@@ -496,7 +524,7 @@ static void create_created(const struct docker_response *resp, void *arg)
 	ms->s->container_id = xstrdup(cid);
 	yajl_tree_free(v);
 	if (!ms->pooled)
-		store_session_touch(ms->m->store, ms->s); /* the record now names its container */
+		persist(ms); /* the record now names its container */
 	op->step = CREATE_DOCKER_START;
 	char path[256];
 	snprintf(path, sizeof(path), "/containers/%s/start", ms->s->container_id);
@@ -1506,6 +1534,7 @@ int manager_patch(struct manager *m, const char *id, const char *tenant, yajl_va
 	session_free(scratch);
 	log_info("session %s: allowlist now has %zu entries", id, ms->s->n_allow);
 	touch(ms);
+	persist(ms);
 	return 0;
 }
 
@@ -1657,7 +1686,7 @@ static void recovery_listed(const struct docker_response *resp, void *arg)
 }
 
 static void recovery_records(const struct err *e, const char *const *records, const size_t *lens,
-			     size_t n, void *arg)
+			     const int64_t *expires_ms, size_t n, void *arg)
 {
 	struct recovery *r = arg;
 	if (e) {
@@ -1672,6 +1701,12 @@ static void recovery_records(const struct err *e, const char *const *records, co
 				log_warn("recovery: skipping a record: %s", pe->message);
 				err_free(pe);
 				continue;
+			}
+			/* The expiry set is the clock's authority: the record
+			 * itself is rewritten only when the session changes. */
+			if (expires_ms[i] > s->expires_at_ms) {
+				s->expires_at_ms = expires_ms[i];
+				s->last_active_at_ms = expires_ms[i] - s->idle_timeout_s * 1000;
 			}
 			r->records[r->n_records++] = s;
 		}
@@ -1706,7 +1741,7 @@ static void registry_write_back(void *arg)
 	TAILQ_FOREACH (ms, &m->all, all) {
 		if (ms->teardown || ms->create || ms->pooled)
 			continue;
-		store_session_touch(m->store, ms->s);
+		persist(ms);
 		n++;
 	}
 	size_t t_n = 0;

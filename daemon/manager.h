@@ -112,6 +112,10 @@ void manager_orphans(struct manager *m, bool remove, manager_orphans_cb cb, void
  * have served but was empty for. */
 void manager_pool_stats(const struct manager *m, size_t *ready, uint64_t *hits, uint64_t *misses);
 
+/* Write every session's current clock to Redis (before the daemon exits
+ * and leaves its sessions to the next one). */
+void manager_flush_clocks(struct manager *m);
+
 /* Executions running now. */
 size_t manager_execs_in_flight(const struct manager *m);
 

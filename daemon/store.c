@@ -302,7 +302,13 @@ void store_session_touch(struct store *st, const struct session *s)
 {
 	if (st->ac == NULL || !st->connected)
 		return;
-	put_record(st, s, NULL);
+	int64_t ttl_ms = s->expires_at_ms - clock_now_ms();
+	if (ttl_ms < 1)
+		ttl_ms = 1;
+	redisAsyncCommand(st->ac, NULL, NULL, "PEXPIRE %ssession:%s %lld", st->prefix, s->id,
+			  (long long)ttl_ms);
+	redisAsyncCommand(st->ac, NULL, NULL, "ZADD %sexpiry:%s %lld %s", st->prefix, st->node,
+			  (long long)s->expires_at_ms, s->id);
 }
 
 void store_session_end(struct store *st, const struct session *s, const char *reason,
@@ -373,13 +379,14 @@ struct records_op {
 	store_records_cb cb;
 	void *arg;
 	char **ids;
+	int64_t *scores;
 	size_t n;
 };
 
 static void records_fail(struct records_op *op, const char *why)
 {
 	struct err e = {.code = ERR_UNAVAILABLE, .message = (char *)why};
-	op->cb(&e, NULL, NULL, 0, op->arg);
+	op->cb(&e, NULL, NULL, NULL, 0, op->arg);
 }
 
 static void records_free(struct records_op *op)
@@ -387,6 +394,7 @@ static void records_free(struct records_op *op)
 	for (size_t i = 0; i < op->n; i++)
 		free(op->ids[i]);
 	free(op->ids);
+	free(op->scores);
 	free(op);
 }
 
@@ -402,11 +410,13 @@ static void mget_reply(redisAsyncContext *ac, void *reply, void *privdata)
 	}
 	const char **texts = xcalloc(op->n, sizeof(char *));
 	size_t *lens = xcalloc(op->n, sizeof(size_t));
+	int64_t *expires = xcalloc(op->n, sizeof(int64_t));
 	size_t k = 0;
 	for (size_t i = 0; i < op->n; i++) {
 		redisReply *el = r->element[i];
 		if (el->type == REDIS_REPLY_STRING) {
 			texts[k] = el->str;
+			expires[k] = op->scores ? op->scores[i] : 0;
 			lens[k++] = el->len;
 		} else if (op->st->ac) {
 			/* Expired by its TTL: the id no longer belongs in the set. */
@@ -414,10 +424,40 @@ static void mget_reply(redisAsyncContext *ac, void *reply, void *privdata)
 					  op->st->prefix, op->st->node, op->ids[i]);
 		}
 	}
-	op->cb(NULL, texts, lens, k, op->arg);
+	op->cb(NULL, texts, lens, expires, k, op->arg);
 	free(texts);
 	free(lens);
+	free(expires);
 	records_free(op);
+}
+
+/* The expiry set's scores, then the records themselves. */
+static void zmscore_reply(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	struct records_op *op = privdata;
+	redisReply *r = reply;
+	if (r == NULL) {
+		records_fail(op, "redis: connection lost while reading the expiry set");
+		records_free(op);
+		return;
+	}
+	op->scores = xcalloc(op->n, sizeof(int64_t));
+	if (r->type == REDIS_REPLY_ARRAY && r->elements == op->n)
+		for (size_t i = 0; i < op->n; i++)
+			if (r->element[i]->type == REDIS_REPLY_STRING)
+				op->scores[i] = strtoll(r->element[i]->str, NULL, 10);
+	const char **argv = xcalloc(op->n + 1, sizeof(char *));
+	argv[0] = "MGET";
+	for (size_t i = 0; i < op->n; i++) {
+		char *key = NULL;
+		if (asprintf(&key, "%ssession:%s", op->st->prefix, op->ids[i]) < 0)
+			abort();
+		argv[i + 1] = key;
+	}
+	redisAsyncCommandArgv(ac, mget_reply, op, (int)(op->n + 1), argv, NULL);
+	for (size_t i = 1; i <= op->n; i++)
+		free((char *)argv[i]);
+	free(argv);
 }
 
 static void smembers_reply(redisAsyncContext *ac, void *reply, void *privdata)
@@ -430,24 +470,24 @@ static void smembers_reply(redisAsyncContext *ac, void *reply, void *privdata)
 		return;
 	}
 	if (r->elements == 0) {
-		op->cb(NULL, NULL, NULL, 0, op->arg);
+		op->cb(NULL, NULL, NULL, NULL, 0, op->arg);
 		records_free(op);
 		return;
 	}
 	op->ids = xcalloc(r->elements, sizeof(char *));
-	const char **argv = xcalloc(r->elements + 1, sizeof(char *));
-	argv[0] = "MGET";
+	const char **argv = xcalloc(r->elements + 2, sizeof(char *));
+	char *zkey = NULL;
+	if (asprintf(&zkey, "%sexpiry:%s", op->st->prefix, op->st->node) < 0)
+		abort();
+	argv[0] = "ZMSCORE";
+	argv[1] = zkey;
 	for (size_t i = 0; i < r->elements; i++) {
 		redisReply *el = r->element[i];
-		char *key = NULL;
-		if (asprintf(&key, "%ssession:%.*s", op->st->prefix, (int)el->len, el->str) < 0)
-			abort();
 		op->ids[op->n++] = xstrndup(el->str, el->len);
-		argv[i + 1] = key;
+		argv[i + 2] = op->ids[i];
 	}
-	redisAsyncCommandArgv(ac, mget_reply, op, (int)(op->n + 1), argv, NULL);
-	for (size_t i = 1; i <= op->n; i++)
-		free((char *)argv[i]);
+	redisAsyncCommandArgv(ac, zmscore_reply, op, (int)(op->n + 2), argv, NULL);
+	free(zkey);
 	free(argv);
 }
 

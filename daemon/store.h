@@ -37,8 +37,10 @@ typedef void (*store_done_cb)(const struct err *e, void *arg);
 /* Write the session record and its clock. */
 void store_session_put(struct store *st, const struct session *s, store_done_cb cb, void *arg);
 
-/* Slide the clock after activity; fire and forget (the record is re-written,
- * so its last_active_at and expires_at stay true). */
+/* Slide the clock after activity; fire and forget. Only the clock moves
+ * (the record's TTL and its score in the expiry set): rewriting the whole
+ * record after every execution cost half the daemon's work per exec. The
+ * expiry set is the authority on expires_at; store_node_records reads it. */
 void store_session_touch(struct store *st, const struct session *s);
 
 /* Remove the record and clock, leave a tombstone with the reason. */
@@ -52,10 +54,12 @@ typedef void (*store_tomb_cb)(bool found, const char *reason, int64_t ended_at_m
 void store_tombstone_get(struct store *st, const char *id, store_tomb_cb cb, void *arg);
 
 /* Every record of this node: cb gets the record texts (borrowed for the
- * call) or an error. Ids whose record has expired are dropped from the node
+ * call) with each one's expires_at from the expiry set (0 when absent), or an
+ * error. Ids whose record has expired are dropped from the node
  * set on the way. */
 typedef void (*store_records_cb)(const struct err *e, const char *const *records,
-				 const size_t *lens, size_t n, void *arg);
+				 const size_t *lens, const int64_t *expires_ms, size_t n,
+				 void *arg);
 void store_node_records(struct store *st, store_records_cb cb, void *arg);
 
 /* Called each time the connection to Redis is (re-)established, so the

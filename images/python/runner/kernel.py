@@ -98,6 +98,7 @@ class Kernel:
         self.main_ident = threading.get_ident()
         self.log_fd = 2
         self.connected_once = False
+        self.last_connect = 0.0
 
     # ----------------------------------------------------------------- setup
 
@@ -201,6 +202,13 @@ class Kernel:
     # ------------------------------------------------------------ connection
 
     def _connect(self):
+        # However the last connection ended (refused at hello, closed by the
+        # daemon), never try again sooner than RETRY_S: a daemon that keeps
+        # refusing must not be met with a reconnection storm.
+        wait = self.last_connect + ci_frame.RETRY_S - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+        self.last_connect = time.monotonic()
         s = ci_frame.connect_forever(self.ipc)
         try:
             s.sendall(ci_frame.hello("kernel", os.getpid()))
