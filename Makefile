@@ -20,7 +20,7 @@ BUILD := build/asan
 CFLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined
 endif
-ALL_CFLAGS := -std=gnu11 -D_GNU_SOURCE $(WARN) $(CFLAGS) $(PKG_CFLAGS) -MMD -MP
+ALL_CFLAGS := -std=gnu11 -D_GNU_SOURCE -fno-strict-aliasing $(WARN) $(CFLAGS) $(PKG_CFLAGS) -MMD -MP
 
 # One file per responsibility; see docs/architecture.md.
 DAEMON_LIB_SRCS := daemon/err.c daemon/log.c daemon/clock.c daemon/json.c daemon/config.c \

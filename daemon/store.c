@@ -1,6 +1,9 @@
 /* store.c: hiredis async on the event loop; registry writes and tombstones. */
 #include "store.h"
 
+#include <arpa/inet.h>
+#include <event2/dns.h>
+#include <event2/util.h>
 #include <hiredis/adapters/libevent.h>
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
@@ -23,6 +26,8 @@ struct store {
 	int64_t tomb_ttl_s;
 	bool connected;
 	int backoff_ms;
+	struct evdns_base *dns;
+	struct evdns_getaddrinfo_request *resolving;
 	void (*on_connect)(void *arg);
 	void *on_connect_arg;
 };
@@ -189,6 +194,10 @@ void store_free(struct store *st)
 		st->ac->data = NULL;
 		redisAsyncFree(st->ac);
 	}
+	if (st->resolving)
+		evdns_getaddrinfo_cancel(st->resolving);
+	if (st->dns)
+		evdns_base_free(st->dns, 0);
 	event_free(st->reconnect);
 	event_free(st->ping);
 	free(st->host);
