@@ -384,6 +384,56 @@ static void exec_done_cb(const struct exec_result *r, const struct err *e, void 
 	free(c);
 }
 
+/* The parts of an execution request that POST .../exec and the one-shot
+ * POST /v1/exec share: an object with only the allowed fields, "code" (a
+ * string) and "timeout_s" (1..86400 s, rounded up). Returns the tree (the
+ * caller frees it) or NULL with a bad_request error. */
+static yajl_val parse_exec_request(const char *body, size_t len, const char *extra_field,
+				   const char **code, int64_t *timeout_s, struct err **errp)
+{
+	yajl_val v = json_parse(body, len, errp);
+	if (v == NULL)
+		return NULL;
+	if (!YAJL_IS_OBJECT(v)) {
+		err_set(errp, ERR_BAD_REQUEST, "body: expected a JSON object, got %s",
+			json_type_name(v));
+		goto fail;
+	}
+	for (size_t i = 0; i < v->u.object.len; i++) {
+		const char *k = v->u.object.keys[i];
+		if (strcmp(k, "code") && strcmp(k, "timeout_s") && strcmp(k, extra_field)) {
+			err_set(errp, ERR_BAD_REQUEST, "unknown field '%.64s'", k);
+			goto fail;
+		}
+	}
+	yajl_val jcode = json_get(v, "code");
+	if (jcode == NULL || !YAJL_IS_STRING(jcode)) {
+		err_set(errp, ERR_BAD_REQUEST, "code: expected a string, got %s",
+			json_type_name(jcode));
+		goto fail;
+	}
+	*code = jcode->u.string;
+	*timeout_s = 0;
+	yajl_val jt = json_get(v, "timeout_s");
+	if (jt && !YAJL_IS_NULL(jt)) {
+		if (!YAJL_IS_NUMBER(jt)) {
+			err_set(errp, ERR_BAD_REQUEST, "timeout_s: expected a number, got %s",
+				json_type_name(jt));
+			goto fail;
+		}
+		double t = YAJL_IS_INTEGER(jt) ? (double)YAJL_GET_INTEGER(jt) : YAJL_GET_DOUBLE(jt);
+		if (!(t >= 1 && t <= 86400)) {
+			err_set(errp, ERR_BAD_REQUEST, "timeout_s: %g is outside 1..86400", t);
+			goto fail;
+		}
+		*timeout_s = (int64_t)(t + 0.999);
+	}
+	return v;
+fail:
+	yajl_tree_free(v);
+	return NULL;
+}
+
 static void exec_body_cb(struct http_req *req, const char *body, size_t len, void *arg)
 {
 	struct call *c = arg;
@@ -392,44 +442,11 @@ static void exec_body_cb(struct http_req *req, const char *body, size_t len, voi
 		return;
 	}
 	struct err *e = NULL;
-	yajl_val v = json_parse(body, len, &e);
 	const char *code = NULL;
 	int64_t timeout_s = 0;
+	yajl_val v = parse_exec_request(body, len, "stream", &code, &timeout_s, &e);
 	if (v == NULL)
 		goto fail;
-	if (!YAJL_IS_OBJECT(v)) {
-		err_set(&e, ERR_BAD_REQUEST, "body: expected a JSON object, got %s",
-			json_type_name(v));
-		goto fail;
-	}
-	for (size_t i = 0; i < v->u.object.len; i++) {
-		const char *k = v->u.object.keys[i];
-		if (strcmp(k, "code") && strcmp(k, "timeout_s") && strcmp(k, "stream")) {
-			err_set(&e, ERR_BAD_REQUEST, "unknown field '%.64s'", k);
-			goto fail;
-		}
-	}
-	yajl_val jcode = json_get(v, "code");
-	if (jcode == NULL || !YAJL_IS_STRING(jcode)) {
-		err_set(&e, ERR_BAD_REQUEST, "code: expected a string, got %s",
-			json_type_name(jcode));
-		goto fail;
-	}
-	code = jcode->u.string;
-	yajl_val jt = json_get(v, "timeout_s");
-	if (jt && !YAJL_IS_NULL(jt)) {
-		if (!YAJL_IS_NUMBER(jt)) {
-			err_set(&e, ERR_BAD_REQUEST, "timeout_s: expected a number, got %s",
-				json_type_name(jt));
-			goto fail;
-		}
-		double t = YAJL_IS_INTEGER(jt) ? (double)YAJL_GET_INTEGER(jt) : YAJL_GET_DOUBLE(jt);
-		if (!(t >= 1 && t <= 86400)) {
-			err_set(&e, ERR_BAD_REQUEST, "timeout_s: %g is outside 1..86400", t);
-			goto fail;
-		}
-		timeout_s = (int64_t)(t + 0.999);
-	}
 	yajl_val js = json_get(v, "stream");
 	if (js && !YAJL_IS_NULL(js)) {
 		if (!YAJL_IS_TRUE(js) && !YAJL_IS_FALSE(js)) {
@@ -834,36 +851,13 @@ static void oneshot_body_cb(struct http_req *req, const char *body, size_t len, 
 	if (body == NULL)
 		return;
 	struct err *e = NULL;
-	yajl_val v = json_parse(body, len, &e);
 	yajl_val session_body = NULL;
 	struct oneshot *o = NULL;
+	const char *code = NULL;
+	int64_t timeout_s = 0;
+	yajl_val v = parse_exec_request(body, len, "image", &code, &timeout_s, &e);
 	if (v == NULL)
 		goto fail;
-	if (!YAJL_IS_OBJECT(v)) {
-		err_set(&e, ERR_BAD_REQUEST, "body: expected a JSON object, got %s",
-			json_type_name(v));
-		goto fail;
-	}
-	for (size_t i = 0; i < v->u.object.len; i++) {
-		const char *k = v->u.object.keys[i];
-		if (strcmp(k, "code") && strcmp(k, "timeout_s") && strcmp(k, "image")) {
-			err_set(&e, ERR_BAD_REQUEST, "unknown field '%.64s'", k);
-			goto fail;
-		}
-	}
-	const char *code = json_get_str(v, "code");
-	if (code == NULL) {
-		err_set(&e, ERR_BAD_REQUEST, "code: expected a string, got %s",
-			json_type_name(json_get(v, "code")));
-		goto fail;
-	}
-	int64_t timeout_s = 0;
-	yajl_val jt = json_get(v, "timeout_s");
-	if (jt && !YAJL_IS_NULL(jt) &&
-	    (!YAJL_IS_INTEGER(jt) || (timeout_s = YAJL_GET_INTEGER(jt)) < 1)) {
-		err_set(&e, ERR_BAD_REQUEST, "timeout_s: expected a positive integer");
-		goto fail;
-	}
 	yajl_val img = json_get(v, "image");
 	if (img && !YAJL_IS_NULL(img) && !YAJL_IS_STRING(img)) {
 		err_set(&e, ERR_BAD_REQUEST, "image: expected a string, got %s",
