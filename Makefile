@@ -36,7 +36,7 @@ DAEMON_LIB_OBJS := $(DAEMON_LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
 UNIT_OBJS := $(UNIT_SRCS:%.c=$(BUILD)/obj/%.o)
 
-.PHONY: all run test unit image setup bench clean format format-check
+.PHONY: all run test unit image setup bench fuzz clean format format-check
 all: $(BUILD)/ci-daemon $(BUILD)/ci-ctl
 
 $(BUILD)/ci-daemon: $(DAEMON_OBJS)
@@ -68,12 +68,31 @@ run: setup all
 test: setup
 	@$(MAKE) --no-print-directory all build/unit-tests
 	@$(MAKE) --no-print-directory SANITIZE=1 all build/asan/unit-tests
+	@$(MAKE) --no-print-directory $(FUZZ_BINS)
 	@tests/run-all.sh
 
 bench: setup all
 	@tests/bench/run.sh
 
-FORMAT_SRCS = $(DAEMON_SRCS) $(CLI_SRCS) $(UNIT_SRCS) $(wildcard daemon/*.h cli/*.h tests/unit/*.h)
+# Fuzz targets (libFuzzer, clang): one per parser of outside input.
+# `make fuzz FUZZ_SECONDS=60` runs each; make test runs them briefly.
+FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=build/fuzz/%)
+FUZZ_CFLAGS := -std=gnu11 -D_GNU_SOURCE -fno-strict-aliasing -g -O1 -fno-omit-frame-pointer \
+	-fsanitize=address,undefined -fno-sanitize-recover=undefined $(PKG_CFLAGS) -Idaemon
+FUZZ_LIB_OBJS := $(DAEMON_LIB_SRCS:daemon/%.c=build/fuzz/obj/%.o)
+
+build/fuzz/obj/%.o: daemon/%.c
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
+
+build/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_OBJS)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ $(PKG_LIBS)
+
+fuzz: $(FUZZ_BINS)
+	@tests/fuzz/run.sh $(FUZZ_SECONDS)
+
+FORMAT_SRCS = $(DAEMON_SRCS) $(CLI_SRCS) $(UNIT_SRCS) $(FUZZ_SRCS) $(wildcard daemon/*.h cli/*.h tests/unit/*.h)
 format:
 	clang-format -i $(FORMAT_SRCS)
 

@@ -432,13 +432,8 @@ static void conn_event_cb(struct bufferevent *bev, short what, void *arg)
 		conn_drop(c);
 }
 
-static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int len,
-		      void *arg)
+static void conn_new(struct http_server *srv, evutil_socket_t fd, bool tcp)
 {
-	(void)l;
-	(void)sa;
-	(void)len;
-	struct http_server *srv = arg;
 	if (srv->n_conns >= HTTP_MAX_CONNECTIONS) {
 		evutil_closesocket(fd);
 		return;
@@ -449,7 +444,7 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 	c->bev = bufferevent_socket_new(srv->base, fd, BEV_OPT_CLOSE_ON_FREE);
 	if (c->bev == NULL)
 		abort();
-	if (sa->sa_family == AF_INET || sa->sa_family == AF_INET6) {
+	if (tcp) {
 		int one = 1;
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	}
@@ -459,6 +454,20 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 	LIST_INSERT_HEAD(&srv->conns, c, link);
 	srv->n_conns++;
+}
+
+static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int len,
+		      void *arg)
+{
+	(void)l;
+	(void)len;
+	conn_new(arg, fd, sa->sa_family == AF_INET || sa->sa_family == AF_INET6);
+}
+
+void http_server_adopt(struct http_server *srv, int fd)
+{
+	evutil_make_socket_nonblocking(fd);
+	conn_new(srv, fd, false);
 }
 
 struct http_server *http_server_new(struct event_base *base, http_request_cb cb, void *arg)

@@ -48,6 +48,9 @@ struct http_server *http_server_new(struct event_base *base, http_request_cb cb,
 /* Listen on "HOST:PORT" or "unix:PATH"; may be called more than once. */
 int http_server_listen(struct http_server *srv, const char *spec, struct err **errp);
 
+/* Serve an already connected socket (socket activation, tests, fuzzing). */
+void http_server_adopt(struct http_server *srv, int fd);
+
 /* Stop accepting new connections (drain). */
 void http_server_stop_accepting(struct http_server *srv);
 

@@ -19,7 +19,7 @@ PACKAGES=(
 	# the sandbox image is built from Debian packages, no registry
 	debootstrap
 	# tests
-	python3 python3-pytest python3-openpyxl valgrind clang-format
+	python3 python3-pytest python3-openpyxl valgrind clang-format clang libclang-rt-14-dev
 )
 
 need_root() {

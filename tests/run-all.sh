@@ -4,6 +4,7 @@
 #   format       clang-format over the C sources
 #   unit         C unit tests, built with ASan + UBSan
 #   valgrind     the same unit tests under valgrind (no leaks, no errors)
+#   fuzz         each libFuzzer target (HTTP, JSON, records, config) for 5 s
 #   runner       the sandbox runner's own tests (Python, on the host)
 #   integration  real dockerd, real Redis, the ASan daemon and ci-ctl
 #   hostile      hostile code against the sandbox, the proxy and the API
@@ -12,7 +13,7 @@
 set -u
 cd "$(dirname "$0")/.."
 
-suites=${TEST_SUITES:-"format unit valgrind runner integration hostile chaos"}
+suites=${TEST_SUITES:-"format unit valgrind fuzz runner integration hostile chaos"}
 total_pass=0
 total_fail=0
 failed=()
@@ -47,6 +48,7 @@ for s in $suites; do
 	case $s in
 	format) run format sh -c 'make -s format-check && echo "format: 1 passed, 0 failed"' ;;
 	unit) run unit build/asan/unit-tests ;;
+	fuzz) run fuzz tests/fuzz/run.sh "${FUZZ_SECONDS:-5}" ;;
 	valgrind) run valgrind valgrind -q --leak-check=full --show-leak-kinds=definite,indirect \
 		--errors-for-leak-kinds=definite,indirect --error-exitcode=9 build/unit-tests ;;
 	runner) run runner /usr/bin/python3 -m pytest -q -p no:cacheprovider images/python/runner ${PYTEST_ARGS:-} ;;
