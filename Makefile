@@ -39,18 +39,29 @@ UNIT_OBJS := $(UNIT_SRCS:%.c=$(BUILD)/obj/%.o)
 .PHONY: all run test unit image setup bench fuzz clean format format-check
 all: $(BUILD)/ci-daemon $(BUILD)/ci-ctl
 
+# V=1 shows the full commands.
+ifeq ($(V),1)
+Q :=
+else
+Q := @
+endif
+
 $(BUILD)/ci-daemon: $(DAEMON_OBJS)
-	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 $(BUILD)/ci-ctl: $(CLI_OBJS)
-	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 $(BUILD)/unit-tests: $(UNIT_OBJS) $(DAEMON_LIB_OBJS)
-	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Idaemon -c -o $@ $<
+	@echo "  CC      $<"
+	$(Q)$(CC) $(ALL_CFLAGS) -Idaemon -c -o $@ $<
 
 unit: $(BUILD)/unit-tests
 	$(BUILD)/unit-tests
@@ -84,10 +95,12 @@ FUZZ_LIB_OBJS := $(DAEMON_LIB_SRCS:daemon/%.c=build/fuzz/obj/%.o)
 
 build/fuzz/obj/%.o: daemon/%.c
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
+	@echo "  CLANG   $<"
+	$(Q)clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
 
 build/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_OBJS)
-	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ $(PKG_LIBS)
+	@echo "  FUZZ    $@"
+	$(Q)clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ $(PKG_LIBS)
 
 fuzz: $(FUZZ_BINS)
 	@tests/fuzz/run.sh $(FUZZ_SECONDS)
