@@ -66,6 +66,8 @@ static const struct opt opt_table[] = {
      "largest execution limit"},
     {"pool-size", OPT_INT, O(pool_size), "2", 0, 256,
      "warm sandboxes kept started for the default image and limits"},
+    {"pool-network-size", OPT_INT, O(pool_network_size), "0", 0, 256,
+     "warm sandboxes on the sandbox network, for sessions with an allowlist"},
     {"output-cap-bytes", OPT_INT, O(output_cap_bytes), "1048576", 1024, 64 << 20,
      "cap on stdout and on stderr of one execution"},
     {"max-sessions", OPT_INT, O(max_sessions), "1000", 1, 1000000, "sessions on this node"},

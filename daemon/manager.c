@@ -464,7 +464,7 @@ static void create_started(const struct docker_response *resp, void *arg)
 		create_finish(op, docker_error(resp, "start container"));
 		return;
 	}
-	if (op->ms->s->n_allow > 0) {
+	if (op->ms->s->networked) {
 		op->step = CREATE_INSPECT;
 		char path[256];
 		snprintf(path, sizeof(path), "/containers/%s/json", op->ms->s->container_id);
@@ -535,7 +535,7 @@ static void create_container(struct create_op *op)
 {
 	struct msession *ms = op->ms;
 	const struct config *cfg = ms->m->cfg;
-	bool networked = ms->s->n_allow > 0;
+	bool networked = ms->s->networked;
 	AUTOFREE char *tag = config_image_tag(cfg, ms->s->image);
 	char dir[512], name[64], path[128];
 	snprintf(dir, sizeof(dir), "%s/%s", ms->m->sessions_dir, ms->s->id);
@@ -570,7 +570,7 @@ static void create_stored(const struct err *e, void *arg)
 		create_finish(op, err_new(ERR_UNAVAILABLE, "registry: %s", e->message));
 		return;
 	}
-	if (op->ms->s->n_allow > 0) {
+	if (op->ms->s->networked) {
 		op->step = CREATE_NETWORK;
 		net_ensure(op->m->net, create_network_ready, op);
 		return;
@@ -907,13 +907,16 @@ int manager_create(struct manager *m, yajl_val body, const char *tenant, manager
 	struct session *s = session_from_request(body, m->cfg, tenant, errp);
 	if (s == NULL)
 		return -1;
-	if (s->n_allow > 0 && m->net == NULL) {
+	if (s->networked && m->net == NULL) {
 		session_free(s);
 		return err_set(errp, ERR_UNAVAILABLE,
 			       "network access is not available on this node");
 	}
 	if (pool_eligible(m, s)) {
-		struct msession *warm = TAILQ_FIRST(&m->pool);
+		struct msession *warm;
+		TAILQ_FOREACH (warm, &m->pool, pool_link)
+			if (warm->s->networked == s->networked)
+				break;
 		if (warm) {
 			m->pool_hits++;
 			pool_claim(m, warm, s, cb, arg);
@@ -946,8 +949,19 @@ int manager_create(struct manager *m, yajl_val body, const char *tenant, manager
 
 static bool pool_eligible(const struct manager *m, const struct session *s)
 {
-	return m->cfg->pool_size > 0 && s->n_env == 0 && s->n_allow == 0 && !s->gvisor &&
-	       strcmp(s->image, m->cfg->image) == 0 && s->limits.disk_mb == m->cfg->disk_mb;
+	int64_t size = s->networked ? m->cfg->pool_network_size : m->cfg->pool_size;
+	return size > 0 && s->n_env == 0 && !s->gvisor && strcmp(s->image, m->cfg->image) == 0 &&
+	       s->limits.disk_mb == m->cfg->disk_mb;
+}
+
+/* Warm sandboxes of one kind, ready or starting. */
+static size_t pool_count(const struct manager *m, bool networked)
+{
+	size_t n = 0;
+	const struct msession *ms;
+	TAILQ_FOREACH (ms, &m->all, all)
+		n += ms->pooled && ms->s->networked == networked;
+	return n;
 }
 
 static void pool_retry_cb(evutil_socket_t fd, short what, void *arg)
@@ -980,31 +994,39 @@ static void pool_filled(const struct session *s, const struct err *e, void *arg)
 static void pool_fill(struct manager *m)
 {
 	/* One at a time: filling competes with client creates for the engine. */
-	while (!m->draining && m->pool_filling == 0 &&
-	       m->pool_ready + m->pool_filling < (size_t)m->cfg->pool_size &&
-	       client_sessions(m) + m->pooled_total < (size_t)m->cfg->max_sessions) {
-		struct err *e = NULL;
-		struct session *s = session_from_request(NULL, m->cfg, "", &e);
-		if (s == NULL) {
-			log_warn("pool: %s", e->message);
-			err_free(e);
-			return;
-		}
-		session_new_id(s->id);
-		s->node = xstrdup(m->cfg->node);
-		s->created_at_ms = clock_now_ms();
-		session_touch(s, s->created_at_ms);
-		struct msession *ms = msession_new(m, s, &e);
-		if (ms == NULL) {
-			log_warn("pool: %s", e->message);
-			err_free(e);
-			return;
-		}
-		ms->pooled = true;
-		m->pooled_total++;
-		m->pool_filling++;
-		create_start(m, ms, pool_filled, m, false);
+	if (m->draining || m->pool_filling > 0 || !m->recovered)
+		return;
+	bool networked;
+	if (pool_count(m, false) < (size_t)m->cfg->pool_size)
+		networked = false;
+	else if (m->net && pool_count(m, true) < (size_t)m->cfg->pool_network_size)
+		networked = true;
+	else
+		return;
+	if (client_sessions(m) + m->pooled_total >= (size_t)m->cfg->max_sessions)
+		return;
+	struct err *e = NULL;
+	struct session *s = session_from_request(NULL, m->cfg, "", &e);
+	if (s == NULL) {
+		log_warn("pool: %s", e->message);
+		err_free(e);
+		return;
 	}
+	s->networked = networked; /* an empty allowlist until claimed */
+	session_new_id(s->id);
+	s->node = xstrdup(m->cfg->node);
+	s->created_at_ms = clock_now_ms();
+	session_touch(s, s->created_at_ms);
+	struct msession *ms = msession_new(m, s, &e);
+	if (ms == NULL) {
+		log_warn("pool: %s", e->message);
+		err_free(e);
+		return;
+	}
+	ms->pooled = true;
+	m->pooled_total++;
+	m->pool_filling++;
+	create_start(m, ms, pool_filled, m, false);
 }
 
 struct claim_op {
@@ -1081,6 +1103,9 @@ static void pool_claim(struct manager *m, struct msession *ms, struct session *s
 	memcpy(s->id, ms->s->id, sizeof(s->id));
 	s->node = xstrdup(ms->s->node);
 	s->container_id = xstrdup(ms->s->container_id);
+	/* A networked sandbox is already on the network, its proxy settings in
+	 * its environment: taking the client's allowlist is all it needs. */
+	memcpy(s->net_ip, ms->s->net_ip, sizeof(s->net_ip));
 	s->state = SESSION_READY;
 	s->created_at_ms = clock_now_ms();
 	session_free(ms->s);

@@ -341,6 +341,7 @@ struct session *session_from_request(yajl_val body, const struct config *cfg, co
 	    take_kv(body, "env", true, &s->env, &s->n_env, errp) < 0 ||
 	    take_kv(body, "metadata", false, &s->metadata, &s->n_metadata, errp) < 0)
 		goto fail;
+	s->networked = s->n_allow > 0;
 	if (s->gvisor && s->n_allow > 0) {
 		/* gVisor's own network stack does not work on these hosts; the
 		 * stronger tier is for sessions without network. */
@@ -476,6 +477,7 @@ struct session *session_from_record(const char *json, size_t len, struct err **e
 	s->node = xstrndup(node, 256);
 	s->container_id = cid ? xstrndup(cid, 128) : NULL;
 	snprintf(s->net_ip, sizeof(s->net_ip), "%s", ip ? ip : "");
+	s->networked = s->net_ip[0] != '\0';
 	s->gvisor = runtime && strcmp(runtime, "gvisor") == 0;
 	s->state = SESSION_READY;
 	json_get_int(rec, "created_at_ms", &s->created_at_ms);

@@ -44,8 +44,9 @@ struct session_kv {
 struct session {
 	char id[SESSION_ID_LEN + 1];
 	char *tenant;
-	char *image; /* profile name, e.g. "python" */
-	bool gvisor; /* the stronger tier: runs under the gVisor runtime */
+	char *image;    /* profile name, e.g. "python" */
+	bool gvisor;    /* the stronger tier: runs under the gVisor runtime */
+	bool networked; /* on the sandbox network (it was created with an allowlist) */
 	enum session_state state;
 	int64_t created_at_ms;
 	int64_t last_active_at_ms;

@@ -60,3 +60,47 @@ def test_requests_the_pool_cannot_serve_are_created_cold(make_daemon):
         assert r["result"] == "'hello'"
     finally:
         api.delete(s["id"])
+
+
+def test_network_pool_serves_allowlisted_sessions(make_daemon, tmp_path):
+    import http.server
+    import threading
+
+    class Hello(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = b"hello from the test's own server"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hello)
+    port = server.server_address[1]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1 allowed.test other.test\n")
+    try:
+        d = make_daemon("--pool-size", "0", "--pool-network-size", "1",
+                        "--egress-hosts-file", str(hosts),
+                        "--egress-trusted", "127.0.0.1:%d" % port)
+        api = d.api
+        wait_for(lambda: metric(api, "ci_pool_size") == 1, 60, interval=0.1,
+                 what="a warm networked sandbox")
+        s = api.create(network={"allow": ["allowed.test:%d" % port]})
+        try:
+            assert metric(api, "ci_pool_hits_total") == 1
+            code = ("import urllib.request\n"
+                    "urllib.request.urlopen('http://allowed.test:%d/').read()" % port)
+            r = api.exec(s["id"], code)
+            assert r["status"] == "ok" and "hello from the test" in r["result"], r
+            r = api.exec(s["id"], code.replace("allowed.test", "other.test"))
+            assert r["status"] == "error" and "403" in r["error"]["evalue"], r
+        finally:
+            api.delete(s["id"])
+    finally:
+        server.shutdown()
+        server.server_close()
