@@ -1,5 +1,7 @@
-/* manager.c: the life of a session, from create to teardown. */
+/* manager.c: the life of a session, from create to teardown (the warm pool
+ * is in manager_pool.c, restarts and orphans in manager_recovery.c). */
 #include "manager.h"
+#include "manager_internal.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -17,134 +19,18 @@
 #include "log.h"
 #include "xalloc.h"
 
-#define BUCKETS 4096
-/* How long to wait for the supervisor's word on why a kernel died. */
-#define EXIT_REASON_WAIT_MS 1000
-/* A supervisor that stays away this long means the container is gone. */
-#define SUPERVISOR_GRACE_MS 3000
-
-struct msession;
-
-struct create_op {
-	struct manager *m;
-	struct msession *ms; /* NULL once the session ended under it */
-	manager_session_cb cb;
-	void *arg;
-	struct event *timeout;
-	enum {
-		CREATE_STORE,
-		CREATE_NETWORK,
-		CREATE_DOCKER_CREATE,
-		CREATE_DOCKER_START,
-		CREATE_INSPECT,
-		CREATE_WAIT_KERNEL
-	} step;
-};
-
-struct exec_op {
-	struct msession *ms;
-	uint64_t id;
-	char *code;
-	size_t len;
-	bool sent;
-	bool timed_out;   /* the deadline passed and SIGINT was sent */
-	bool hard_killed; /* SIGKILL was sent after the grace */
-	bool kernel_lost; /* waiting for the supervisor's exit notice */
-	int64_t start_us;
-	int64_t timeout_s;
-	struct exec_result *result;
-	struct event *deadline;
-	manager_event_cb on_event;
-	manager_exec_cb cb;
-	void *arg;
-};
-
-struct teardown_op {
-	struct msession *ms;
-	int pending;
-	manager_done_cb cb;
-	void *arg;
-};
-
-struct kernel_exit_info {
-	bool valid;
-	int code, sig;
-	bool oom;
-};
-
-struct msession {
-	struct manager *m;
-	struct session *s;
-	struct kernel_link *link;
-	struct files *files;
-	struct event *idle_timer;
-	struct event *supervisor_timer;
-	struct create_op *create;
-	struct exec_op *exec;
-	struct teardown_op *teardown;
-	struct kernel_exit_info last_exit;
-	char *end_reason;
-	int64_t clock_written_ms; /* when the clock last went to Redis */
-	bool pooled;              /* a warm sandbox, not yet anybody's session */
-	bool in_pool;             /* ... and ready in the pool's list */
-	struct msession *hnext;
-	TAILQ_ENTRY(msession) all;
-	TAILQ_ENTRY(msession) pool_link;
-};
-
-struct manager {
-	struct event_base *base;
-	const struct config *cfg;
-	struct docker *docker;
-	struct store *store;
-	struct sandbox_net *net;
-	char *sessions_dir;
-	struct msession *buckets[BUCKETS];
-	TAILQ_HEAD(, msession) all;
-	size_t count;
-	uint64_t next_exec_id;
-	bool draining;
-	bool recovering, recovered;
-	manager_event_fn listener;
-	void *listener_arg;
-	TAILQ_HEAD(tomb_head_, tomb) tombs; /* newest first */
-	size_t n_tombs;
-	bool orphans_suspected; /* a container removal failed: sweep soon */
-	int64_t last_sweep_ms;
-	struct event *sweep;
-	TAILQ_HEAD(, msession) pool; /* warm and ready, oldest first */
-	size_t pool_ready, pool_filling, pooled_total;
-	uint64_t pool_hits, pool_misses;
-	struct event *pool_retry;
-};
-
-static void pool_fill(struct manager *m);
-
-/* Recent endings, kept here too: a call on an ended session gets its 410
- * even while Redis is down, and a tombstone Redis could not take is written
- * when it is back. Bounded: the oldest go first. */
-#define TOMBS_MAX 4096
-
-struct tomb {
-	char id[SESSION_ID_LEN + 1];
-	char tenant[64];
-	char node[128];
-	enum session_state state;
-	char *reason;
-	int64_t at_ms;
-	bool unwritten;
-	TAILQ_ENTRY(tomb) link;
-};
-
-static void emit(struct manager *m, const char *type, const struct session *s, const char *detail)
+void manager_emit(struct manager *m, const char *type, const struct session *s, const char *detail)
 {
 	if (m->listener)
 		m->listener(type, s, detail, m->listener_arg);
 }
 
+/* How long to wait for the supervisor's word on why a kernel died. */
+#define EXIT_REASON_WAIT_MS 1000
+/* A supervisor that stays away this long means the container is gone. */
+#define SUPERVISOR_GRACE_MS 3000
+
 static void exec_finish(struct exec_op *op, const struct err *e);
-static void session_end(struct msession *ms, enum session_state st, const char *reason,
-			manager_done_cb cb, void *arg);
 
 /* ---- table ---- */
 
@@ -156,7 +42,7 @@ static unsigned bucket_of(const char *id)
 	return h % BUCKETS;
 }
 
-static struct msession *table_find(struct manager *m, const char *id)
+struct msession *manager_find(struct manager *m, const char *id)
 {
 	for (struct msession *ms = m->buckets[bucket_of(id)]; ms; ms = ms->hnext)
 		if (strcmp(ms->s->id, id) == 0)
@@ -174,7 +60,7 @@ static void table_insert(struct manager *m, struct msession *ms)
 }
 
 /* Sessions that belong to a client (the pool's are not counted). */
-static size_t client_sessions(const struct manager *m)
+size_t manager_client_sessions(const struct manager *m)
 {
 	return m->count - m->pooled_total;
 }
@@ -236,14 +122,14 @@ static void tomb_add(struct manager *m, const struct session *s, const char *rea
 	}
 }
 
-struct tomb_write {
+struct manager_tomb_write {
 	struct manager *m;
 	char id[SESSION_ID_LEN + 1];
 };
 
 static void tomb_written(const struct err *e, void *arg)
 {
-	struct tomb_write *w = arg;
+	struct manager_tomb_write *w = arg;
 	struct tomb *t = e ? NULL : tomb_find(w->m, w->id);
 	if (t)
 		t->unwritten = false;
@@ -251,11 +137,11 @@ static void tomb_written(const struct err *e, void *arg)
 }
 
 /* Write the ending of t to Redis (record and clock removed, tombstone set). */
-static void tomb_write(struct manager *m, struct tomb *t)
+void manager_tomb_write(struct manager *m, struct tomb *t)
 {
 	struct session stub = {.tenant = t->tenant, .node = t->node, .state = t->state};
 	memcpy(stub.id, t->id, sizeof(stub.id));
-	struct tomb_write *w = xcalloc(1, sizeof(*w));
+	struct manager_tomb_write *w = xcalloc(1, sizeof(*w));
 	w->m = m;
 	memcpy(w->id, t->id, sizeof(w->id));
 	store_session_end(m->store, &stub, t->reason, tomb_written, w);
@@ -273,7 +159,7 @@ static void tombs_free(struct manager *m)
 
 /* ---- clocks ---- */
 
-static void arm_idle_timer(struct msession *ms)
+void msession_arm_idle(struct msession *ms)
 {
 	int64_t delay = ms->s->expires_at_ms - clock_now_ms();
 	if (delay < 0)
@@ -287,13 +173,13 @@ static void arm_idle_timer(struct msession *ms)
  * serves a restart (which then may expire a session up to a second early). */
 #define CLOCK_WRITE_MS 1000
 
-static void touch(struct msession *ms)
+void msession_touch(struct msession *ms)
 {
 	if (ms->pooled)
 		return; /* no owner, no clock */
 	int64_t now = clock_now_ms();
 	session_touch(ms->s, now);
-	arm_idle_timer(ms);
+	msession_arm_idle(ms);
 	if (now - ms->clock_written_ms >= CLOCK_WRITE_MS) {
 		store_session_touch(ms->m->store, ms->s);
 		ms->clock_written_ms = now;
@@ -311,7 +197,7 @@ void manager_flush_clocks(struct manager *m)
 
 /* Write the whole record (after what it says changed: created, claimed,
  * allowlist, container); fire and forget. */
-static void persist(struct msession *ms)
+void msession_persist(struct msession *ms)
 {
 	if (!ms->pooled)
 		store_session_put(ms->m->store, ms->s, NULL, NULL);
@@ -326,7 +212,7 @@ static void idle_timer_cb(evutil_socket_t fd, short what, void *arg)
 	if (ms->exec || ms->create || ms->teardown || !files_idle(ms->files))
 		return;
 	if (clock_now_ms() < ms->s->expires_at_ms) {
-		arm_idle_timer(ms); /* the wall clock moved */
+		msession_arm_idle(ms); /* the wall clock moved */
 		return;
 	}
 	char reason[128];
@@ -337,18 +223,18 @@ static void idle_timer_cb(evutil_socket_t fd, short what, void *arg)
 		snprintf(reason, sizeof(reason), "idle for %llds (idle_timeout_s)",
 			 (long long)ms->s->idle_timeout_s);
 	log_info("session %s: expired: %s", ms->s->id, reason);
-	session_end(ms, SESSION_EXPIRED, reason, NULL, NULL);
+	msession_end(ms, SESSION_EXPIRED, reason, NULL, NULL);
 }
 
 /* ---- create ---- */
 
-static void ignore_response(const struct docker_response *resp, void *arg)
+void manager_ignore_response(const struct docker_response *resp, void *arg)
 {
 	(void)resp;
 	(void)arg;
 }
 
-static void ignore_net_ready(const struct err *e, void *arg)
+void manager_ignore_net_ready(const struct err *e, void *arg)
 {
 	(void)arg;
 	if (e)
@@ -366,19 +252,19 @@ static void create_finish_ex(struct create_op *op, struct err *e, bool call_in_f
 	op->timeout = NULL;
 	if (e == NULL) {
 		ms->s->state = SESSION_READY;
-		touch(ms);
-		persist(ms);
+		msession_touch(ms);
+		msession_persist(ms);
 		if (!ms->pooled) {
 			log_info("session %s: ready (tenant %s, image %s)", ms->s->id,
 				 ms->s->tenant, ms->s->image);
-			emit(ms->m, "ready", ms->s, NULL);
+			manager_emit(ms->m, "ready", ms->s, NULL);
 		}
 		op->cb(ms->s, NULL, op->arg);
 	} else {
 		err_wrap(&e, "create session");
 		log_warn("session %s: %s", ms->s->id, e->message);
 		op->cb(NULL, e, op->arg);
-		session_end(ms, SESSION_DEAD, e->message, NULL, NULL);
+		msession_end(ms, SESSION_DEAD, e->message, NULL, NULL);
 		err_free(e);
 	}
 	if (call_in_flight)
@@ -424,7 +310,7 @@ static bool create_abandoned(struct create_op *op, struct manager *m, const char
 	if (late_container) {
 		char path[256];
 		snprintf(path, sizeof(path), "/containers/%s?force=true&v=true", late_container);
-		docker_request(m->docker, "DELETE", path, NULL, 0, ignore_response, NULL);
+		docker_request(m->docker, "DELETE", path, NULL, 0, manager_ignore_response, NULL);
 	}
 	free(op);
 	return true;
@@ -524,7 +410,7 @@ static void create_created(const struct docker_response *resp, void *arg)
 	ms->s->container_id = xstrdup(cid);
 	yajl_tree_free(v);
 	if (!ms->pooled)
-		persist(ms); /* the record now names its container */
+		msession_persist(ms); /* the record now names its container */
 	op->step = CREATE_DOCKER_START;
 	char path[256];
 	snprintf(path, sizeof(path), "/containers/%s/start", ms->s->container_id);
@@ -665,7 +551,8 @@ static void supervisor_gone_cb(evutil_socket_t fd, short what, void *arg)
 	struct msession *ms = arg;
 	if (kernel_link_supervisor_connected(ms->link))
 		return;
-	session_end(ms, SESSION_DEAD, "the sandbox stopped (its supervisor went away)", NULL, NULL);
+	msession_end(ms, SESSION_DEAD, "the sandbox stopped (its supervisor went away)", NULL,
+		     NULL);
 }
 
 static void ms_supervisor_up(void *arg)
@@ -698,14 +585,14 @@ static void inspect_again_cb(evutil_socket_t fd, short what, void *arg)
 static void supervisor_down_inspected(const struct docker_response *resp, void *arg)
 {
 	struct inspect_ctx *ctx = arg;
-	struct msession *ms = table_find(ctx->m, ctx->id);
+	struct msession *ms = manager_find(ctx->m, ctx->id);
 	if (ms == NULL || ms->teardown || kernel_link_supervisor_connected(ms->link)) {
 		free(ctx);
 		return;
 	}
 	if (resp->status == 404) {
 		free(ctx);
-		session_end(ms, SESSION_DEAD, "its container disappeared", NULL, NULL);
+		msession_end(ms, SESSION_DEAD, "its container disappeared", NULL, NULL);
 		return;
 	}
 	struct err *e = NULL;
@@ -719,7 +606,7 @@ static void supervisor_down_inspected(const struct docker_response *resp, void *
 		snprintf(reason, sizeof(reason), "its container stopped (exit code %lld%s)",
 			 (long long)code, oom && YAJL_IS_TRUE(oom) ? ", out of memory" : "");
 		free(ctx);
-		session_end(ms, SESSION_DEAD, reason, NULL, NULL);
+		msession_end(ms, SESSION_DEAD, reason, NULL, NULL);
 	} else {
 		/* The socket can close a moment before Docker marks the container
 		 * stopped: look again shortly (20, 100, 300, 1000 ms), then leave
@@ -740,7 +627,7 @@ static void supervisor_down_inspected(const struct docker_response *resp, void *
 
 static void supervisor_down_inspect(struct inspect_ctx *ctx)
 {
-	struct msession *ms = table_find(ctx->m, ctx->id);
+	struct msession *ms = manager_find(ctx->m, ctx->id);
 	if (ms == NULL || ms->teardown || ms->s->container_id == NULL) {
 		free(ctx);
 		return;
@@ -822,7 +709,7 @@ static void ms_supervisor_frame(void *arg, yajl_val header, const char *body, si
 	struct msession *ms = arg;
 	files_on_frame(ms->files, header, body, len);
 	if (files_idle(ms->files))
-		touch(ms); /* a transfer ended: activity */
+		msession_touch(ms); /* a transfer ended: activity */
 }
 
 static void ms_supervisor_drained(void *arg)
@@ -846,7 +733,7 @@ static const struct kernel_link_ops link_ops = {
 
 /* The runtime side of a session: its IPC socket, transfer queue and timers,
  * in the table. Takes s (freed on failure). */
-static struct msession *msession_new(struct manager *m, struct session *s, struct err **errp)
+struct msession *msession_new(struct manager *m, struct session *s, struct err **errp)
 {
 	struct msession *ms = xcalloc(1, sizeof(*ms));
 	ms->m = m;
@@ -868,8 +755,8 @@ static struct msession *msession_new(struct manager *m, struct session *s, struc
 
 /* Walk a new session through its create steps. A pool sandbox has no owner
  * yet, so it gets no registry record until claimed. */
-static void create_start(struct manager *m, struct msession *ms, manager_session_cb cb, void *arg,
-			 bool record)
+void msession_create_start(struct manager *m, struct msession *ms, manager_session_cb cb, void *arg,
+			   bool record)
 {
 	struct create_op *op = xcalloc(1, sizeof(*op));
 	op->m = m;
@@ -887,9 +774,9 @@ static void create_start(struct manager *m, struct msession *ms, manager_session
 		create_stored(NULL, op);
 }
 
-static bool pool_eligible(const struct manager *m, const struct session *s);
-static void pool_claim(struct manager *m, struct msession *ms, struct session *s,
-		       manager_session_cb cb, void *arg);
+bool manager_pool_eligible(const struct manager *m, const struct session *s);
+void manager_pool_claim(struct manager *m, struct msession *ms, struct session *s,
+			manager_session_cb cb, void *arg);
 
 int manager_create(struct manager *m, yajl_val body, const char *tenant, manager_session_cb cb,
 		   void *arg, struct err **errp)
@@ -897,10 +784,10 @@ int manager_create(struct manager *m, yajl_val body, const char *tenant, manager
 	if (m->draining)
 		return err_set(errp, ERR_UNAVAILABLE,
 			       "the daemon is draining; create the session elsewhere");
-	if (client_sessions(m) >= (size_t)m->cfg->max_sessions)
+	if (manager_client_sessions(m) >= (size_t)m->cfg->max_sessions)
 		return err_set(errp, ERR_QUOTA_EXCEEDED,
 			       "this node already runs %zu sessions (max-sessions)",
-			       client_sessions(m));
+			       manager_client_sessions(m));
 	if (!store_connected(m->store))
 		return err_set(errp, ERR_UNAVAILABLE,
 			       "the session registry (redis) is not reachable");
@@ -912,14 +799,14 @@ int manager_create(struct manager *m, yajl_val body, const char *tenant, manager
 		return err_set(errp, ERR_UNAVAILABLE,
 			       "network access is not available on this node");
 	}
-	if (pool_eligible(m, s)) {
+	if (manager_pool_eligible(m, s)) {
 		struct msession *warm;
 		TAILQ_FOREACH (warm, &m->pool, pool_link)
 			if (warm->s->networked == s->networked)
 				break;
 		if (warm) {
 			m->pool_hits++;
-			pool_claim(m, warm, s, cb, arg);
+			manager_pool_claim(m, warm, s, cb, arg);
 			return 0;
 		}
 		m->pool_misses++;
@@ -933,198 +820,8 @@ int manager_create(struct manager *m, yajl_val body, const char *tenant, manager
 	if (ms == NULL)
 		return -1;
 
-	create_start(m, ms, cb, arg, true);
+	msession_create_start(m, ms, cb, arg, true);
 	return 0;
-}
-
-/* ---- the warm pool ----
- *
- * A cold create costs a Docker create and start and a Python start (about
- * 0.3 s here). The pool keeps pool-size sandboxes of the default image and
- * limits started, with their kernels connected, and hands one to a create
- * that it can serve: claiming is a Redis write, plus a live Docker update when
- * the memory, CPU or process limits differ. The disk size (a tmpfs size),
- * environment, network and runtime are fixed when a container is created, so
- * requests that set those are created cold. */
-
-static bool pool_eligible(const struct manager *m, const struct session *s)
-{
-	int64_t size = s->networked ? m->cfg->pool_network_size : m->cfg->pool_size;
-	return size > 0 && s->n_env == 0 && !s->gvisor && strcmp(s->image, m->cfg->image) == 0 &&
-	       s->limits.disk_mb == m->cfg->disk_mb;
-}
-
-/* Warm sandboxes of one kind, ready or starting. */
-static size_t pool_count(const struct manager *m, bool networked)
-{
-	size_t n = 0;
-	const struct msession *ms;
-	TAILQ_FOREACH (ms, &m->all, all)
-		n += ms->pooled && ms->s->networked == networked;
-	return n;
-}
-
-static void pool_retry_cb(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd;
-	(void)what;
-	pool_fill(arg);
-}
-
-static void pool_filled(const struct session *s, const struct err *e, void *arg)
-{
-	struct manager *m = arg;
-	m->pool_filling--;
-	if (e) {
-		log_warn("pool: a warm sandbox failed to start: %s; retrying in 2 s", e->message);
-		struct timeval two = {2, 0};
-		evtimer_add(m->pool_retry, &two);
-		return;
-	}
-	struct msession *ms = table_find(m, s->id);
-	if (ms == NULL || ms->teardown)
-		return;
-	TAILQ_INSERT_TAIL(&m->pool, ms, pool_link);
-	ms->in_pool = true;
-	m->pool_ready++;
-	log_debug("pool: %zu warm", m->pool_ready);
-	pool_fill(m);
-}
-
-static void pool_fill(struct manager *m)
-{
-	/* One at a time: filling competes with client creates for the engine. */
-	if (m->draining || m->pool_filling > 0 || !m->recovered)
-		return;
-	bool networked;
-	if (pool_count(m, false) < (size_t)m->cfg->pool_size)
-		networked = false;
-	else if (m->net && pool_count(m, true) < (size_t)m->cfg->pool_network_size)
-		networked = true;
-	else
-		return;
-	if (client_sessions(m) + m->pooled_total >= (size_t)m->cfg->max_sessions)
-		return;
-	struct err *e = NULL;
-	struct session *s = session_from_request(NULL, m->cfg, "", &e);
-	if (s == NULL) {
-		log_warn("pool: %s", e->message);
-		err_free(e);
-		return;
-	}
-	s->networked = networked; /* an empty allowlist until claimed */
-	session_new_id(s->id);
-	s->node = xstrdup(m->cfg->node);
-	s->created_at_ms = clock_now_ms();
-	session_touch(s, s->created_at_ms);
-	struct msession *ms = msession_new(m, s, &e);
-	if (ms == NULL) {
-		log_warn("pool: %s", e->message);
-		err_free(e);
-		return;
-	}
-	ms->pooled = true;
-	m->pooled_total++;
-	m->pool_filling++;
-	create_start(m, ms, pool_filled, m, false);
-}
-
-struct claim_op {
-	struct manager *m;
-	char id[SESSION_ID_LEN + 1];
-	manager_session_cb cb;
-	void *arg;
-};
-
-static void claim_answer(struct claim_op *op, struct err *e)
-{
-	struct msession *ms = table_find(op->m, op->id);
-	if (ms == NULL || ms->teardown) {
-		struct err *gone = err_new(
-		    ERR_UNAVAILABLE, "create session: the warm sandbox ended while it was claimed");
-		op->cb(NULL, gone, op->arg);
-		err_free(gone);
-	} else if (e) {
-		err_wrap(&e, "create session");
-		op->cb(NULL, e, op->arg);
-		session_end(ms, SESSION_DEAD, e->message, NULL, NULL);
-	} else {
-		log_info("session %s: ready from the warm pool (tenant %s)", ms->s->id,
-			 ms->s->tenant);
-		emit(op->m, "ready", ms->s, NULL);
-		op->cb(ms->s, NULL, op->arg);
-	}
-	err_free(e);
-	free(op);
-}
-
-static void claim_updated(const struct docker_response *resp, void *arg)
-{
-	struct claim_op *op = arg;
-	claim_answer(op, resp->status == 200 ? NULL : docker_error(resp, "apply limits"));
-}
-
-static void claim_stored(const struct err *e, void *arg)
-{
-	struct claim_op *op = arg;
-	if (e) {
-		claim_answer(op, err_new(ERR_UNAVAILABLE, "registry: %s", e->message));
-		return;
-	}
-	struct msession *ms = table_find(op->m, op->id);
-	const struct config *cfg = op->m->cfg;
-	if (ms == NULL || ms->teardown ||
-	    (ms->s->limits.memory_mb == cfg->memory_mb && ms->s->limits.cpus == cfg->cpus &&
-	     ms->s->limits.pids == cfg->pids)) {
-		claim_answer(op, NULL);
-		return;
-	}
-	/* The limits the client asked for, applied to the running container. */
-	int64_t mem = ms->s->limits.memory_mb * 1024 * 1024;
-	char body[256], path[256];
-	int n =
-	    snprintf(body, sizeof(body),
-		     "{\"Memory\":%lld,\"MemorySwap\":%lld,\"NanoCpus\":%lld,\"PidsLimit\":%lld}",
-		     (long long)mem, (long long)mem, (long long)(ms->s->limits.cpus * 1e9),
-		     (long long)ms->s->limits.pids);
-	snprintf(path, sizeof(path), "/containers/%s/update", ms->s->container_id);
-	docker_request(op->m->docker, "POST", path, body, (size_t)n, claim_updated, op);
-}
-
-/* Give the warm sandbox to the client's request s (which is consumed). */
-static void pool_claim(struct manager *m, struct msession *ms, struct session *s,
-		       manager_session_cb cb, void *arg)
-{
-	TAILQ_REMOVE(&m->pool, ms, pool_link);
-	ms->in_pool = false;
-	m->pool_ready--;
-	m->pooled_total--;
-	ms->pooled = false;
-	memcpy(s->id, ms->s->id, sizeof(s->id));
-	s->node = xstrdup(ms->s->node);
-	s->container_id = xstrdup(ms->s->container_id);
-	/* A networked sandbox is already on the network, its proxy settings in
-	 * its environment: taking the client's allowlist is all it needs. */
-	memcpy(s->net_ip, ms->s->net_ip, sizeof(s->net_ip));
-	s->state = SESSION_READY;
-	s->created_at_ms = clock_now_ms();
-	session_free(ms->s);
-	ms->s = s;
-	touch(ms);
-	struct claim_op *op = xcalloc(1, sizeof(*op));
-	op->m = m;
-	memcpy(op->id, s->id, sizeof(op->id));
-	op->cb = cb;
-	op->arg = arg;
-	store_session_put(m->store, s, claim_stored, op);
-	pool_fill(m);
-}
-
-void manager_pool_stats(const struct manager *m, size_t *ready, uint64_t *hits, uint64_t *misses)
-{
-	*ready = m->pool_ready;
-	*hits = m->pool_hits;
-	*misses = m->pool_misses;
 }
 
 /* ---- exec ---- */
@@ -1138,8 +835,8 @@ static void exec_finish(struct exec_op *op, const struct err *e)
 	if (ms->s->state == SESSION_BUSY)
 		ms->s->state = SESSION_READY;
 	if (ms->s->state == SESSION_READY)
-		touch(ms);
-	emit(ms->m, "exec", ms->s, e ? "failed" : exec_status_name(op->result->status));
+		msession_touch(ms);
+	manager_emit(ms->m, "exec", ms->s, e ? "failed" : exec_status_name(op->result->status));
 	op->cb(e ? NULL : op->result, e, op->arg);
 	exec_result_free(op->result);
 	free(op->code);
@@ -1185,7 +882,7 @@ int manager_exec(struct manager *m, const char *id, const char *tenant, const ch
 		 size_t len, int64_t timeout_s, manager_event_cb on_event, manager_exec_cb cb,
 		 void *arg, struct err **errp)
 {
-	struct msession *ms = table_find(m, id);
+	struct msession *ms = manager_find(m, id);
 	if (ms == NULL || strcmp(ms->s->tenant, tenant) != 0)
 		return err_set(errp, ERR_NOT_FOUND, "no session %s", id);
 	if (ms->teardown)
@@ -1242,7 +939,7 @@ static void teardown_step_done(struct teardown_op *op)
 	struct msession *ms = op->ms;
 	struct manager *m = ms->m;
 	log_info("session %s: removed (%s)", ms->s->id, ms->end_reason);
-	emit(m, "removed", ms->s, ms->end_reason);
+	manager_emit(m, "removed", ms->s, ms->end_reason);
 	table_remove(m, ms);
 	if (op->cb)
 		op->cb(NULL, op->arg);
@@ -1291,8 +988,8 @@ static void teardown_store_done(const struct err *e, void *arg)
 	teardown_step_done(op);
 }
 
-static void session_end(struct msession *ms, enum session_state st, const char *reason,
-			manager_done_cb cb, void *arg)
+void msession_end(struct msession *ms, enum session_state st, const char *reason,
+		  manager_done_cb cb, void *arg)
 {
 	if (ms->teardown)
 		return;
@@ -1310,7 +1007,7 @@ static void session_end(struct msession *ms, enum session_state st, const char *
 	}
 	ms->s->state = st;
 	ms->end_reason = xstrdup(reason);
-	emit(ms->m, st == SESSION_EXPIRED ? "expired" : "ended", ms->s, reason);
+	manager_emit(ms->m, st == SESSION_EXPIRED ? "expired" : "ended", ms->s, reason);
 	struct teardown_op *op = xcalloc(1, sizeof(*op));
 	op->ms = ms;
 	op->cb = cb;
@@ -1367,7 +1064,7 @@ struct file_op *manager_file_start(struct manager *m, const char *id, const char
 				   enum file_op_kind kind, const char *path,
 				   const struct file_op_cbs *cbs, void *arg, struct err **errp)
 {
-	struct msession *ms = table_find(m, id);
+	struct msession *ms = manager_find(m, id);
 	if (ms == NULL || strcmp(ms->s->tenant, tenant) != 0) {
 		err_set(errp, ERR_NOT_FOUND, "no session %s", id);
 		return NULL;
@@ -1380,21 +1077,21 @@ struct file_op *manager_file_start(struct manager *m, const char *id, const char
 		err_set(errp, ERR_BUSY, "session %s is still starting", id);
 		return NULL;
 	}
-	touch(ms);
+	msession_touch(ms);
 	return files_start(ms->files, kind, path, cbs, arg, errp);
 }
 
 int manager_delete(struct manager *m, const char *id, const char *tenant, manager_done_cb cb,
 		   void *arg, struct err **errp)
 {
-	struct msession *ms = table_find(m, id);
+	struct msession *ms = manager_find(m, id);
 	if (ms == NULL || strcmp(ms->s->tenant, tenant) != 0)
 		return err_set(errp, ERR_NOT_FOUND, "no session %s", id);
 	if (ms->teardown)
 		return err_set(errp, ERR_EXPIRED, "session %s is already ending: %s", id,
 			       ms->end_reason);
 	log_info("session %s: delete requested", id);
-	session_end(ms, SESSION_DEAD, "deleted by the client", cb, arg);
+	msession_end(ms, SESSION_DEAD, "deleted by the client", cb, arg);
 	return 0;
 }
 
@@ -1402,7 +1099,7 @@ int manager_delete(struct manager *m, const char *id, const char *tenant, manage
 
 const struct session *manager_get(struct manager *m, const char *id, const char *tenant)
 {
-	struct msession *ms = table_find(m, id);
+	struct msession *ms = manager_find(m, id);
 	if (ms == NULL || strcmp(ms->s->tenant, tenant) != 0 || ms->teardown)
 		return NULL;
 	return ms->s;
@@ -1443,7 +1140,7 @@ void manager_explain_missing(struct manager *m, const char *id, manager_done_cb 
 	op->cb = cb;
 	op->arg = arg;
 	snprintf(op->id, sizeof(op->id), "%s", id);
-	struct msession *ms = table_find(m, id);
+	struct msession *ms = manager_find(m, id);
 	if (ms && ms->teardown) {
 		/* Ending right now: the tombstone may not be written yet. */
 		char reason[512];
@@ -1473,10 +1170,10 @@ void manager_explain_missing(struct manager *m, const char *id, manager_done_cb 
 
 int manager_keepalive(struct manager *m, const char *id, const char *tenant, struct err **errp)
 {
-	struct msession *ms = table_find(m, id);
+	struct msession *ms = manager_find(m, id);
 	if (ms == NULL || strcmp(ms->s->tenant, tenant) != 0 || ms->teardown)
 		return err_set(errp, ERR_NOT_FOUND, "no session %s", id);
-	touch(ms);
+	msession_touch(ms);
 	return 0;
 }
 
@@ -1491,7 +1188,7 @@ void manager_foreach(struct manager *m, const char *tenant,
 
 size_t manager_count(const struct manager *m)
 {
-	return client_sessions(m);
+	return manager_client_sessions(m);
 }
 
 size_t manager_execs_in_flight(const struct manager *m)
@@ -1528,7 +1225,7 @@ bool manager_egress_lookup(const char *src_ip, struct egress_peer *peer, void *a
 int manager_patch(struct manager *m, const char *id, const char *tenant, yajl_val body,
 		  struct err **errp)
 {
-	struct msession *ms = table_find(m, id);
+	struct msession *ms = manager_find(m, id);
 	if (ms == NULL || strcmp(ms->s->tenant, tenant) != 0 || ms->teardown)
 		return err_set(errp, ERR_NOT_FOUND, "no session %s", id);
 	if (body == NULL || !YAJL_IS_OBJECT(body))
@@ -1558,397 +1255,9 @@ int manager_patch(struct manager *m, const char *id, const char *tenant, yajl_va
 	scratch->n_allow = 0;
 	session_free(scratch);
 	log_info("session %s: allowlist now has %zu entries", id, ms->s->n_allow);
-	touch(ms);
-	persist(ms);
+	msession_touch(ms);
+	msession_persist(ms);
 	return 0;
-}
-
-static void containers_path(struct manager *m, char *path, size_t size);
-static void remove_container(struct manager *m, const char *cid);
-static void sweep_cb(evutil_socket_t fd, short what, void *arg);
-
-/* ---- recovery after a restart ----
- *
- * Docker (containers labelled with this node and prefix) and Redis (this
- * node's records) are listed, then reconciled: a running container with a
- * record is adopted (its runner reconnects to the re-created socket, and its
- * kernel keeps its variables); a container without a record is an orphan and
- * is removed; a record without a running container is tombstoned "dead". */
-
-struct recovery {
-	struct manager *m;
-	int pending;
-	bool failed;
-	yajl_val containers;
-	struct session **records;
-	size_t n_records;
-};
-
-static void recovery_retry_cb(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd;
-	(void)what;
-	manager_recover(arg);
-}
-
-static void recovery_free(struct recovery *r)
-{
-	if (r->containers)
-		yajl_tree_free(r->containers);
-	for (size_t i = 0; i < r->n_records; i++)
-		session_free(r->records[i]);
-	free(r->records);
-	free(r);
-}
-
-static void remove_container(struct manager *m, const char *cid)
-{
-	char path[256];
-	snprintf(path, sizeof(path), "/containers/%s?force=true&v=true", cid);
-	docker_request(m->docker, "DELETE", path, NULL, 0, ignore_response, NULL);
-}
-
-static void adopt(struct manager *m, struct session *s)
-{
-	struct err *e = NULL;
-	char id[SESSION_ID_LEN + 1];
-	memcpy(id, s->id, sizeof(id));
-	struct msession *ms = msession_new(m, s, &e);
-	if (ms == NULL) {
-		log_warn("session %s: cannot adopt: %s", id, e->message);
-		err_free(e);
-		return;
-	}
-	if (s->net_ip[0])
-		net_ensure(m->net, ignore_net_ready, NULL);
-	arm_idle_timer(ms);
-	emit(m, "adopted", s, NULL);
-	log_info("session %s: adopted (container %.12s, expires in %llds)", s->id, s->container_id,
-		 (long long)((s->expires_at_ms - clock_now_ms()) / 1000));
-}
-
-static void recovery_reconcile(struct recovery *r)
-{
-	struct manager *m = r->m;
-	size_t adopted = 0, orphans = 0, dead = 0;
-	yajl_val list = r->containers;
-	bool *claimed = xcalloc(r->n_records + 1, sizeof(bool));
-	for (size_t i = 0; list && i < list->u.array.len; i++) {
-		yajl_val c = list->u.array.values[i];
-		const char *cid = json_get_str(c, "Id"), *state = json_get_str(c, "State");
-		const char *sid = json_get_str(json_get(c, "Labels"), "ci.session");
-		if (cid == NULL || strlen(cid) > 128)
-			continue;
-		size_t k = r->n_records;
-		for (size_t j = 0; sid && j < r->n_records; j++)
-			if (r->records[j] && strcmp(r->records[j]->id, sid) == 0)
-				k = j;
-		if (sid && table_find(m, sid))
-			continue; /* a session of ours already (recovery ran twice) */
-		if (k == r->n_records || state == NULL || strcmp(state, "running") != 0) {
-			log_info("recovery: removing %s container %.12s (session %s)",
-				 k == r->n_records ? "orphan" : "stopped", cid, sid ? sid : "?");
-			remove_container(m, cid);
-			orphans++;
-			continue;
-		}
-		struct session *s = r->records[k];
-		r->records[k] = NULL;
-		claimed[k] = true;
-		free(s->container_id);
-		s->container_id = xstrdup(cid);
-		adopt(m, s);
-		adopted++;
-	}
-	for (size_t j = 0; j < r->n_records; j++) {
-		struct session *s = r->records[j];
-		if (claimed[j] || s == NULL || table_find(m, s->id))
-			continue;
-		s->state = SESSION_DEAD;
-		store_session_end(m->store, s,
-				  "node lost: its container was gone when the daemon restarted",
-				  NULL, NULL);
-		log_info("session %s: tombstoned (its container is gone)", s->id);
-		dead++;
-	}
-	free(claimed);
-	log_info("recovery: %zu adopted, %zu containers removed, %zu sessions tombstoned", adopted,
-		 orphans, dead);
-	m->recovered = true;
-	pool_fill(m); /* after recovery, so the reconcile never sees half-made pool sandboxes */
-}
-
-static void recovery_step_done(struct recovery *r)
-{
-	if (--r->pending > 0)
-		return;
-	if (r->failed) {
-		struct timeval one = {1, 0};
-		event_base_once(r->m->base, -1, EV_TIMEOUT, recovery_retry_cb, r->m, &one);
-		r->m->recovering = false;
-		recovery_free(r);
-		return;
-	}
-	recovery_reconcile(r);
-	r->m->recovering = false;
-	recovery_free(r);
-}
-
-static void recovery_listed(const struct docker_response *resp, void *arg)
-{
-	struct recovery *r = arg;
-	struct err *e = NULL;
-	if (resp->status == 200)
-		r->containers = json_parse(resp->body, resp->len, &e);
-	if (r->containers == NULL || !YAJL_IS_ARRAY(r->containers)) {
-		struct err *de = resp->status == 200 ? NULL : docker_error(resp, "list containers");
-		log_warn("recovery: %s; retrying", de ? de->message : "bad container list");
-		err_free(de);
-		r->failed = true;
-	}
-	err_free(e);
-	recovery_step_done(r);
-}
-
-static void recovery_records(const struct err *e, const char *const *records, const size_t *lens,
-			     const int64_t *expires_ms, size_t n, void *arg)
-{
-	struct recovery *r = arg;
-	if (e) {
-		log_warn("recovery: %s; retrying", e->message);
-		r->failed = true;
-	} else {
-		r->records = xcalloc(n + 1, sizeof(*r->records));
-		for (size_t i = 0; i < n; i++) {
-			struct err *pe = NULL;
-			struct session *s = session_from_record(records[i], lens[i], &pe);
-			if (s == NULL) {
-				log_warn("recovery: skipping a record: %s", pe->message);
-				err_free(pe);
-				continue;
-			}
-			/* The expiry set is the clock's authority: the record
-			 * itself is rewritten only when the session changes. */
-			if (expires_ms[i] > s->expires_at_ms) {
-				s->expires_at_ms = expires_ms[i];
-				s->last_active_at_ms = expires_ms[i] - s->idle_timeout_s * 1000;
-			}
-			r->records[r->n_records++] = s;
-		}
-	}
-	recovery_step_done(r);
-}
-
-void manager_recover(struct manager *m)
-{
-	if (m->recovered || m->recovering)
-		return;
-	m->recovering = true;
-	struct recovery *r = xcalloc(1, sizeof(*r));
-	r->m = m;
-	r->pending = 2;
-	char path[2048];
-	containers_path(m, path, sizeof(path));
-	docker_request(m->docker, "GET", path, NULL, 0, recovery_listed, r);
-	store_node_records(m->store, recovery_records, r);
-}
-
-/* Redis came back, maybe empty: write every live session back. */
-static void registry_write_back(void *arg)
-{
-	struct manager *m = arg;
-	if (!m->recovered) {
-		manager_recover(m);
-		return;
-	}
-	struct msession *ms;
-	size_t n = 0;
-	TAILQ_FOREACH (ms, &m->all, all) {
-		if (ms->teardown || ms->create || ms->pooled)
-			continue;
-		persist(ms);
-		n++;
-	}
-	size_t t_n = 0;
-	struct tomb *t;
-	TAILQ_FOREACH (t, &m->tombs, link) {
-		if (t->unwritten) {
-			tomb_write(m, t);
-			t_n++;
-		}
-	}
-	log_info("redis: wrote %zu live sessions and %zu endings back to the registry", n, t_n);
-}
-
-/* ---- shutdown and orphans ---- */
-
-struct shutdown_op {
-	int pending;
-	manager_done_cb cb;
-	void *arg;
-};
-
-static void shutdown_one_done(const struct err *e, void *arg)
-{
-	(void)e;
-	struct shutdown_op *op = arg;
-	if (--op->pending == 0) {
-		op->cb(NULL, op->arg);
-		free(op);
-	}
-}
-
-static void shutdown_deferred(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd;
-	(void)what;
-	shutdown_one_done(NULL, arg);
-}
-
-void manager_shutdown(struct manager *m, const char *reason, bool pool_only, manager_done_cb cb,
-		      void *arg)
-{
-	m->draining = true;
-	struct shutdown_op *op = xcalloc(1, sizeof(*op));
-	op->cb = cb;
-	op->arg = arg;
-	op->pending = 1; /* ours, released below */
-	struct msession *ms, *next;
-	for (ms = TAILQ_FIRST(&m->all); ms; ms = next) {
-		next = TAILQ_NEXT(ms, all);
-		if (ms->teardown || (pool_only && !ms->pooled))
-			continue;
-		op->pending++;
-		session_end(ms, SESSION_DEAD, reason, shutdown_one_done, op);
-	}
-	if (--op->pending == 0) {
-		/* Nothing to wait for; still answer through the loop. */
-		op->pending = 1;
-		struct timeval zero = {0, 0};
-		event_base_once(m->base, -1, EV_TIMEOUT, shutdown_deferred, op, &zero);
-	}
-}
-
-/* GET /containers/json for this node's and prefix's containers. */
-static void containers_path(struct manager *m, char *path, size_t size)
-{
-	AUTOGEN yajl_gen g = json_gen_new();
-	char buf[512];
-	jg_obj(g);
-	jg_str(g, "label");
-	jg_arr(g);
-	snprintf(buf, sizeof(buf), "ci.node=%s", m->cfg->node);
-	jg_str(g, buf);
-	snprintf(buf, sizeof(buf), "ci.prefix=%s", m->cfg->key_prefix);
-	jg_str(g, buf);
-	jg_arr_end(g);
-	jg_obj_end(g);
-	size_t len;
-	const char *filters = jg_text(g, &len);
-	size_t o = (size_t)snprintf(path, size, "/containers/json?all=true&filters=");
-	for (size_t i = 0; i < len && o + 4 < size; i++) {
-		unsigned char ch = (unsigned char)filters[i];
-		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		    (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.')
-			path[o++] = (char)ch;
-		else
-			o += (size_t)snprintf(path + o, size - o, "%%%02X", ch);
-	}
-	path[o] = '\0';
-}
-
-struct orphans_op {
-	struct manager *m;
-	bool remove;
-	manager_orphans_cb cb;
-	void *arg;
-};
-
-static void orphans_answer(const struct docker_response *resp, void *arg)
-{
-	struct orphans_op *op = arg;
-	struct manager *m = op->m;
-	struct err *e = NULL;
-	yajl_val v = resp->status == 200 ? json_parse(resp->body, resp->len, &e) : NULL;
-	if (v == NULL || !YAJL_IS_ARRAY(v)) {
-		struct err *de = resp->status == 200
-				     ? err_new(ERR_UNAVAILABLE, "docker: bad container list")
-				     : docker_error(resp, "list containers");
-		op->cb(de, NULL, 0, op->arg);
-		err_free(de);
-		err_free(e);
-		if (v)
-			yajl_tree_free(v);
-		free(op);
-		return;
-	}
-	AUTOGEN yajl_gen g = json_gen_new();
-	jg_arr(g);
-	for (size_t i = 0; i < v->u.array.len; i++) {
-		yajl_val c = v->u.array.values[i];
-		const char *cid = json_get_str(c, "Id"), *state = json_get_str(c, "State");
-		const char *sid = json_get_str(json_get(c, "Labels"), "ci.session");
-		if (cid == NULL || strlen(cid) > 128 || (sid && table_find(m, sid)))
-			continue;
-		jg_obj(g);
-		jg_kv_str(g, "container", cid);
-		jg_kv_str(g, "session", sid);
-		jg_kv_str(g, "state", state);
-		jg_obj_end(g);
-		if (op->remove) {
-			log_info("gc: removing orphan container %.12s (session %s)", cid,
-				 sid ? sid : "?");
-			remove_container(m, cid);
-		}
-	}
-	jg_arr_end(g);
-	size_t len;
-	const char *t = jg_text(g, &len);
-	op->cb(NULL, t, len, op->arg);
-	yajl_tree_free(v);
-	free(op);
-}
-
-void manager_orphans(struct manager *m, bool remove, manager_orphans_cb cb, void *arg)
-{
-	struct orphans_op *op = xcalloc(1, sizeof(*op));
-	op->m = m;
-	op->remove = remove;
-	op->cb = cb;
-	op->arg = arg;
-	char path[2048];
-	containers_path(m, path, sizeof(path));
-	docker_request(m->docker, "GET", path, NULL, 0, orphans_answer, op);
-}
-
-static void sweep_done(const struct err *e, const char *json, size_t len, void *arg)
-{
-	(void)json;
-	(void)len;
-	struct manager *m = arg;
-	if (e == NULL)
-		m->orphans_suspected = false;
-}
-
-/* Every 2 s when a removal failed (Docker was down), and every minute in
- * any case: remove containers of ours that no session owns. */
-static void sweep_cb(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd;
-	(void)what;
-	struct manager *m = arg;
-	int64_t now = clock_mono_ms();
-	if (!m->recovered || m->draining || !docker_reachable(m->docker) ||
-	    (!m->orphans_suspected && now - m->last_sweep_ms < 60000))
-		return;
-	m->last_sweep_ms = now;
-	manager_orphans(m, true, sweep_done, m);
-}
-
-void manager_set_listener(struct manager *m, manager_event_fn fn, void *arg)
-{
-	m->listener = fn;
-	m->listener_arg = arg;
 }
 
 /* ---- life ---- */
@@ -1975,12 +1284,12 @@ struct manager *manager_new(struct event_base *base, const struct config *cfg,
 	m->sessions_dir = xstrdup(dir);
 	TAILQ_INIT(&m->all);
 	TAILQ_INIT(&m->pool);
-	m->pool_retry = evtimer_new(base, pool_retry_cb, m);
+	m->pool_retry = evtimer_new(base, manager_pool_retry_cb, m);
 	TAILQ_INIT(&m->tombs);
-	m->sweep = event_new(base, -1, EV_PERSIST, sweep_cb, m);
+	m->sweep = event_new(base, -1, EV_PERSIST, manager_sweep_cb, m);
 	struct timeval two = {2, 0};
 	event_add(m->sweep, &two);
-	store_set_connect_cb(store, registry_write_back, m);
+	store_set_connect_cb(store, manager_registry_write_back, m);
 	return m;
 }
 

@@ -1,0 +1,402 @@
+/* manager_recovery.c: Docker and Redis reconciled after a start, the
+ * registry written back after a Redis outage, orphan containers, shutdown. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "clock.h"
+#include "json.h"
+#include "log.h"
+#include "manager_internal.h"
+#include "network.h"
+#include "store.h"
+#include "xalloc.h"
+
+static void containers_path(struct manager *m, char *path, size_t size);
+static void remove_container(struct manager *m, const char *cid);
+void manager_sweep_cb(evutil_socket_t fd, short what, void *arg);
+
+/* ---- recovery after a restart ----
+ *
+ * Docker (containers labelled with this node and prefix) and Redis (this
+ * node's records) are listed, then reconciled: a running container with a
+ * record is adopted (its runner reconnects to the re-created socket, and its
+ * kernel keeps its variables); a container without a record is an orphan and
+ * is removed; a record without a running container is tombstoned "dead". */
+
+struct recovery {
+	struct manager *m;
+	int pending;
+	bool failed;
+	yajl_val containers;
+	struct session **records;
+	size_t n_records;
+};
+
+static void recovery_retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	manager_recover(arg);
+}
+
+static void recovery_free(struct recovery *r)
+{
+	if (r->containers)
+		yajl_tree_free(r->containers);
+	for (size_t i = 0; i < r->n_records; i++)
+		session_free(r->records[i]);
+	free(r->records);
+	free(r);
+}
+
+static void remove_container(struct manager *m, const char *cid)
+{
+	char path[256];
+	snprintf(path, sizeof(path), "/containers/%s?force=true&v=true", cid);
+	docker_request(m->docker, "DELETE", path, NULL, 0, manager_ignore_response, NULL);
+}
+
+static void adopt(struct manager *m, struct session *s)
+{
+	struct err *e = NULL;
+	char id[SESSION_ID_LEN + 1];
+	memcpy(id, s->id, sizeof(id));
+	struct msession *ms = msession_new(m, s, &e);
+	if (ms == NULL) {
+		log_warn("session %s: cannot adopt: %s", id, e->message);
+		err_free(e);
+		return;
+	}
+	if (s->net_ip[0])
+		net_ensure(m->net, manager_ignore_net_ready, NULL);
+	msession_arm_idle(ms);
+	manager_emit(m, "adopted", s, NULL);
+	log_info("session %s: adopted (container %.12s, expires in %llds)", s->id, s->container_id,
+		 (long long)((s->expires_at_ms - clock_now_ms()) / 1000));
+}
+
+static void recovery_reconcile(struct recovery *r)
+{
+	struct manager *m = r->m;
+	size_t adopted = 0, orphans = 0, dead = 0;
+	yajl_val list = r->containers;
+	bool *claimed = xcalloc(r->n_records + 1, sizeof(bool));
+	for (size_t i = 0; list && i < list->u.array.len; i++) {
+		yajl_val c = list->u.array.values[i];
+		const char *cid = json_get_str(c, "Id"), *state = json_get_str(c, "State");
+		const char *sid = json_get_str(json_get(c, "Labels"), "ci.session");
+		if (cid == NULL || strlen(cid) > 128)
+			continue;
+		size_t k = r->n_records;
+		for (size_t j = 0; sid && j < r->n_records; j++)
+			if (r->records[j] && strcmp(r->records[j]->id, sid) == 0)
+				k = j;
+		if (sid && manager_find(m, sid))
+			continue; /* a session of ours already (recovery ran twice) */
+		if (k == r->n_records || state == NULL || strcmp(state, "running") != 0) {
+			log_info("recovery: removing %s container %.12s (session %s)",
+				 k == r->n_records ? "orphan" : "stopped", cid, sid ? sid : "?");
+			remove_container(m, cid);
+			orphans++;
+			continue;
+		}
+		struct session *s = r->records[k];
+		r->records[k] = NULL;
+		claimed[k] = true;
+		free(s->container_id);
+		s->container_id = xstrdup(cid);
+		adopt(m, s);
+		adopted++;
+	}
+	for (size_t j = 0; j < r->n_records; j++) {
+		struct session *s = r->records[j];
+		if (claimed[j] || s == NULL || manager_find(m, s->id))
+			continue;
+		s->state = SESSION_DEAD;
+		store_session_end(m->store, s,
+				  "node lost: its container was gone when the daemon restarted",
+				  NULL, NULL);
+		log_info("session %s: tombstoned (its container is gone)", s->id);
+		dead++;
+	}
+	free(claimed);
+	log_info("recovery: %zu adopted, %zu containers removed, %zu sessions tombstoned", adopted,
+		 orphans, dead);
+	m->recovered = true;
+	manager_pool_fill(
+	    m); /* after recovery, so the reconcile never sees half-made pool sandboxes */
+}
+
+static void recovery_step_done(struct recovery *r)
+{
+	if (--r->pending > 0)
+		return;
+	if (r->failed) {
+		struct timeval one = {1, 0};
+		event_base_once(r->m->base, -1, EV_TIMEOUT, recovery_retry_cb, r->m, &one);
+		r->m->recovering = false;
+		recovery_free(r);
+		return;
+	}
+	recovery_reconcile(r);
+	r->m->recovering = false;
+	recovery_free(r);
+}
+
+static void recovery_listed(const struct docker_response *resp, void *arg)
+{
+	struct recovery *r = arg;
+	struct err *e = NULL;
+	if (resp->status == 200)
+		r->containers = json_parse(resp->body, resp->len, &e);
+	if (r->containers == NULL || !YAJL_IS_ARRAY(r->containers)) {
+		struct err *de = resp->status == 200 ? NULL : docker_error(resp, "list containers");
+		log_warn("recovery: %s; retrying", de ? de->message : "bad container list");
+		err_free(de);
+		r->failed = true;
+	}
+	err_free(e);
+	recovery_step_done(r);
+}
+
+static void recovery_records(const struct err *e, const char *const *records, const size_t *lens,
+			     const int64_t *expires_ms, size_t n, void *arg)
+{
+	struct recovery *r = arg;
+	if (e) {
+		log_warn("recovery: %s; retrying", e->message);
+		r->failed = true;
+	} else {
+		r->records = xcalloc(n + 1, sizeof(*r->records));
+		for (size_t i = 0; i < n; i++) {
+			struct err *pe = NULL;
+			struct session *s = session_from_record(records[i], lens[i], &pe);
+			if (s == NULL) {
+				log_warn("recovery: skipping a record: %s", pe->message);
+				err_free(pe);
+				continue;
+			}
+			/* The expiry set is the clock's authority: the record
+			 * itself is rewritten only when the session changes. */
+			if (expires_ms[i] > s->expires_at_ms) {
+				s->expires_at_ms = expires_ms[i];
+				s->last_active_at_ms = expires_ms[i] - s->idle_timeout_s * 1000;
+			}
+			r->records[r->n_records++] = s;
+		}
+	}
+	recovery_step_done(r);
+}
+
+void manager_recover(struct manager *m)
+{
+	if (m->recovered || m->recovering)
+		return;
+	m->recovering = true;
+	struct recovery *r = xcalloc(1, sizeof(*r));
+	r->m = m;
+	r->pending = 2;
+	char path[2048];
+	containers_path(m, path, sizeof(path));
+	docker_request(m->docker, "GET", path, NULL, 0, recovery_listed, r);
+	store_node_records(m->store, recovery_records, r);
+}
+
+/* Redis came back, maybe empty: write every live session back. */
+void manager_registry_write_back(void *arg)
+{
+	struct manager *m = arg;
+	if (!m->recovered) {
+		manager_recover(m);
+		return;
+	}
+	struct msession *ms;
+	size_t n = 0;
+	TAILQ_FOREACH (ms, &m->all, all) {
+		if (ms->teardown || ms->create || ms->pooled)
+			continue;
+		msession_persist(ms);
+		n++;
+	}
+	size_t t_n = 0;
+	struct tomb *t;
+	TAILQ_FOREACH (t, &m->tombs, link) {
+		if (t->unwritten) {
+			manager_tomb_write(m, t);
+			t_n++;
+		}
+	}
+	log_info("redis: wrote %zu live sessions and %zu endings back to the registry", n, t_n);
+}
+
+/* ---- shutdown and orphans ---- */
+
+struct shutdown_op {
+	int pending;
+	manager_done_cb cb;
+	void *arg;
+};
+
+static void shutdown_one_done(const struct err *e, void *arg)
+{
+	(void)e;
+	struct shutdown_op *op = arg;
+	if (--op->pending == 0) {
+		op->cb(NULL, op->arg);
+		free(op);
+	}
+}
+
+static void shutdown_deferred(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	shutdown_one_done(NULL, arg);
+}
+
+void manager_shutdown(struct manager *m, const char *reason, bool pool_only, manager_done_cb cb,
+		      void *arg)
+{
+	m->draining = true;
+	struct shutdown_op *op = xcalloc(1, sizeof(*op));
+	op->cb = cb;
+	op->arg = arg;
+	op->pending = 1; /* ours, released below */
+	struct msession *ms, *next;
+	for (ms = TAILQ_FIRST(&m->all); ms; ms = next) {
+		next = TAILQ_NEXT(ms, all);
+		if (ms->teardown || (pool_only && !ms->pooled))
+			continue;
+		op->pending++;
+		msession_end(ms, SESSION_DEAD, reason, shutdown_one_done, op);
+	}
+	if (--op->pending == 0) {
+		/* Nothing to wait for; still answer through the loop. */
+		op->pending = 1;
+		struct timeval zero = {0, 0};
+		event_base_once(m->base, -1, EV_TIMEOUT, shutdown_deferred, op, &zero);
+	}
+}
+
+/* GET /containers/json for this node's and prefix's containers. */
+static void containers_path(struct manager *m, char *path, size_t size)
+{
+	AUTOGEN yajl_gen g = json_gen_new();
+	char buf[512];
+	jg_obj(g);
+	jg_str(g, "label");
+	jg_arr(g);
+	snprintf(buf, sizeof(buf), "ci.node=%s", m->cfg->node);
+	jg_str(g, buf);
+	snprintf(buf, sizeof(buf), "ci.prefix=%s", m->cfg->key_prefix);
+	jg_str(g, buf);
+	jg_arr_end(g);
+	jg_obj_end(g);
+	size_t len;
+	const char *filters = jg_text(g, &len);
+	size_t o = (size_t)snprintf(path, size, "/containers/json?all=true&filters=");
+	for (size_t i = 0; i < len && o + 4 < size; i++) {
+		unsigned char ch = (unsigned char)filters[i];
+		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		    (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.')
+			path[o++] = (char)ch;
+		else
+			o += (size_t)snprintf(path + o, size - o, "%%%02X", ch);
+	}
+	path[o] = '\0';
+}
+
+struct orphans_op {
+	struct manager *m;
+	bool remove;
+	manager_orphans_cb cb;
+	void *arg;
+};
+
+static void orphans_answer(const struct docker_response *resp, void *arg)
+{
+	struct orphans_op *op = arg;
+	struct manager *m = op->m;
+	struct err *e = NULL;
+	yajl_val v = resp->status == 200 ? json_parse(resp->body, resp->len, &e) : NULL;
+	if (v == NULL || !YAJL_IS_ARRAY(v)) {
+		struct err *de = resp->status == 200
+				     ? err_new(ERR_UNAVAILABLE, "docker: bad container list")
+				     : docker_error(resp, "list containers");
+		op->cb(de, NULL, 0, op->arg);
+		err_free(de);
+		err_free(e);
+		if (v)
+			yajl_tree_free(v);
+		free(op);
+		return;
+	}
+	AUTOGEN yajl_gen g = json_gen_new();
+	jg_arr(g);
+	for (size_t i = 0; i < v->u.array.len; i++) {
+		yajl_val c = v->u.array.values[i];
+		const char *cid = json_get_str(c, "Id"), *state = json_get_str(c, "State");
+		const char *sid = json_get_str(json_get(c, "Labels"), "ci.session");
+		if (cid == NULL || strlen(cid) > 128 || (sid && manager_find(m, sid)))
+			continue;
+		jg_obj(g);
+		jg_kv_str(g, "container", cid);
+		jg_kv_str(g, "session", sid);
+		jg_kv_str(g, "state", state);
+		jg_obj_end(g);
+		if (op->remove) {
+			log_info("gc: removing orphan container %.12s (session %s)", cid,
+				 sid ? sid : "?");
+			remove_container(m, cid);
+		}
+	}
+	jg_arr_end(g);
+	size_t len;
+	const char *t = jg_text(g, &len);
+	op->cb(NULL, t, len, op->arg);
+	yajl_tree_free(v);
+	free(op);
+}
+
+void manager_orphans(struct manager *m, bool remove, manager_orphans_cb cb, void *arg)
+{
+	struct orphans_op *op = xcalloc(1, sizeof(*op));
+	op->m = m;
+	op->remove = remove;
+	op->cb = cb;
+	op->arg = arg;
+	char path[2048];
+	containers_path(m, path, sizeof(path));
+	docker_request(m->docker, "GET", path, NULL, 0, orphans_answer, op);
+}
+
+static void sweep_done(const struct err *e, const char *json, size_t len, void *arg)
+{
+	(void)json;
+	(void)len;
+	struct manager *m = arg;
+	if (e == NULL)
+		m->orphans_suspected = false;
+}
+
+/* Every 2 s when a removal failed (Docker was down), and every minute in
+ * any case: remove containers of ours that no session owns. */
+void manager_sweep_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct manager *m = arg;
+	int64_t now = clock_mono_ms();
+	if (!m->recovered || m->draining || !docker_reachable(m->docker) ||
+	    (!m->orphans_suspected && now - m->last_sweep_ms < 60000))
+		return;
+	m->last_sweep_ms = now;
+	manager_orphans(m, true, sweep_done, m);
+}
+
+void manager_set_listener(struct manager *m, manager_event_fn fn, void *arg)
+{
+	m->listener = fn;
+	m->listener_arg = arg;
+}
