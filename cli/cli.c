@@ -193,6 +193,34 @@ int cli_call(struct cli_ctx *ctx, const struct client_req *req, struct client_re
 	return rc;
 }
 
+int cli_call_doc(struct cli_ctx *ctx, const struct client_req *req, struct client_resp *resp,
+		 yajl_val *doc)
+{
+	struct err *e = NULL;
+	int rc;
+
+	*doc = NULL;
+	rc = cli_call(ctx, req, resp, NULL);
+	if (rc != CLI_EXIT_OK)
+		return rc;
+	if (ctx->json) {
+		output_json_doc(resp->body, resp->len);
+		return CLI_EXIT_OK;
+	}
+	*doc = json_parse(resp->body, &e);
+	if (*doc != NULL && !YAJL_IS_OBJECT(*doc)) {
+		json_free(*doc);
+		*doc = NULL;
+		err_set(&e, CLI_EXIT_API, 0, "not a JSON object");
+	}
+	if (*doc == NULL) {
+		output_note("%s: unexpected answer from the server: %s\n", CLI_PROG, e->msg);
+		err_free(e);
+		return CLI_EXIT_API;
+	}
+	return CLI_EXIT_OK;
+}
+
 char *cli_session_path(const char *id, const char *suffix)
 {
 	char *esc = util_url_escape(id, 0);

@@ -12,6 +12,7 @@
 #include <getopt.h>
 #include <stdio.h>
 
+#include "json.h"
 #include "util.h"
 
 struct client;
@@ -121,6 +122,15 @@ struct client *cli_client(struct cli_ctx *ctx);
  */
 int cli_call(struct cli_ctx *ctx, const struct client_req *req, struct client_resp *resp,
 	     const char *what);
+
+/*
+ * cli_call, then the answer, the same for every command that shows a JSON
+ * object: with --json it is printed as is and *doc stays NULL; otherwise it
+ * is parsed into *doc (freed by the caller with json_free). An answer that
+ * is not a JSON object is reported and gives CLI_EXIT_API.
+ */
+int cli_call_doc(struct cli_ctx *ctx, const struct client_req *req, struct client_resp *resp,
+		 yajl_val *doc);
 
 /*
  * Prints "ci-ctl: [what: ]code: message (HTTP 404)" or a transport error

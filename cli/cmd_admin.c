@@ -13,23 +13,6 @@
 /* One event is a few hundred bytes; anything this long is not one. */
 #define EVENTS_LINE_MAX ((size_t)64 << 10)
 
-/* Parses a 2xx answer that must be a JSON object; NULL after saying why. */
-static yajl_val admin_parse(const struct client_resp *resp)
-{
-	struct err *e = NULL;
-	yajl_val doc = json_parse(resp->body, &e);
-
-	if (doc != NULL && !YAJL_IS_OBJECT(doc)) {
-		json_free(doc);
-		doc = NULL;
-		err_set(&e, CLI_EXIT_API, 0, "not a JSON object");
-	}
-	if (doc == NULL)
-		output_note("%s: unexpected answer from the server: %s\n", CLI_PROG, e->msg);
-	err_free(e);
-	return doc;
-}
-
 /* ---- gc -------------------------------------------------------------- */
 
 enum {
@@ -60,20 +43,14 @@ static int gc_run(struct cli_ctx *ctx, int argc, char **argv)
 	}
 	if ((rc = cli_want_args(ctx, argc - optind, 0, 0)) != 0)
 		return rc;
-	rc = cli_call(ctx,
-		      &(struct client_req){.method = force ? "POST" : "GET",
-					   .path = force ? "/v1/admin/gc" : "/v1/admin/orphans",
-					   .timeout_s = 60},
-		      &resp, NULL);
-	if (rc != CLI_EXIT_OK)
+	rc = cli_call_doc(ctx,
+			  &(struct client_req){.method = force ? "POST" : "GET",
+					       .path = force ? "/v1/admin/gc" : "/v1/admin/orphans",
+					       .timeout_s = 60},
+			  &resp, &doc);
+	if (rc != CLI_EXIT_OK || doc == NULL)
 		goto out;
-	if (ctx->json) {
-		output_json_doc(resp.body, resp.len);
-		goto out;
-	}
 	rc = CLI_EXIT_API;
-	if ((doc = admin_parse(&resp)) == NULL)
-		goto out;
 	list = json_get_arr(doc, "orphans");
 	if (list == NULL) {
 		output_note("%s: the server's answer has no orphans list\n", CLI_PROG);

@@ -168,25 +168,6 @@ static void session_print(yajl_val s, FILE *out)
 	table_free(t);
 }
 
-/* Parses a 2xx answer that must be a JSON object. */
-static yajl_val session_parse(const struct client_resp *resp)
-{
-	struct err *e = NULL;
-	yajl_val doc = json_parse(resp->body, &e);
-
-	if (doc != NULL && !YAJL_IS_OBJECT(doc)) {
-		json_free(doc);
-		doc = NULL;
-		err_set(&e, CLI_EXIT_API, 0, "not a JSON object");
-	}
-	if (doc == NULL) {
-		fflush(stdout);
-		fprintf(stderr, "%s: unexpected answer from the server: %s\n", CLI_PROG, e->msg);
-	}
-	err_free(e);
-	return doc;
-}
-
 /* ---- create ---------------------------------------------------------- */
 
 enum {
@@ -363,25 +344,19 @@ static int create_run(struct cli_ctx *ctx, int argc, char **argv)
 		goto out;
 	}
 
-	rc = cli_call(ctx,
-		      &(struct client_req){.method = "POST",
-					   .path = "/v1/sessions",
-					   .content_type = "application/json",
-					   .body = body,
-					   .body_len = body_len,
-					   /* a cold container takes ~0.6 s;
-					    * leave room for a loaded host */
-					   .timeout_s = 120},
-		      &resp, NULL);
-	if (rc != CLI_EXIT_OK)
+	rc = cli_call_doc(ctx,
+			  &(struct client_req){.method = "POST",
+					       .path = "/v1/sessions",
+					       .content_type = "application/json",
+					       .body = body,
+					       .body_len = body_len,
+					       /* a cold container takes ~0.6 s;
+						* leave room for a loaded host */
+					       .timeout_s = 120},
+			  &resp, &doc);
+	if (rc != CLI_EXIT_OK || doc == NULL)
 		goto out;
-	if (ctx->json) {
-		output_json_doc(resp.body, resp.len);
-		goto out;
-	}
 	rc = CLI_EXIT_API;
-	if ((doc = session_parse(&resp)) == NULL)
-		goto out;
 	id = json_get_str(doc, "id");
 	if (id == NULL) {
 		fprintf(stderr, "%s: the server's answer has no session id\n", CLI_PROG);
@@ -445,18 +420,12 @@ static int ls_run(struct cli_ctx *ctx, int argc, char **argv)
 		return ctx->rc;
 	if ((rc = cli_want_args(ctx, argc - optind, 0, 0)) != 0)
 		return rc;
-	rc = cli_call(
+	rc = cli_call_doc(
 	    ctx, &(struct client_req){.method = "GET", .path = "/v1/sessions", .timeout_s = 60},
-	    &resp, NULL);
-	if (rc != CLI_EXIT_OK)
+	    &resp, &doc);
+	if (rc != CLI_EXIT_OK || doc == NULL)
 		goto out;
-	if (ctx->json) {
-		output_json_doc(resp.body, resp.len);
-		goto out;
-	}
 	rc = CLI_EXIT_API;
-	if ((doc = session_parse(&resp)) == NULL)
-		goto out;
 	list = json_get_arr(doc, "sessions");
 	if (list == NULL) {
 		fprintf(stderr, "%s: the server's answer has no sessions list\n", CLI_PROG);
@@ -508,18 +477,13 @@ static int session_one(struct cli_ctx *ctx, int argc, char **argv, const char *m
 	    (rc = cli_check_id(ctx, argv[optind])) != 0)
 		return rc;
 	path = cli_session_path(argv[optind], suffix);
-	rc = cli_call(ctx, &(struct client_req){.method = method, .path = path, .timeout_s = 60},
-		      &resp, NULL);
+	rc =
+	    cli_call_doc(ctx, &(struct client_req){.method = method, .path = path, .timeout_s = 60},
+			 &resp, &doc);
 	free(path);
-	if (rc != CLI_EXIT_OK)
+	if (rc != CLI_EXIT_OK || doc == NULL)
 		goto out;
-	if (ctx->json) {
-		output_json_doc(resp.body, resp.len);
-		goto out;
-	}
 	rc = CLI_EXIT_API;
-	if ((doc = session_parse(&resp)) == NULL)
-		goto out;
 	if (brief) {
 		const char *expires = json_get_str(doc, "expires_at");
 		char when[64];
