@@ -25,14 +25,14 @@ ALL_CFLAGS := -std=gnu11 -D_GNU_SOURCE -fno-strict-aliasing $(WARN) $(CFLAGS) $(
 # One file per responsibility; see docs/architecture.md.
 DAEMON_LIB_SRCS := daemon/err.c daemon/log.c daemon/clock.c daemon/json.c daemon/config.c \
 	daemon/session.c daemon/frame.c daemon/capbuf.c daemon/exec_result.c \
-	daemon/container_spec.c daemon/kernel.c daemon/files.c daemon/netpolicy.c daemon/egress.c daemon/proc.c daemon/network.c daemon/docker.c daemon/store.c \
+	daemon/container_spec.c daemon/seccomp.c daemon/uid_range.c daemon/ipc_dir.c daemon/kernel.c daemon/files.c daemon/netpolicy.c daemon/egress.c daemon/proc.c daemon/network.c daemon/docker.c daemon/store.c \
 	daemon/http_server.c daemon/manager.c daemon/manager_pool.c daemon/manager_recovery.c daemon/http_api.c
 DAEMON_SRCS := $(DAEMON_LIB_SRCS) daemon/main.c
 include cli/cli.mk
 UNIT_SRCS := $(wildcard tests/unit/*.c)
 
 DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(BUILD)/obj/%.o)
-DAEMON_LIB_OBJS := $(DAEMON_LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+DAEMON_LIB_OBJS := $(DAEMON_LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/seccomp_profile.o
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
 UNIT_OBJS := $(UNIT_SRCS:%.c=$(BUILD)/obj/%.o)
 
@@ -46,7 +46,7 @@ else
 Q := @
 endif
 
-$(BUILD)/ci-daemon: $(DAEMON_OBJS)
+$(BUILD)/ci-daemon: $(DAEMON_OBJS) $(BUILD)/obj/gen/seccomp_profile.o
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
@@ -62,6 +62,22 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	$(Q)$(CC) $(ALL_CFLAGS) -Idaemon -c -o $@ $<
+
+# The sandbox's seccomp profile is a JSON file in the repository, embedded in
+# the daemon as a C string (no tool beyond sed).
+build/gen/seccomp_profile.c: daemon/policy/sandbox-seccomp.json
+	@mkdir -p $(dir $@)
+	@echo "  GEN     $@"
+	$(Q){ echo '/* Generated from $< by the Makefile; do not edit. */'; \
+	  echo 'extern const char seccomp_builtin_profile[];'; \
+	  echo 'const char seccomp_builtin_profile[] ='; \
+	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $<; \
+	  echo ';'; } > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/obj/gen/%.o: build/gen/%.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
 unit: $(BUILD)/unit-tests
 	$(BUILD)/unit-tests
@@ -91,9 +107,14 @@ FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=build/fuzz/%)
 FUZZ_CFLAGS := -std=gnu11 -D_GNU_SOURCE -fno-strict-aliasing -g -O1 -fno-omit-frame-pointer \
 	-fsanitize=address,undefined -fno-sanitize-recover=undefined $(PKG_CFLAGS) -Idaemon
-FUZZ_LIB_OBJS := $(DAEMON_LIB_SRCS:daemon/%.c=build/fuzz/obj/%.o)
+FUZZ_LIB_OBJS := $(DAEMON_LIB_SRCS:daemon/%.c=build/fuzz/obj/%.o) build/fuzz/obj/gen/seccomp_profile.o
 
 build/fuzz/obj/%.o: daemon/%.c
+	@mkdir -p $(dir $@)
+	@echo "  CLANG   $<"
+	$(Q)clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
+
+build/fuzz/obj/gen/%.o: build/gen/%.c
 	@mkdir -p $(dir $@)
 	@echo "  CLANG   $<"
 	$(Q)clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -47,6 +48,9 @@ static const struct opt opt_table[] = {
      "hosts-style file (IP NAME...) the egress proxy consults before DNS"},
     {"egress-trusted", OPT_STR, O(egress_trusted), "", 0, 0,
      "IP[:PORT],... the egress proxy may reach although private or local"},
+    {"seccomp-profile", OPT_STR, O(seccomp_profile), "", 0, 0,
+     "seccomp profile for sandboxes: empty = built in, 'engine' = Docker's default, or a JSON "
+     "file"},
     {"idle-timeout-s", OPT_INT, O(idle_timeout_s), "600", 1, 86400 * 7,
      "default idle timeout of a session"},
     {"max-idle-timeout-s", OPT_INT, O(max_idle_timeout_s), "86400", 1, 86400 * 7,
@@ -71,8 +75,10 @@ static const struct opt opt_table[] = {
     {"output-cap-bytes", OPT_INT, O(output_cap_bytes), "1048576", 1024, 64 << 20,
      "cap on stdout and on stderr of one execution"},
     {"max-sessions", OPT_INT, O(max_sessions), "1000", 1, 1000000, "sessions on this node"},
-    {"sandbox-uid", OPT_INT, O(sandbox_uid), "1000", 1, 1 << 30, "uid of the sandbox user"},
-    {"sandbox-gid", OPT_INT, O(sandbox_gid), "1000", 1, 1 << 30, "gid of the sandbox user"},
+    {"sandbox-uid-base", OPT_INT, O(sandbox_uid_base), "200000", 1000, 2000000000,
+     "first host uid for sandboxes; each session runs as its own uid (and gid)"},
+    {"sandbox-uid-count", OPT_INT, O(sandbox_uid_count), "4096", 1, 1 << 24,
+     "how many uids from sandbox-uid-base (daemons sharing a host: disjoint ranges)"},
     {"start-timeout-s", OPT_INT, O(start_timeout_s), "30", 1, 600,
      "container start to kernel ready"},
     {"kill-grace-ms", OPT_INT, O(kill_grace_ms), "2000", 0, 60000,
@@ -83,6 +89,9 @@ static const struct opt opt_table[] = {
      "largest JSON request body"},
     {"drain-timeout-s", OPT_INT, O(drain_timeout_s), "30", 0, 3600,
      "on SIGTERM, how long running executions may finish"},
+    {"ipc-tmpfs", OPT_BOOL, O(ipc_tmpfs), "true", 0, 0,
+     "mount a tmpfs for the sessions' IPC directories (hides the state-dir path from "
+     "sandboxes)"},
     {"remove-on-exit", OPT_BOOL, O(remove_on_exit), "false", 0, 0,
      "remove session containers when the daemon exits"},
 };
@@ -343,6 +352,14 @@ int config_validate(const struct config *cfg, struct err **errp)
 			       "listen %s: refusing a non-loopback address without API keys; "
 			       "use 127.0.0.1:PORT or unix:PATH",
 			       cfg->listen);
+	if (cfg->sandbox_uid_base + cfg->sandbox_uid_count > INT32_MAX)
+		return err_set(errp, ERR_BAD_REQUEST,
+			       "sandbox-uid-base + sandbox-uid-count passes the largest uid");
+	if (cfg->sandbox_uid_count < cfg->max_sessions + cfg->pool_size + cfg->pool_network_size)
+		return err_set(errp, ERR_BAD_REQUEST,
+			       "sandbox-uid-count %lld is smaller than max-sessions plus the warm "
+			       "pools: every session needs a uid of its own",
+			       (long long)cfg->sandbox_uid_count);
 	if (strlen(cfg->key_prefix) > 64)
 		return err_set(errp, ERR_BAD_REQUEST, "key-prefix: longer than 64 bytes");
 	/* Socket paths are <state-dir>/s/<36-char id>/ipc.sock; sun_path holds 108. */

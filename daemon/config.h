@@ -28,6 +28,7 @@ struct config {
 	char *gvisor_runtime;    /* the Docker runtime name behind runtime "gvisor" */
 	char *egress_hosts_file; /* hosts-style overrides for the egress proxy's resolver */
 	char *egress_trusted;    /* IP[:PORT],... the proxy may reach although private */
+	char *seccomp_profile;   /* "" = built in, "engine" = the engine's default, or a path */
 
 	int64_t idle_timeout_s, max_idle_timeout_s;
 	int64_t max_lifetime_s; /* no session lives longer, however active */
@@ -41,13 +42,14 @@ struct config {
 	int64_t pool_network_size; /* ... and on the sandbox network, for allowlists */
 	int64_t output_cap_bytes;
 	int64_t max_sessions;
-	int64_t sandbox_uid, sandbox_gid;
+	int64_t sandbox_uid_base, sandbox_uid_count; /* each session gets its own uid */
 	int64_t start_timeout_s;
 	int64_t kill_grace_ms;
 	int64_t tombstone_ttl_s;
 	int64_t max_body_bytes;
 	int64_t drain_timeout_s;
 	bool remove_on_exit;
+	bool ipc_tmpfs; /* the sessions' IPC directories on a tmpfs of their own */
 };
 
 /* Defaults in *cfg. Strings are owned by cfg (config_free). */

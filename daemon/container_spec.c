@@ -2,13 +2,18 @@
 #include "container_spec.h"
 
 #include <stdio.h>
+#include <sys/random.h>
 
 #include "json.h"
 #include "xalloc.h"
 
-void container_spec_name(const struct session *s, char *buf, size_t size)
+void container_spec_new_name(char *buf, size_t size)
 {
-	snprintf(buf, size, "ci-%s", s->id);
+	unsigned char r[8];
+	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
+		abort(); /* the kernel's CSPRNG does not fail once booted */
+	snprintf(buf, size, "ci-%02x%02x%02x%02x%02x%02x%02x%02x", r[0], r[1], r[2], r[3], r[4],
+		 r[5], r[6], r[7]);
 }
 
 static void kv_entry(yajl_gen g, const char *k, const char *v)
@@ -27,20 +32,21 @@ static void ulimit(yajl_gen g, const char *name, int64_t soft, int64_t hard)
 	jg_obj_end(g);
 }
 
-char *container_spec_json(const struct session *s, const struct config *cfg, const char *image_tag,
-			  const char *ipc_dir, const char *network, const char *proxy_url,
-			  size_t *len)
+char *container_spec_json(const struct session *s, const struct config *cfg,
+			  const struct container_spec_args *a, size_t *len)
 {
+	const char *network = a->network, *proxy_url = a->proxy_url;
 	AUTOGEN yajl_gen g = json_gen_new();
 	char buf[4096];
 	int64_t mem = s->limits.memory_mb * 1024 * 1024;
 	int64_t disk = s->limits.disk_mb * 1024 * 1024;
 
 	jg_obj(g);
-	jg_kv_str(g, "Image", image_tag);
-	snprintf(buf, sizeof(buf), "%lld:%lld", (long long)cfg->sandbox_uid,
-		 (long long)cfg->sandbox_gid);
+	jg_kv_str(g, "Image", a->image_tag);
+	/* The session's own uid, its gid equal to it (uid_range.h says why). */
+	snprintf(buf, sizeof(buf), "%lld:%lld", (long long)s->uid, (long long)s->uid);
 	jg_kv_str(g, "User", buf);
+	jg_kv_str(g, "Hostname", CONTAINER_HOSTNAME);
 	jg_kv_str(g, "WorkingDir", "/workspace");
 	jg_str(g, "Env");
 	jg_arr(g);
@@ -49,6 +55,10 @@ char *container_spec_json(const struct session *s, const struct config *cfg, con
 	/* Ours last, so a client's env can never redirect the runner. */
 	kv_entry(g, "SANDBOX_IPC", CONTAINER_IPC_DIR "/ipc.sock");
 	kv_entry(g, "SANDBOX_SESSION", s->id);
+	/* The uid has no passwd entry in the image: say who we are to the
+	 * programs that ask the environment first (getpass, git, pip). */
+	kv_entry(g, "USER", "sandbox");
+	kv_entry(g, "LOGNAME", "sandbox");
 	if (network && proxy_url) {
 		static const char *const names[] = {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy",
 						    "https_proxy"};
@@ -73,7 +83,7 @@ char *container_spec_json(const struct session *s, const struct config *cfg, con
 	/* The only host path in the sandbox: its own IPC directory, read-only. */
 	jg_str(g, "Binds");
 	jg_arr(g);
-	snprintf(buf, sizeof(buf), "%s:%s:ro", ipc_dir, CONTAINER_IPC_DIR);
+	snprintf(buf, sizeof(buf), "%s:%s:ro", a->ipc_dir, CONTAINER_IPC_DIR);
 	jg_str(g, buf);
 	jg_arr_end(g);
 	jg_kv_str(g, "NetworkMode", network ? network : "none");
@@ -85,14 +95,19 @@ char *container_spec_json(const struct session *s, const struct config *cfg, con
 	jg_str(g, "SecurityOpt");
 	jg_arr(g);
 	jg_str(g, "no-new-privileges");
+	if (a->seccomp) {
+		/* The API takes the profile's text itself (the CLI reads the file). */
+		AUTOFREE char *opt = xmalloc(strlen(a->seccomp) + 9);
+		sprintf(opt, "seccomp=%s", a->seccomp);
+		jg_str(g, opt);
+	}
 	jg_arr_end(g);
 	/* Disk quota: --storage-opt size is refused on overlay2 here, so the
 	 * writable places are size-capped tmpfs (charged to the memory cgroup). */
 	jg_str(g, "Tmpfs");
 	jg_obj(g);
 	snprintf(buf, sizeof(buf), "rw,nosuid,nodev,size=%lldm,uid=%lld,gid=%lld,mode=0700",
-		 (long long)s->limits.disk_mb, (long long)cfg->sandbox_uid,
-		 (long long)cfg->sandbox_gid);
+		 (long long)s->limits.disk_mb, (long long)s->uid, (long long)s->uid);
 	jg_kv_str(g, "/workspace", buf);
 	snprintf(buf, sizeof(buf), "rw,nosuid,nodev,size=%lldm,mode=1777",
 		 (long long)s->limits.disk_mb);

@@ -14,14 +14,30 @@
 /* Mount point of the session's IPC directory inside the container. */
 #define CONTAINER_IPC_DIR "/run/ci"
 
-/* The body of POST /containers/create. With network NULL the container has
- * no network at all; else it joins that (internal) network and reaches out
- * only through the egress proxy at proxy_url. Caller frees. */
-char *container_spec_json(const struct session *s, const struct config *cfg, const char *image_tag,
-			  const char *ipc_dir, const char *network, const char *proxy_url,
-			  size_t *len);
+/* What a container needs beyond the session and the config. Borrowed. */
+struct container_spec_args {
+	const char *image_tag;
+	const char *ipc_dir; /* host directory bind-mounted at CONTAINER_IPC_DIR */
+	/* NULL: no network at all; else the (internal) network to join, reaching
+	 * out only through the egress proxy at proxy_url. */
+	const char *network;
+	const char *proxy_url;
+	const char *seccomp; /* profile JSON; NULL: the engine's default */
+};
 
-/* The container name for a session ("ci-<id>"), into buf. */
-void container_spec_name(const struct session *s, char *buf, size_t size);
+/* The body of POST /containers/create. Caller frees. */
+char *container_spec_json(const struct session *s, const struct config *cfg,
+			  const struct container_spec_args *a, size_t *len);
+
+/* A fresh container name into buf (at least CONTAINER_NAME_SIZE bytes):
+ * "ci-" and 16 random hex digits. Opaque on purpose: Docker's embedded DNS
+ * answers reverse lookups on the sandbox network with container names, so a
+ * name must not say which session or tenant it serves. Redis maps the
+ * session to its container id. */
+#define CONTAINER_NAME_SIZE 24
+void container_spec_new_name(char *buf, size_t size);
+
+/* Every sandbox's host name: the same for all, so it tells nothing. */
+#define CONTAINER_HOSTNAME "sandbox"
 
 #endif

@@ -13,10 +13,13 @@
 #include "clock.h"
 #include "container_spec.h"
 #include "egress.h"
+#include "ipc_dir.h"
 #include "network.h"
 #include "json.h"
 #include "kernel.h"
 #include "log.h"
+#include "seccomp.h"
+#include "uid_range.h"
 #include "xalloc.h"
 
 void manager_emit(struct manager *m, const char *type, const struct session *s, const char *detail)
@@ -78,6 +81,7 @@ static void table_remove(struct manager *m, struct msession *ms)
 
 static void msession_free(struct msession *ms)
 {
+	uid_range_release(ms->m->uids, ms->s->uid);
 	files_free(ms->files, "the daemon is shutting down");
 	/* A session still in the table at this point outlives the daemon (its
 	 * container is kept for adoption); an ended one has link NULL already. */
@@ -423,13 +427,18 @@ static void create_container(struct create_op *op)
 	const struct config *cfg = ms->m->cfg;
 	bool networked = ms->s->networked;
 	AUTOFREE char *tag = config_image_tag(cfg, ms->s->image);
-	char dir[512], name[64], path[128];
+	char dir[512], name[CONTAINER_NAME_SIZE], path[128];
 	snprintf(dir, sizeof(dir), "%s/%s", ms->m->sessions_dir, ms->s->id);
+	struct container_spec_args args = {
+	    .image_tag = tag,
+	    .ipc_dir = dir,
+	    .network = networked ? net_name(ms->m->net) : NULL,
+	    .proxy_url = networked ? net_proxy_url(ms->m->net) : NULL,
+	    .seccomp = ms->m->seccomp,
+	};
 	size_t len;
-	AUTOFREE char *spec =
-	    container_spec_json(ms->s, cfg, tag, dir, networked ? net_name(ms->m->net) : NULL,
-				networked ? net_proxy_url(ms->m->net) : NULL, &len);
-	container_spec_name(ms->s, name, sizeof(name));
+	AUTOFREE char *spec = container_spec_json(ms->s, cfg, &args, &len);
+	container_spec_new_name(name, sizeof(name));
 	snprintf(path, sizeof(path), "/containers/create?name=%s", name);
 	op->step = CREATE_DOCKER_CREATE;
 	docker_request(ms->m->docker, "POST", path, spec, len, create_created, op);
@@ -738,10 +747,26 @@ struct msession *msession_new(struct manager *m, struct session *s, struct err *
 	struct msession *ms = xcalloc(1, sizeof(*ms));
 	ms->m = m;
 	ms->s = s;
+	ms->next_exec_id = (uint64_t)clock_now_ms() * 1000;
+	if (s->uid == 0) {
+		s->uid = uid_range_take(m->uids);
+		if (s->uid < 0) {
+			s->uid = 0;
+			err_set(errp, ERR_UNAVAILABLE,
+				"every sandbox uid of this node is in use (sandbox-uid-count %lld)",
+				(long long)m->cfg->sandbox_uid_count);
+			msession_free(ms);
+			return NULL;
+		}
+	} else if (!uid_range_mark(m->uids, s->uid)) {
+		/* Adopted with a uid outside today's range, or shared with another
+		 * record: it keeps working, but does not have a uid of its own. */
+		log_warn("session %s: uid %lld is outside sandbox-uid-base/count or in use twice",
+			 s->id, (long long)s->uid);
+	}
 	char dir[512];
 	snprintf(dir, sizeof(dir), "%s/%s", m->sessions_dir, s->id);
-	ms->link = kernel_link_new(m->base, dir, (uid_t)m->cfg->sandbox_uid,
-				   (gid_t)m->cfg->sandbox_gid, &link_ops, ms, errp);
+	ms->link = kernel_link_new(m->base, dir, (uid_t)s->uid, (gid_t)s->uid, &link_ops, ms, errp);
 	if (ms->link == NULL) {
 		msession_free(ms);
 		return NULL;
@@ -898,7 +923,7 @@ int manager_exec(struct manager *m, const char *id, const char *tenant, const ch
 		timeout_s = cap;
 	struct exec_op *op = xcalloc(1, sizeof(*op));
 	op->ms = ms;
-	op->id = ++m->next_exec_id;
+	op->id = ++ms->next_exec_id;
 	op->code = xstrndup(code, len);
 	op->len = len;
 	op->timeout_s = timeout_s;
@@ -1268,14 +1293,25 @@ struct manager *manager_new(struct event_base *base, const struct config *cfg,
 {
 	char dir[512];
 	snprintf(dir, sizeof(dir), "%s/s", cfg->state_dir);
-	if ((mkdir(cfg->state_dir, 0711) < 0 && errno != EEXIST) ||
-	    (mkdir(dir, 0711) < 0 && errno != EEXIST)) {
+	if (mkdir(cfg->state_dir, 0711) < 0 && errno != EEXIST) {
 		err_set(errp, ERR_INTERNAL, "state-dir %s: %s", cfg->state_dir, strerror(errno));
 		return NULL;
 	}
 	chmod(cfg->state_dir, 0711);
-	chmod(dir, 0711);
+	bool tmpfs = false;
+	if (ipc_dir_prepare(dir, cfg->docker, cfg->ipc_tmpfs, &tmpfs, errp) < 0) {
+		err_wrap(errp, "state-dir");
+		return NULL;
+	}
+	struct err *se = NULL;
+	char *seccomp = seccomp_profile_load(cfg->seccomp_profile, &se);
+	if (se) {
+		*errp = se;
+		return NULL;
+	}
 	struct manager *m = xcalloc(1, sizeof(*m));
+	m->seccomp = seccomp;
+	m->uids = uid_range_new(cfg->sandbox_uid_base, cfg->sandbox_uid_count);
 	m->base = base;
 	m->cfg = cfg;
 	m->docker = docker;
@@ -1315,6 +1351,8 @@ void manager_free(struct manager *m)
 	event_free(m->pool_retry);
 	event_free(m->sweep);
 	tombs_free(m);
+	uid_range_free(m->uids);
+	free(m->seccomp);
 	free(m->sessions_dir);
 	free(m);
 }

@@ -79,8 +79,12 @@ struct msession {
 	struct kernel_exit_info last_exit;
 	char *end_reason;
 	int64_t clock_written_ms; /* when the clock last went to Redis */
-	bool pooled;              /* a warm sandbox, not yet anybody's session */
-	bool in_pool;             /* ... and ready in the pool's list */
+	/* Execution ids are per session, so a sandbox cannot count the node's
+	 * other executions; seeded from the clock, so they keep growing across
+	 * restarts. */
+	uint64_t next_exec_id;
+	bool pooled;  /* a warm sandbox, not yet anybody's session */
+	bool in_pool; /* ... and ready in the pool's list */
 	struct msession *hnext;
 	TAILQ_ENTRY(msession) all;
 	TAILQ_ENTRY(msession) pool_link;
@@ -96,7 +100,8 @@ struct manager {
 	struct msession *buckets[BUCKETS];
 	TAILQ_HEAD(, msession) all;
 	size_t count;
-	uint64_t next_exec_id;
+	struct uid_range *uids; /* one host uid per session */
+	char *seccomp;          /* the sandboxes' seccomp profile (JSON), NULL = engine's */
 	bool draining;
 	bool recovering, recovered;
 	manager_event_fn listener;

@@ -180,6 +180,7 @@ void manager_pool_claim(struct manager *m, struct msession *ms, struct session *
 	/* A networked sandbox is already on the network, its proxy settings in
 	 * its environment: taking the client's allowlist is all it needs. */
 	memcpy(s->net_ip, ms->s->net_ip, sizeof(s->net_ip));
+	s->uid = ms->s->uid; /* its processes already run as this uid */
 	s->state = SESSION_READY;
 	s->created_at_ms = clock_now_ms();
 	session_free(ms->s);

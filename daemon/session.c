@@ -433,6 +433,7 @@ void session_to_json(const struct session *s, yajl_gen g, bool internal)
 		jg_kv_int(g, "last_active_at_ms", s->last_active_at_ms);
 		jg_kv_int(g, "expires_at_ms", s->expires_at_ms);
 		jg_kv_str(g, "net_ip", s->net_ip);
+		jg_kv_int(g, "uid", s->uid);
 	}
 	jg_obj_end(g);
 }
@@ -485,6 +486,10 @@ struct session *session_from_record(const char *json, size_t len, struct err **e
 	json_get_int(rec, "expires_at_ms", &s->expires_at_ms);
 	json_get_int(rec, "idle_timeout_s", &s->idle_timeout_s);
 	json_get_int(rec, "max_lifetime_s", &s->max_lifetime_s);
+	if (!json_get_int(rec, "uid", &s->uid) || s->uid < 1 || s->uid > INT32_MAX) {
+		err_set(errp, ERR_BAD_REQUEST, "session record: no valid uid");
+		goto fail;
+	}
 	json_get_int(lim, "memory_mb", &s->limits.memory_mb);
 	json_get_int(lim, "pids", &s->limits.pids);
 	json_get_int(lim, "disk_mb", &s->limits.disk_mb);

@@ -63,6 +63,7 @@ struct session {
 	char *node;
 	char *container_id; /* NULL until Docker created it */
 	char net_ip[64];    /* address on the sandbox network; "" without network */
+	int64_t uid;        /* host uid (and gid) of the sandbox's processes; 0 = none yet */
 };
 
 /* A new session from a create request body (NULL body = all defaults),

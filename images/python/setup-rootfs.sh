@@ -65,9 +65,27 @@ if [ -s /tmp/purge.txt ]; then
     xargs dpkg --purge </tmp/purge.txt >/dev/null
 fi
 
-# the sandbox user, uid/gid 1000 (no login, no password)
-grep -q '^sandbox:' /etc/group  || echo 'sandbox:x:1000:' >>/etc/group
-grep -q '^sandbox:' /etc/passwd || echo 'sandbox:x:1000:1000:ci sandbox:/tmp/home:/usr/sbin/nologin' >>/etc/passwd
+# the sandbox user (no login, no password). The daemon runs each session
+# under a uid of its own, its gid equal to it, from the range
+# sandbox-uid-base/-count (default 200000, 4096 uids; see daemon/uid_range.h):
+# every uid of that range is named "sandbox" here, so whoami, id and ls -l
+# work; a uid outside it still runs, only without a name. uid 1000 stays for
+# images run by hand.
+SANDBOX_UID_BASE=200000
+SANDBOX_UID_COUNT=4096
+if ! grep -q '^sandbox:' /etc/passwd; then
+    {
+        echo 'sandbox:x:1000:1000:ci sandbox:/tmp/home:/usr/sbin/nologin'
+        awk -v b=$SANDBOX_UID_BASE -v n=$SANDBOX_UID_COUNT 'BEGIN {
+            for (u = b; u < b + n; u++)
+                printf "sandbox:x:%d:%d:ci sandbox:/tmp/home:/usr/sbin/nologin\n", u, u }'
+    } >>/etc/passwd
+    {
+        echo 'sandbox:x:1000:'
+        awk -v b=$SANDBOX_UID_BASE -v n=$SANDBOX_UID_COUNT 'BEGIN {
+            for (u = b; u < b + n; u++) printf "sandbox:x:%d:\n", u }'
+    } >>/etc/group
+fi
 if [ -f /etc/shadow ] && ! grep -q '^sandbox:' /etc/shadow; then
     echo 'sandbox:!:19000::::::' >>/etc/shadow
 fi

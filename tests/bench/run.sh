@@ -53,7 +53,10 @@ last_resort() {
 			docker ps -aq --filter "label=$value" | xargs -r docker rm -f >/dev/null 2>&1 || true
 			;;
 		dir)
-			if [[ "$value" == /tmp/cit-* ]]; then rm -rf "$value"; fi
+			if [[ "$value" == /tmp/cit-* ]]; then
+				umount -l "$value/s" 2>/dev/null || true # the daemon's IPC tmpfs
+				rm -rf "$value"
+			fi
 			;;
 		esac
 	done <"$inflight"

@@ -10,7 +10,10 @@ def test_docker_inspect_shows_every_hardening_field(hostile):
     with h.victim(limits=limits) as s:
         doc = h.inspect(s["id"])
         cfg, hc = doc["Config"], doc["HostConfig"]
-        assert cfg["User"] == "1000:1000", cfg["User"]
+        uid, gid = (int(x) for x in cfg["User"].split(":"))
+        assert uid == gid and 200000 <= uid < 200000 + 4096, cfg["User"]  # its own uid
+        assert cfg["Hostname"] == "sandbox", cfg["Hostname"]
+        assert s["id"] not in doc["Name"], doc["Name"]
         assert cfg["Labels"]["ci.session"] == s["id"], cfg["Labels"]
         assert cfg["Labels"]["ci.prefix"] == h.d.prefix, cfg["Labels"]
         assert hc["Privileged"] is False
@@ -18,6 +21,7 @@ def test_docker_inspect_shows_every_hardening_field(hostile):
         assert not hc.get("CapAdd"), hc.get("CapAdd")
         assert "no-new-privileges" in (hc["SecurityOpt"] or []), hc["SecurityOpt"]
         assert not any("unconfined" in o for o in hc["SecurityOpt"] or []), hc["SecurityOpt"]
+        assert any(o.startswith("seccomp={") for o in hc["SecurityOpt"]), hc["SecurityOpt"]
         assert hc["ReadonlyRootfs"] is True
         mb = 1024 * 1024
         tmpfs = hc["Tmpfs"]

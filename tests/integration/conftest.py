@@ -41,6 +41,17 @@ def wait_for(cond, timeout, interval=0.02, what="condition"):
         time.sleep(interval)
 
 
+def remove_state_dir(path):
+    """rm -rf a daemon's state directory, after unmounting the tmpfs the
+    daemon mounts for its sessions' IPC directories (--ipc-tmpfs)."""
+    path = os.path.realpath(path)
+    with open("/proc/self/mountinfo") as f:
+        points = [line.split()[4] for line in f]
+    for p in sorted((p for p in points if p == path or p.startswith(path + "/")), reverse=True):
+        subprocess.run(["umount", "-l", p], capture_output=True)
+    subprocess.run(["rm", "-rf", path])
+
+
 class RedisServer:
     def __init__(self, tmp):
         self.port = free_port()
@@ -194,7 +205,7 @@ class Daemon:
         keys = self.redis.cli("--scan", "--pattern", self.prefix + "*").split()
         for k in keys:
             self.redis.cli("DEL", k)
-        subprocess.run(["rm", "-rf", self.state_dir])
+        remove_state_dir(self.state_dir)
 
     def sanitizer_errors(self):
         log = self.read_log()

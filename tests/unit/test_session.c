@@ -160,6 +160,7 @@ TEST(session_record_roundtrip)
 	s->node = strdup("n1");
 	s->container_id = strdup("c0ffee");
 	strcpy(s->net_ip, "172.18.0.2");
+	s->uid = 200001;
 	s->created_at_ms = 1000;
 	session_touch(s, 2000);
 	AUTOGEN yajl_gen g = json_gen_new();
@@ -177,8 +178,19 @@ TEST(session_record_roundtrip)
 		CHECK(r->expires_at_ms == 32000 && r->created_at_ms == 1000);
 		CHECK(r->n_allow == 1 && r->n_env == 1 && r->n_metadata == 1);
 		CHECK(r->state == SESSION_READY);
+		CHECK(r->uid == 200001);
 	}
 	session_free(r);
+	/* A record without its sandbox's uid cannot be adopted: the socket
+	 * would be made for the wrong user. */
+	s->uid = 0;
+	yajl_gen_clear(g);
+	yajl_gen_reset(g, NULL);
+	session_to_json(s, g, true);
+	t = jg_text(g, &len);
+	CHECK(session_from_record(t, len, &e) == NULL);
+	err_free(e);
+	e = NULL;
 	session_free(s);
 	CHECK(session_from_record("{\"id\":\"../x\"}", 13, &e) == NULL);
 	err_free(e);

@@ -158,9 +158,12 @@ TEST(container_spec_is_hardened)
 	CHECK(s != NULL);
 	strcpy(s->id, "abcdef00-0000-4000-8000-000000000000");
 	s->node = strdup("node1");
+	s->uid = 200123;
 	size_t len;
-	char *spec =
-	    container_spec_json(s, &cfg, "ci/python:latest", "/var/lib/ci/s/x", NULL, NULL, &len);
+	struct container_spec_args args = {.image_tag = "ci/python:latest",
+					   .ipc_dir = "/var/lib/ci/s/x",
+					   .seccomp = "{\"defaultAction\":\"SCMP_ACT_ERRNO\"}"};
+	char *spec = container_spec_json(s, &cfg, &args, &len);
 	yajl_val v = json_parse(spec, len, &e);
 	CHECK(v != NULL);
 	yajl_val hc = json_get(v, "HostConfig");
@@ -174,20 +177,34 @@ TEST(container_spec_is_hardened)
 	CHECK(json_get_int(hc, "NanoCpus", &nano) && nano == 500000000);
 	CHECK_STR(json_get(hc, "CapDrop")->u.array.values[0]->u.string, "ALL");
 	CHECK_STR(json_get(hc, "SecurityOpt")->u.array.values[0]->u.string, "no-new-privileges");
+	CHECK_STR(json_get(hc, "SecurityOpt")->u.array.values[1]->u.string,
+		  "seccomp={\"defaultAction\":\"SCMP_ACT_ERRNO\"}");
 	CHECK_STR(json_get(hc, "Binds")->u.array.values[0]->u.string, "/var/lib/ci/s/x:/run/ci:ro");
 	CHECK(strstr(json_get_str(json_get(hc, "Tmpfs"), "/workspace"), "size=100m"));
 	CHECK(strstr(json_get_str(json_get(hc, "Tmpfs"), "/workspace"), "nosuid,nodev"));
+	CHECK(strstr(json_get_str(json_get(hc, "Tmpfs"), "/workspace"), "uid=200123,gid=200123"));
+	CHECK_STR(json_get_str(v, "Hostname"), "sandbox");
 	CHECK_STR(json_get_str(json_get(v, "Labels"), "ci.session"), s->id);
 	CHECK_STR(json_get_str(json_get(v, "Labels"), "ci.node"), "node1");
 	CHECK_STR(json_get_str(json_get(v, "Labels"), "ci.prefix"), "ci:");
-	CHECK_STR(json_get_str(v, "User"), "1000:1000");
+	CHECK_STR(json_get_str(v, "User"), "200123:200123");
 	yajl_val env = json_get(v, "Env");
-	CHECK(env && env->u.array.len == 3);
+	CHECK(env && env->u.array.len == 5);
 	CHECK_STR(env->u.array.values[0]->u.string, "A=b");
 	yajl_tree_free(v);
 	free(spec);
 	session_free(s);
 	config_free(&cfg);
+}
+
+TEST(container_names_are_opaque_and_fresh)
+{
+	char a[CONTAINER_NAME_SIZE], b[CONTAINER_NAME_SIZE];
+	container_spec_new_name(a, sizeof(a));
+	container_spec_new_name(b, sizeof(b));
+	CHECK(strlen(a) == 19 && strncmp(a, "ci-", 3) == 0);
+	CHECK(strspn(a + 3, "0123456789abcdef") == 16);
+	CHECK(strcmp(a, b) != 0);
 }
 
 TEST(capbuf_says_when_the_tail_died_with_the_producer)
