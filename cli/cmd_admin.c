@@ -25,6 +25,32 @@ static const struct option gc_options[] = {
     {NULL, 0, NULL, 0},
 };
 
+/* The other kinds of leftovers: state directories of sessions that are gone,
+ * and sandbox networks (with their firewall chains) that nothing uses. */
+static void print_leftovers(yajl_val doc, int force)
+{
+	yajl_val dirs = json_get_arr(doc, "state_dirs"), nets = json_get_arr(doc, "networks");
+	size_t nd = json_arr_len(dirs), nn = json_arr_len(nets), i;
+
+	for (i = 0; i < nn; i++) {
+		yajl_val o = json_arr_at(nets, i);
+		const char *name = json_get_str(o, "network"), *chain = json_get_str(o, "chain");
+
+		printf("%s unused sandbox network %s%s%s\n", force ? "removed" : "found",
+		       name ? name : "-", chain ? " and firewall chain " : "", chain ? chain : "");
+	}
+	if (nd > 0) {
+		printf("%s %zu stale state director%s:", force ? "removed" : "found", nd,
+		       nd == 1 ? "y" : "ies");
+		for (i = 0; i < nd; i++) {
+			yajl_val v = json_arr_at(dirs, i);
+
+			printf(" %s", YAJL_IS_STRING(v) ? v->u.string : "?");
+		}
+		printf("\n");
+	}
+}
+
 static int gc_run(struct cli_ctx *ctx, int argc, char **argv)
 {
 	static const char *const headers[] = {"CONTAINER", "SESSION", "STATE"};
@@ -58,6 +84,7 @@ static int gc_run(struct cli_ctx *ctx, int argc, char **argv)
 	}
 	n = json_arr_len(list);
 	rc = CLI_EXIT_OK;
+	print_leftovers(doc, force);
 	if (n == 0) {
 		printf("no orphan containers\n");
 		goto out;
@@ -87,9 +114,13 @@ out:
 const struct cli_cmd cmd_gc = {
     .name = "gc",
     .usage = "[--force]",
-    .summary = "List orphan containers (no live session); --force removes them.",
+    .summary = "List what no live session owns (containers, state directories, networks); "
+	       "--force removes it.",
     .help = "Orphans are containers of this daemon (its node and key prefix) that no live\n"
-	    "session owns, e.g. left by a crash.  The daemon finds them with Docker.\n"
+	    "session owns, e.g. left by a crash.  The daemon finds them with Docker.  It also\n"
+	    "lists the session directories in its state directory that belong to no session\n"
+	    "(a warm sandbox's, after a kill -9), and its sandbox network with its firewall\n"
+	    "chain when no session uses them.\n"
 	    "\n"
 	    "Options:\n"
 	    "  --force  remove them (POST /v1/admin/gc) instead of only listing them\n"
@@ -98,7 +129,8 @@ const struct cli_cmd cmd_gc = {
 	    "Prints a table: CONTAINER (short id), SESSION ('-' when unlabelled) and STATE,\n"
 	    "or 'no orphan containers'; with --force, 'removed N orphan containers' first.\n"
 	    "--json prints the answer: {\"orphans\":[{\"container\":...,\"session\":...,\n"
-	    "\"state\":...}]}.\n",
+	    "\"state\":...}],\"state_dirs\":[...],\"networks\":[{\"network\":...,\"bridge\":...,\n"
+	    "\"chain\":...}]}.\n",
     .run = gc_run,
 };
 

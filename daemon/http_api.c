@@ -966,9 +966,7 @@ static void orphans_cb(const struct err *e, const char *json, size_t len, void *
 		reply_err(req, e);
 		return;
 	}
-	AUTOFREE char *out = xmalloc(len + 32);
-	int n = snprintf(out, len + 32, "{\"orphans\":%.*s}", (int)len, json);
-	http_req_reply(req, 200, "application/json", out, (size_t)n);
+	http_req_reply(req, 200, "application/json", json, len);
 }
 
 static void handle_admin(struct http_api *api, struct http_req *req, const char *what)

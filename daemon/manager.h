@@ -102,9 +102,11 @@ typedef void (*manager_event_fn)(const char *type, const struct session *s, cons
 				 void *arg);
 void manager_set_listener(struct manager *m, manager_event_fn fn, void *arg);
 
-/* Containers of this node and prefix that no live session owns: cb gets a
- * JSON array [{"container","session","state"}] (borrowed), or an error. With
- * remove set they are removed too. */
+/* What this node and prefix left behind: containers that no live session
+ * owns, and session directories in the state dir without a session. cb gets
+ * a JSON object {"orphans":[{"container","session","state"}],
+ * "state_dirs":[name...]} (borrowed), or an error. With remove set they are
+ * removed too. */
 typedef void (*manager_orphans_cb)(const struct err *e, const char *json, size_t len, void *arg);
 void manager_orphans(struct manager *m, bool remove, manager_orphans_cb cb, void *arg);
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "ipc_dir.h"
 #include "json.h"
 #include "log.h"
 #include "manager_internal.h"
@@ -13,6 +14,7 @@
 #include "xalloc.h"
 
 static void containers_path(struct manager *m, char *path, size_t size);
+static size_t sweep_state_dirs(struct manager *m, bool remove, yajl_gen list);
 static void remove_container(struct manager *m, const char *cid);
 void manager_sweep_cb(evutil_socket_t fd, short what, void *arg);
 
@@ -121,8 +123,12 @@ static void recovery_reconcile(struct recovery *r)
 		dead++;
 	}
 	free(claimed);
-	log_info("recovery: %zu adopted, %zu containers removed, %zu sessions tombstoned", adopted,
-		 orphans, dead);
+	/* What a daemon killed with SIGKILL leaves of its warm pool: the
+	 * containers went as orphans above, their directories go here. */
+	size_t dirs = sweep_state_dirs(m, true, NULL);
+	log_info("recovery: %zu adopted, %zu containers removed, %zu sessions tombstoned, %zu "
+		 "stale state directories removed",
+		 adopted, orphans, dead, dirs);
 	m->recovered = true;
 	manager_pool_fill(
 	    m); /* after recovery, so the reconcile never sees half-made pool sandboxes */
@@ -307,6 +313,25 @@ static void containers_path(struct manager *m, char *path, size_t size)
 	path[o] = '\0';
 }
 
+/* Session directories that no session in the table owns. */
+static bool dir_is_live(const char *name, void *arg)
+{
+	return manager_find(arg, name) != NULL;
+}
+
+static void dir_listed(const char *name, void *arg)
+{
+	jg_str(arg, name);
+}
+
+/* Session directories without a session here: listed into list (when not
+ * NULL), removed with remove. */
+static size_t sweep_state_dirs(struct manager *m, bool remove, yajl_gen list)
+{
+	return ipc_dir_sweep(m->sessions_dir, dir_is_live, m, remove, list ? dir_listed : NULL,
+			     list);
+}
+
 struct orphans_op {
 	struct manager *m;
 	bool remove;
@@ -333,6 +358,8 @@ static void orphans_answer(const struct docker_response *resp, void *arg)
 		return;
 	}
 	AUTOGEN yajl_gen g = json_gen_new();
+	jg_obj(g);
+	jg_str(g, "orphans");
 	jg_arr(g);
 	for (size_t i = 0; i < v->u.array.len; i++) {
 		yajl_val c = v->u.array.values[i];
@@ -352,6 +379,14 @@ static void orphans_answer(const struct docker_response *resp, void *arg)
 		}
 	}
 	jg_arr_end(g);
+	/* Directories in <state-dir>/s of sessions that are not here. */
+	jg_str(g, "state_dirs");
+	jg_arr(g);
+	size_t dirs = sweep_state_dirs(m, op->remove, g);
+	jg_arr_end(g);
+	if (op->remove && dirs)
+		log_info("gc: removed %zu stale state directories", dirs);
+	jg_obj_end(g);
 	size_t len;
 	const char *t = jg_text(g, &len);
 	op->cb(NULL, t, len, op->arg);

@@ -1,0 +1,58 @@
+"""What a daemon leaves on the host (issue 9, finding 14): state directories
+of warm sandboxes after a kill -9, and the sandbox network with its firewall
+chain. Start-up reconciliation and `ci-ctl gc` find and remove them; each case
+counts them before and after."""
+import json
+import os
+import subprocess
+import uuid
+
+from chaos_lib import base, create_many, kill9, live_ids, restart, wait_for
+
+CTL_BIN = base.CTL_BIN
+
+
+def state_dirs(d):
+    sdir = os.path.join(d.state_dir, "s")
+    return {n for n in os.listdir(sdir) if len(n) == 36}
+
+
+def ctl(d, *args):
+    return subprocess.run([CTL_BIN, "--server", "http://127.0.0.1:%d" % d.port, *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_kill9_leaves_no_state_dirs_of_the_warm_pool(chaos):
+    d = chaos("--pool-size", "2")
+    sid = create_many(d, 1)[0]["id"]
+    wait_for(lambda: len(state_dirs(d)) == 3, 30, interval=0.05,
+             what="the warm pool's two sandboxes beside the session")
+    pool_dirs = state_dirs(d) - {sid}
+    kill9(d)
+    # The pool's directories are still there: nobody removed them.
+    assert state_dirs(d) >= pool_dirs | {sid}
+    restart(d)
+    wait_for(lambda: "stale state directories removed" in d.read_log(), 30, interval=0.05,
+             what="the recovery line")
+    left = state_dirs(d)
+    assert sid in left, left
+    assert not (pool_dirs & left), (pool_dirs, left)
+    assert live_ids(d) == {sid}
+
+
+def test_ctl_gc_finds_and_removes_stale_state_dirs(chaos):
+    d = chaos("--pool-size", "0")
+    sid = create_many(d, 1)[0]["id"]
+    stale = str(uuid.uuid4())
+    os.mkdir(os.path.join(d.state_dir, "s", stale), 0o711)
+    before = state_dirs(d)
+    assert before == {sid, stale}, before
+    r = ctl(d, "--json", "gc")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["state_dirs"] == [stale], r.stdout
+    r = ctl(d, "gc", "--force")
+    assert r.returncode == 0 and "removed 1 stale state directory" in r.stdout, r.stdout
+    assert state_dirs(d) == {sid}
+    # The session is untouched.
+    status, doc = d.api.request("POST", "/v1/sessions/%s/exec" % sid, body={"code": "6*7"})
+    assert status == 200 and doc["result"] == "42", doc
