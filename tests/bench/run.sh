@@ -70,4 +70,18 @@ timeout --signal=TERM --kill-after=120 "$limit" /usr/bin/python3 tests/bench/ben
 if [[ $rc == 124 || $rc == 143 || $rc == 137 ]]; then
 	echo "bench: stopped after the ${limit}s limit (BENCH_TIMEOUT_S)" >&2
 fi
+
+# A/B against the baseline commit (tests/bench/baseline-ref, BENCH_BASE):
+# exec round trip and create-from-pool p50, both daemons in this same run.
+if [[ "${BENCH_COMPARE:-1}" != 0 ]]; then
+	echo
+	echo "bench: A/B against the baseline commit (BENCH_COMPARE=0 skips it)"
+	if base_bin=$(tests/bench/build-base.sh); then
+		export BENCH_BASE_REF=${BENCH_BASE:-$(grep -v '^#' tests/bench/baseline-ref | head -n 1)}
+		timeout --signal=TERM --kill-after=60 600 /usr/bin/python3 tests/bench/compare.py \
+			"$base_bin" "$CITEST_DAEMON" || rc=$?
+	else
+		echo "bench: the baseline could not be built; no A/B rows" >&2
+	fi
+fi
 exit $rc

@@ -1,0 +1,165 @@
+#!/usr/bin/python3
+"""A/B: the daemon built from this tree against one built from a baseline
+commit (tests/bench/baseline-ref, or BENCH_BASE), measured in the same run on
+the same machine, interleaved round by round so that drift of the machine
+hits both alike.
+
+  exec round trip: print(1), one session, HTTP keep-alive (p50 of each round)
+  create from the warm pool: POST /v1/sessions with the pool full (p50)
+
+Prints a small table and writes build/bench/compare.json and compare.md.
+Started by tests/bench/run.sh (`make bench`) after tests/bench/build-base.sh
+built the baseline; alone: tests/bench/compare.py BASE_DAEMON [CURRENT_DAEMON].
+Everything it starts is stopped by pid and removed by label at the end.
+"""
+import http.client
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+import conftest  # noqa: E402
+
+ROUNDS = int(os.environ.get("BENCH_COMPARE_ROUNDS", "5"))
+EXECS = int(os.environ.get("BENCH_COMPARE_EXECS", "1500"))
+CREATES = int(os.environ.get("BENCH_COMPARE_CREATES", "15"))
+POOL = 2
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100.0 * (len(xs) - 1))))]
+
+
+STARTED = []  # every daemon started, even one whose start then failed
+
+
+class Variant(conftest.Daemon):
+    def __init__(self, name, binary, redis, tmp):
+        self.name = name
+        self.binary = binary
+        super().__init__(redis, tmp, ("--log-level", "warn", "--pool-size", str(POOL)))
+
+    def start(self):
+        self.args[0] = self.binary
+        STARTED.append(self)
+        super().start()
+
+
+def call(conn, method, path, body=None):
+    data = json.dumps(body).encode() if body is not None else None
+    conn.request(method, path, body=data, headers={"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    return resp.status, resp.read()
+
+
+def pool_ready(port):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        _, text = call(conn, "GET", "/metrics")
+    finally:
+        conn.close()
+    for line in text.decode().splitlines():
+        if line.startswith("ci_pool_size "):
+            return float(line.split()[1])
+    return 0
+
+
+def exec_round(v, sid):
+    conn = http.client.HTTPConnection("127.0.0.1", v.port, timeout=30)
+    path = "/v1/sessions/%s/exec" % sid
+    out = []
+    try:
+        for _ in range(100):  # warm the connection and the caches
+            call(conn, "POST", path, {"code": "print(1)"})
+        for _ in range(EXECS):
+            t0 = time.perf_counter()
+            status, data = call(conn, "POST", path, {"code": "print(1)"})
+            out.append((time.perf_counter() - t0) * 1000.0)
+            assert status == 200 and b'"stdout":"1\\n"' in data, data[:200]
+    finally:
+        conn.close()
+    return pct(out, 50)
+
+
+def create_round(v):
+    times = []
+    conn = http.client.HTTPConnection("127.0.0.1", v.port, timeout=60)
+    try:
+        for _ in range(CREATES):
+            conftest.wait_for(lambda: pool_ready(v.port) >= POOL, 60, interval=0.02,
+                              what="%s's warm pool to refill" % v.name)
+            t0 = time.perf_counter()
+            status, data = call(conn, "POST", "/v1/sessions", {})
+            times.append((time.perf_counter() - t0) * 1000.0)
+            assert status == 201, data[:300]
+            call(conn, "DELETE", "/v1/sessions/%s" % json.loads(data)["id"])
+    finally:
+        conn.close()
+    return pct(times, 50)
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit("usage: compare.py BASE_DAEMON [CURRENT_DAEMON]")
+    base_bin = sys.argv[1]
+    cur_bin = sys.argv[2] if len(sys.argv) > 2 else os.path.join(ROOT, "build", "ci-daemon")
+    base_ref = os.environ.get("BENCH_BASE_REF", "?")
+    tmp = tempfile.mkdtemp(prefix="cibench-cmp-")
+    redis = conftest.RedisServer(tmp)
+    variants = []
+    try:
+        variants = [Variant("baseline", base_bin, redis, tmp),
+                    Variant("current", cur_bin, redis, tmp)]
+        sids = {}
+        for v in variants:
+            sids[v.name] = v.api.create(limits={"memory_mb": 256})["id"]
+        res = {v.name: {"exec_p50_ms": [], "pool_create_p50_ms": []} for v in variants}
+        for r in range(ROUNDS):
+            order = variants if r % 2 == 0 else variants[::-1]
+            for v in order:
+                res[v.name]["exec_p50_ms"].append(exec_round(v, sids[v.name]))
+            for v in order:
+                res[v.name]["pool_create_p50_ms"].append(create_round(v))
+            print("compare: round %d/%d: exec p50 %s; pool create p50 %s" % (
+                r + 1, ROUNDS,
+                ", ".join("%s %.3f ms" % (v.name, res[v.name]["exec_p50_ms"][-1])
+                          for v in variants),
+                ", ".join("%s %.2f ms" % (v.name, res[v.name]["pool_create_p50_ms"][-1])
+                          for v in variants)), flush=True)
+        summary = {"baseline_ref": base_ref, "rounds": ROUNDS, "execs_per_round": EXECS,
+                   "creates_per_round": CREATES, "rows": []}
+        lines = ["| measurement | baseline (%s) | current | current / baseline |" % base_ref,
+                 "|---|---|---|---|"]
+        for key, label in (("exec_p50_ms", "exec round trip print(1), p50"),
+                           ("pool_create_p50_ms", "create from the warm pool, p50")):
+            b = statistics.median(res["baseline"][key])
+            c = statistics.median(res["current"][key])
+            summary["rows"].append({"measurement": key, "baseline": b, "current": c,
+                                    "ratio": c / b, "rounds": res})
+            lines.append("| %s | %.3f ms | %.3f ms | %.2f |" % (label, b, c, c / b))
+        os.makedirs(os.path.join(ROOT, "build", "bench"), exist_ok=True)
+        with open(os.path.join(ROOT, "build", "bench", "compare.json"), "w") as f:
+            json.dump(summary, f, indent=2)
+        with open(os.path.join(ROOT, "build", "bench", "compare.md"), "w") as f:
+            f.write("\n".join(lines) + "\n")
+        print("\n" + "\n".join(lines))
+        for v in variants:
+            v.api.delete(sids[v.name])
+    finally:
+        for v in STARTED:
+            try:
+                v.stop()
+            finally:
+                v.cleanup()
+        redis.stop()
+        conftest.remove_state_dir(tmp)
+
+
+if __name__ == "__main__":
+    main()
