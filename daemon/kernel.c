@@ -292,6 +292,9 @@ static int proc_in_container(pid_t pid, const char *id)
  * read from the pidfd is used for one /proc read only, and the pidfd is
  * checked for liveness after that read: while the process lives its number
  * cannot be given to another, so the /proc data described this process.
+ * Once trusted, the peer is only ever signalled through this pidfd, which
+ * keeps naming the same process: after it is reaped a signal fails (ESRCH)
+ * and never reaches whoever gets the number next.
  * A peer that fails is refused with one log line.
  *
  * Under gVisor (runtime "gvisor", runsc) the process that connect()s on the
@@ -326,7 +329,9 @@ static int conn_verify(struct kernel_conn *c, const char *role)
 				 : "cannot read its cgroup");
 		return -1;
 	}
-	if (pidfd_signal(c->pidfd, 0) != 0) {
+	/* Signal 0 fails once the process is reaped; a zombie (which still
+	 * holds its number) polls readable. */
+	if (pidfd_signal(c->pidfd, 0) != 0 || pidfd_exited(c->pidfd)) {
 		log_warn("ipc %s: refused a %s hello from pid %d: the process exited while it was "
 			 "checked",
 			 link->dir, role, (int)pid);
