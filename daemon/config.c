@@ -83,6 +83,8 @@ static const struct opt opt_table[] = {
      "container start to kernel ready"},
     {"kill-grace-ms", OPT_INT, O(kill_grace_ms), "2000", 0, 60000,
      "deadline to hard kill when the kernel ignores the interrupt"},
+    {"ipc-hello-timeout-ms", OPT_INT, O(ipc_hello_timeout_ms), "5000", 100, 600000,
+     "a sandbox connection that has not said hello by then is closed"},
     {"tombstone-ttl-s", OPT_INT, O(tombstone_ttl_s), "86400", 1, 86400 * 30,
      "how long an ended session still answers 410"},
     {"max-body-bytes", OPT_INT, O(max_body_bytes), "2097152", 1024, 64 << 20,

@@ -45,6 +45,7 @@ struct config {
 	int64_t sandbox_uid_base, sandbox_uid_count; /* each session gets its own uid */
 	int64_t start_timeout_s;
 	int64_t kill_grace_ms;
+	int64_t ipc_hello_timeout_ms; /* pending runner connections are closed after it */
 	int64_t tombstone_ttl_s;
 	int64_t max_body_bytes;
 	int64_t drain_timeout_s;

@@ -3,8 +3,10 @@
  * The daemon listens on a unix socket in the session's own directory, which
  * is bind-mounted read-only into the container; the sandbox's supervisor and
  * kernel connect to it (docs/protocol.md). This file owns that socket, the
- * two connections, frame parsing, and the kernel's pidfd, through which the
- * daemon interrupts or kills the kernel without the sandbox's cooperation. */
+ * two connections, frame parsing, and the peers' pidfds: each peer is taken
+ * as a pidfd at accept and verified to be inside the session's container at
+ * hello; through the kernel's, the daemon interrupts or kills the kernel
+ * without the sandbox's cooperation. */
 #ifndef CI_KERNEL_H
 #define CI_KERNEL_H
 
@@ -43,10 +45,16 @@ struct kernel_link_ops {
 struct kernel_link;
 
 /* Create dir (mode 0711), bind dir/ipc.sock owned by uid:gid mode 0600 and
- * listen. Caller owns the link (kernel_link_free). */
+ * listen. A connection that has not said hello after hello_timeout_ms is
+ * closed. Caller owns the link (kernel_link_free). */
 struct kernel_link *kernel_link_new(struct event_base *base, const char *dir, uid_t uid, gid_t gid,
-				    const struct kernel_link_ops *ops, void *arg,
-				    struct err **errp);
+				    int hello_timeout_ms, const struct kernel_link_ops *ops,
+				    void *arg, struct err **errp);
+
+/* The session's container (its full Docker id; copied). A peer is trusted at
+ * hello only when its process is inside this container; until it is set,
+ * every hello is refused. */
+void kernel_link_set_container(struct kernel_link *link, const char *container_id);
 
 /* Close both connections and the listener, unlink the socket, remove dir.
  * Safe to call from inside an ops callback: the memory is released on the
@@ -77,7 +85,8 @@ size_t kernel_link_supervisor_backlog(const struct kernel_link *link);
  * slower than the sandbox. */
 void kernel_link_supervisor_pause_read(struct kernel_link *link, bool paused);
 
-/* Signal the connected kernel process through its pidfd; -1 when there is none. */
+/* Signal the connected kernel process through its verified pidfd (never by
+ * pid number); -1 when no kernel is connected or the signal failed. */
 int kernel_link_signal_kernel(struct kernel_link *link, int sig);
 
 /* Drop the kernel connection (after a protocol violation, or to force the

@@ -412,6 +412,7 @@ static void create_created(const struct docker_response *resp, void *arg)
 		return;
 	}
 	ms->s->container_id = xstrdup(cid);
+	kernel_link_set_container(ms->link, cid); /* before start: no hello can come earlier */
 	yajl_tree_free(v);
 	if (!ms->pooled)
 		msession_persist(ms); /* the record now names its container */
@@ -766,7 +767,8 @@ struct msession *msession_new(struct manager *m, struct session *s, struct err *
 	}
 	char dir[512];
 	snprintf(dir, sizeof(dir), "%s/%s", m->sessions_dir, s->id);
-	ms->link = kernel_link_new(m->base, dir, (uid_t)s->uid, (gid_t)s->uid, &link_ops, ms, errp);
+	ms->link = kernel_link_new(m->base, dir, (uid_t)s->uid, (gid_t)s->uid,
+				   (int)m->cfg->ipc_hello_timeout_ms, &link_ops, ms, errp);
 	if (ms->link == NULL) {
 		msession_free(ms);
 		return NULL;

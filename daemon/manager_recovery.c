@@ -70,6 +70,7 @@ static void adopt(struct manager *m, struct session *s)
 		err_free(e);
 		return;
 	}
+	kernel_link_set_container(ms->link, s->container_id);
 	if (s->net_ip[0])
 		net_ensure(m->net, manager_ignore_net_ready, NULL);
 	msession_arm_idle(ms);
