@@ -379,9 +379,11 @@ except socket.timeout:
 
 def test_a_peer_outside_the_container_is_refused(hostile):
     h = hostile
-    uid = 1000  # the daemon's default sandbox-uid
     with h.victim() as s:
         sid = s["id"]
+        # The session's own sandbox uid (each session has one): the only uid
+        # the daemon's accept check lets connect at all.
+        uid = int(h.inspect(sid)["Config"]["User"].split(":")[0])
         cid = full_container_id(h.d, sid)
         r = h.exec(sid, "import os\nprint(os.getpid(), os.getppid())")
         k_ns, sup_ns = (int(x) for x in r["stdout"].split())
