@@ -20,6 +20,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/queue.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -135,6 +136,7 @@ struct http_server {
 	struct http_server_limits limits;
 	TAILQ_HEAD(, http_conn) waiting;
 	struct http_peer *peers[PEER_BUCKETS];
+	uint32_t hash_seed;
 	/* Kept open so that at EMFILE one descriptor can be freed to accept a
 	 * waiting client and tell it so, rather than leave it hanging. */
 	int spare_fd;
@@ -217,9 +219,11 @@ static void peer_key(const struct sockaddr *sa, uint8_t key[17])
 	memcpy(key + 1, a, 8);
 }
 
-static unsigned peer_hash(const uint8_t key[17])
+/* FNV-1a from a seed of the server's own: addresses chosen to collide in
+ * one bucket would make every accept walk a long chain. */
+static unsigned peer_hash(const struct http_server *srv, const uint8_t key[17])
 {
-	uint32_t h = 2166136261u; /* FNV-1a */
+	uint32_t h = 2166136261u ^ srv->hash_seed;
 	for (int i = 0; i < 17; i++)
 		h = (h ^ key[i]) * 16777619u;
 	return h % PEER_BUCKETS;
@@ -230,7 +234,7 @@ static struct http_peer *peer_get(struct http_server *srv, const struct sockaddr
 {
 	uint8_t key[17];
 	peer_key(sa, key);
-	unsigned b = peer_hash(key);
+	unsigned b = peer_hash(srv, key);
 	for (struct http_peer *p = srv->peers[b]; p; p = p->next)
 		if (memcmp(p->key, key, sizeof(key)) == 0)
 			return p;
@@ -253,7 +257,7 @@ static void peer_maybe_free(struct http_server *srv, struct http_peer *p)
 {
 	if (p == NULL || p->n_conns > 0)
 		return;
-	struct http_peer **pp = &srv->peers[peer_hash(p->key)];
+	struct http_peer **pp = &srv->peers[peer_hash(srv, p->key)];
 	while (*pp != p)
 		pp = &(*pp)->next;
 	*pp = p->next;
@@ -770,6 +774,8 @@ struct http_server *http_server_new(struct event_base *base, http_request_cb cb,
 	    .max_conns_per_peer = MAX_CONNS_PER_PEER,
 	};
 	srv->spare_fd = -1;
+	if (getrandom(&srv->hash_seed, sizeof(srv->hash_seed), GRND_NONBLOCK) < 0)
+		srv->hash_seed = (uint32_t)(uintptr_t)srv;
 	return srv;
 }
 
