@@ -96,6 +96,15 @@ static const struct opt opt_table[] = {
      "sandboxes)"},
     {"remove-on-exit", OPT_BOOL, O(remove_on_exit), "false", 0, 0,
      "remove session containers when the daemon exits"},
+    {"http-head-timeout-s", OPT_INT, O(http_head_timeout_s), "10", 1, 3600,
+     "an API request head must be complete this long after its first byte"},
+    {"http-idle-timeout-s", OPT_INT, O(http_idle_timeout_s), "30", 1, 86400,
+     "an API connection waiting for a request (new or keep-alive) is closed after this"},
+    {"max-connections", OPT_INT, O(max_connections), "4096", 16, 1000000, "API connections in all"},
+    {"max-conns-per-peer", OPT_INT, O(max_conns_per_peer), "512", 1, 1000000,
+     "API connections from one source address (an IPv6 /64)"},
+    {"fd-reserve", OPT_INT, O(fd_reserve), "64", 16, 1 << 20,
+     "file descriptors never handed to clients, tunnels or sessions (Docker, Redis, helpers)"},
 };
 
 #define OPT_COUNT (sizeof(opt_table) / sizeof(opt_table[0]))

@@ -51,6 +51,11 @@ struct config {
 	int64_t drain_timeout_s;
 	bool remove_on_exit;
 	bool ipc_tmpfs; /* the sessions' IPC directories on a tmpfs of their own */
+	int64_t http_head_timeout_s; /* a request head, from its first byte */
+	int64_t http_idle_timeout_s; /* waiting for a request */
+	int64_t max_connections;     /* API connections in all */
+	int64_t max_conns_per_peer;  /* ... and from one source address */
+	int64_t fd_reserve;          /* descriptors kept from outside input (fdbudget.h) */
 };
 
 /* Defaults in *cfg. Strings are owned by cfg (config_free). */

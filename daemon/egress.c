@@ -15,6 +15,8 @@
 #include <strings.h>
 #include <sys/queue.h>
 
+#include "fdbudget.h"
+#include "listen_guard.h"
 #include "log.h"
 #include "netpolicy.h"
 #include "session.h"
@@ -82,12 +84,15 @@ struct egress_conn {
 	char **allow;
 	size_t n_allow;
 	LIST_ENTRY(egress_conn) link;
+	bool fd_charged; /* fdbudget: client and upstream, both from the accept on */
 };
 
 static void conn_free(struct egress_conn *c)
 {
 	LIST_REMOVE(c, link);
 	c->eg->n_conns--;
+	if (c->fd_charged)
+		fdbudget_give(&fdbudget_daemon, FDBUDGET_EGRESS, 2);
 	if (c->dns_req)
 		evdns_getaddrinfo_cancel(c->dns_req); /* its callback frees nothing of ours */
 	if (c->client)
@@ -108,7 +113,12 @@ static void conn_refuse(struct egress_conn *c, int status, const char *reason, c
 
 static void close_after_write(struct bufferevent *bev, void *arg)
 {
-	(void)bev;
+	/* Drop what the client sent and we never read: a close with unread
+	 * bytes is a reset, which can destroy the refusal still in flight. */
+	char sink[4096];
+	for (int i = 0;
+	     i < 16 && recv(bufferevent_getfd(bev), sink, sizeof(sink), MSG_DONTWAIT) > 0; i++)
+		;
 	conn_free(arg);
 }
 
@@ -472,8 +482,12 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 		evutil_closesocket(fd);
 		return;
 	}
+	/* Both descriptors of a tunnel are counted at once, so none is refused
+	 * half-way (fdbudget.h); a refusal is answered after the checks below. */
+	bool fd_room = fdbudget_take(&fdbudget_daemon, FDBUDGET_EGRESS, 2);
 	struct egress_conn *c = xcalloc(1, sizeof(*c));
 	c->eg = eg;
+	c->fd_charged = fd_room;
 	LIST_INSERT_HEAD(&eg->conns, c, link);
 	eg->n_conns++;
 	c->client = bufferevent_socket_new(eg->base, fd, BEV_OPT_CLOSE_ON_FREE);
@@ -496,6 +510,11 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 		conn_refuse(c, 429, "Too Many Requests",
 			    "this session already has %d proxy connections open",
 			    MAX_CONNS_PER_SESSION);
+		return;
+	}
+	if (!fd_room) {
+		conn_refuse(c, 503, "Service Unavailable",
+			    "the daemon is near its file-descriptor limit; retry later");
 		return;
 	}
 	c->allow = xcalloc(peer.n_allow, sizeof(char *));
@@ -632,6 +651,7 @@ int egress_listen(struct egress *eg, const char *ip, int port, int *bound, struc
 	getsockname(evconnlistener_get_fd(l), (struct sockaddr *)&got, &glen);
 	*bound = ntohs(got.ss_family == AF_INET ? ((struct sockaddr_in *)&got)->sin_port
 						: ((struct sockaddr_in6 *)&got)->sin6_port);
+	listen_guard_watch(l, "egress proxy", NULL, NULL); /* EMFILE: back off */
 	struct egress_listener *el = xcalloc(1, sizeof(*el));
 	el->l = l;
 	LIST_INSERT_HEAD(&eg->listeners, el, link);
@@ -651,6 +671,7 @@ void egress_free(struct egress *eg)
 	while (!LIST_EMPTY(&eg->listeners)) {
 		struct egress_listener *el = LIST_FIRST(&eg->listeners);
 		LIST_REMOVE(el, link);
+		listen_guard_unwatch(el->l);
 		evconnlistener_free(el->l);
 		free(el);
 	}

@@ -1152,6 +1152,12 @@ struct http_api *http_api_new(struct event_base *base, const struct config *cfg,
 	api->tick_due_us = clock_mono_us() + TICK_US;
 	event_add(api->tick, &tv);
 	api->srv = http_server_new(base, on_request, api);
+	http_server_set_limits(api->srv, &(struct http_server_limits){
+					     .head_timeout_s = (int)cfg->http_head_timeout_s,
+					     .idle_timeout_s = (int)cfg->http_idle_timeout_s,
+					     .max_conns = (int)cfg->max_connections,
+					     .max_conns_per_peer = (int)cfg->max_conns_per_peer,
+					 });
 	return api;
 }
 

@@ -6,8 +6,10 @@
  * then either read the next request (keep-alive) or close. */
 #include "http_server.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/listener.h>
@@ -18,16 +20,21 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/queue.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "fdbudget.h"
 #include "json.h"
+#include "listen_guard.h"
 #include "log.h"
 #include "xalloc.h"
 
-#define HEADER_TIMEOUT_S 30
+#define HEAD_TIMEOUT_S 10
+#define IDLE_TIMEOUT_S 30
+#define MAX_CONNS_PER_PEER 512
 #define BODY_TIMEOUT_S 60
 #define WRITE_TIMEOUT_S 120
 /* Pipelined bytes we hold while a request is handled. */
@@ -82,6 +89,8 @@ struct http_req {
 	struct event *resume_ev;
 };
 
+struct http_peer;
+
 struct http_conn {
 	struct http_server *srv;
 	struct bufferevent *bev;
@@ -90,6 +99,25 @@ struct http_conn {
 	struct event *kick; /* completes a reply that left nothing to write */
 	size_t lingered;
 	LIST_ENTRY(http_conn) link;
+	/* Waiting for a request head: in the server's queue and its peer's,
+	 * oldest first, so either cap can close the oldest (see the header). */
+	bool waiting;
+	TAILQ_ENTRY(http_conn) wait_link;
+	TAILQ_ENTRY(http_conn) peer_wait_link;
+	struct event *head_timer; /* armed at a head's first byte */
+	bool head_started;
+	struct http_peer *peer; /* NULL for unix-socket clients */
+	bool charged;           /* counted in the descriptor budget */
+};
+
+/* A TCP source address and what it holds. */
+#define PEER_BUCKETS 1024
+struct http_peer {
+	uint8_t key[17]; /* family, then 4 bytes of IPv4 or the 8 of an IPv6 /64 */
+	char text[INET6_ADDRSTRLEN];
+	uint32_t n_conns;
+	TAILQ_HEAD(, http_conn) waiting;
+	struct http_peer *next; /* in its bucket */
 };
 
 struct http_listener {
@@ -105,6 +133,15 @@ struct http_server {
 	int n_conns;
 	LIST_HEAD(, http_conn) conns;
 	LIST_HEAD(, http_listener) listeners;
+	struct http_server_limits limits;
+	TAILQ_HEAD(, http_conn) waiting;
+	struct http_peer *peers[PEER_BUCKETS];
+	uint32_t hash_seed;
+	/* Kept open so that at EMFILE one descriptor can be freed to accept a
+	 * waiting client and tell it so, rather than leave it hanging. */
+	int spare_fd;
+	bool want_spare; /* listening: keep the spare */
+	struct http_server_stats stats;
 };
 
 static void conn_read_cb(struct bufferevent *bev, void *arg);
@@ -123,6 +160,7 @@ static const char *status_text(int status)
 	case 403: return "Forbidden";
 	case 404: return "Not Found";
 	case 405: return "Method Not Allowed";
+	case 408: return "Request Timeout";
 	case 409: return "Conflict";
 	case 410: return "Gone";
 	case 413: return "Payload Too Large";
@@ -160,13 +198,143 @@ static void req_free_deferred(evutil_socket_t fd, short what, void *arg)
 	req_free(arg);
 }
 
+/* ---- peers: per-address connection counts ---- */
+
+static void peer_key(const struct sockaddr *sa, uint8_t key[17])
+{
+	memset(key, 0, 17);
+	if (sa->sa_family == AF_INET) {
+		key[0] = 4;
+		memcpy(key + 1, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+		return;
+	}
+	const uint8_t *a = ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr;
+	static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	if (memcmp(a, mapped, 12) == 0) { /* an IPv4 client of a dual-stack socket */
+		key[0] = 4;
+		memcpy(key + 1, a + 12, 4);
+		return;
+	}
+	key[0] = 6;
+	memcpy(key + 1, a, 8);
+}
+
+/* FNV-1a from a seed of the server's own: addresses chosen to collide in
+ * one bucket would make every accept walk a long chain. */
+static unsigned peer_hash(const struct http_server *srv, const uint8_t key[17])
+{
+	uint32_t h = 2166136261u ^ srv->hash_seed;
+	for (int i = 0; i < 17; i++)
+		h = (h ^ key[i]) * 16777619u;
+	return h % PEER_BUCKETS;
+}
+
+/* The peer of sa, made when new (with no connections yet). */
+static struct http_peer *peer_get(struct http_server *srv, const struct sockaddr *sa)
+{
+	uint8_t key[17];
+	peer_key(sa, key);
+	unsigned b = peer_hash(srv, key);
+	for (struct http_peer *p = srv->peers[b]; p; p = p->next)
+		if (memcmp(p->key, key, sizeof(key)) == 0)
+			return p;
+	struct http_peer *p = xcalloc(1, sizeof(*p));
+	memcpy(p->key, key, sizeof(key));
+	if (sa->sa_family == AF_INET)
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, p->text,
+			  sizeof(p->text));
+	else
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, p->text,
+			  sizeof(p->text));
+	TAILQ_INIT(&p->waiting);
+	p->next = srv->peers[b];
+	srv->peers[b] = p;
+	return p;
+}
+
+/* Forget a peer once it holds nothing. */
+static void peer_maybe_free(struct http_server *srv, struct http_peer *p)
+{
+	if (p == NULL || p->n_conns > 0)
+		return;
+	struct http_peer **pp = &srv->peers[peer_hash(srv, p->key)];
+	while (*pp != p)
+		pp = &(*pp)->next;
+	*pp = p->next;
+	free(p);
+}
+
+/* ---- connections ---- */
+
+/* A complete short JSON error answer, written straight to a socket that is
+ * closed next (no buffers, no events). The message is ours, not escaped. */
+static void send_canned(int fd, int status, enum err_code code, const char *message)
+{
+	char body[384], head[640];
+	int blen = snprintf(body, sizeof(body), "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}",
+			    err_code_name(code), message);
+	int hlen = snprintf(head, sizeof(head),
+			    "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
+			    "Content-Length: %d\r\n%sConnection: close\r\n\r\n%s",
+			    status, status_text(status), blen,
+			    status == 429 || status == 503 ? "Retry-After: 1\r\n" : "", body);
+	if (hlen > 0 && (size_t)hlen < sizeof(head))
+		send(fd, head, (size_t)hlen, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+/* Answer a connection we will not serve, and close it. */
+static void refuse_socket(int fd, int status, enum err_code code, const char *message)
+{
+	/* Read what the client already sent: closing with unread bytes resets
+	 * the connection, and the reset can overtake the answer. */
+	char sink[4096];
+	for (int i = 0; i < 4 && recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0; i++)
+		;
+	send_canned(fd, status, code, message);
+	close(fd);
+}
+
+static void conn_stop_waiting(struct http_conn *c)
+{
+	if (c->waiting) {
+		TAILQ_REMOVE(&c->srv->waiting, c, wait_link);
+		if (c->peer)
+			TAILQ_REMOVE(&c->peer->waiting, c, peer_wait_link);
+		c->waiting = false;
+	}
+	c->head_started = false;
+	evtimer_del(c->head_timer);
+}
+
+/* The connection waits for a request (new, or kept alive after one). */
+static void conn_start_waiting(struct http_conn *c)
+{
+	conn_stop_waiting(c);
+	TAILQ_INSERT_TAIL(&c->srv->waiting, c, wait_link);
+	if (c->peer)
+		TAILQ_INSERT_TAIL(&c->peer->waiting, c, peer_wait_link);
+	c->waiting = true;
+}
+
 static void conn_free(struct http_conn *c)
 {
+	struct http_server *srv = c->srv;
+	conn_stop_waiting(c);
 	LIST_REMOVE(c, link);
-	c->srv->n_conns--;
+	srv->n_conns--;
 	event_free(c->kick);
+	event_free(c->head_timer);
 	bufferevent_free(c->bev);
+	if (c->charged)
+		fdbudget_give(&fdbudget_daemon, FDBUDGET_HTTP, 1);
+	if (c->peer) {
+		c->peer->n_conns--;
+		peer_maybe_free(srv, c->peer);
+	}
 	free(c);
+	/* A descriptor was just freed: the spare may be had again. */
+	if (srv->want_spare && srv->spare_fd < 0)
+		srv->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 }
 
 /* The client is gone (or we are closing): detach the request, which lives on
@@ -215,6 +383,7 @@ static void conn_fail(struct http_conn *c, int status, const char *code, const c
 			    "Content-Length: %d\r\nConnection: close\r\n\r\n%s",
 			    status, status_text(status), n, body);
 	bufferevent_disable(c->bev, EV_READ);
+	conn_stop_waiting(c);
 	c->state = CS_HANDLING; /* nothing more is read */
 	struct http_req *req = xcalloc(1, sizeof(*req));
 	req->conn = c;
@@ -334,9 +503,18 @@ static void conn_process(struct http_conn *c)
 {
 	for (;;) {
 		if (c->state == CS_HEADERS) {
+			/* The head's deadline counts from its first byte, not
+			 * from the last one as the idle timeout does. */
+			if (!c->head_started &&
+			    evbuffer_get_length(bufferevent_get_input(c->bev)) > 0) {
+				c->head_started = true;
+				struct timeval tv = {c->srv->limits.head_timeout_s, 0};
+				evtimer_add(c->head_timer, &tv);
+			}
 			int rc = conn_parse_headers(c);
 			if (rc <= 0)
 				return;
+			conn_stop_waiting(c);
 			c->state = CS_HANDLING;
 			conn_set_read_timeout(c, 0);
 			bufferevent_setwatermark(c->bev, EV_READ, 0, HANDLING_READ_HIGH);
@@ -388,7 +566,8 @@ static void req_done_writing(struct http_conn *c)
 		return;
 	}
 	c->state = CS_HEADERS;
-	conn_set_read_timeout(c, HEADER_TIMEOUT_S);
+	conn_start_waiting(c);
+	conn_set_read_timeout(c, c->srv->limits.idle_timeout_s);
 	bufferevent_setwatermark(c->bev, EV_READ, 0, 0);
 	bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
 	bufferevent_enable(c->bev, EV_READ);
@@ -432,28 +611,114 @@ static void conn_event_cb(struct bufferevent *bev, short what, void *arg)
 		conn_drop(c);
 }
 
-static void conn_new(struct http_server *srv, evutil_socket_t fd, bool tcp)
+static void conn_head_timeout_cb(evutil_socket_t fd, short what, void *arg)
 {
-	if (srv->n_conns >= HTTP_MAX_CONNECTIONS) {
-		evutil_closesocket(fd);
+	(void)fd;
+	(void)what;
+	struct http_conn *c = arg;
+	if (c->state != CS_HEADERS || c->req != NULL)
+		return;
+	struct http_server *srv = c->srv;
+	srv->stats.head_timeouts++;
+	char msg[96];
+	snprintf(msg, sizeof(msg), "request head not complete within %d s",
+		 srv->limits.head_timeout_s);
+	log_info_limited("http: closed a connection from %s: %s", c->peer ? c->peer->text : "unix",
+			 msg);
+	send_canned(bufferevent_getfd(c->bev), 408, ERR_BAD_REQUEST, msg);
+	conn_free(c);
+}
+
+/* Close the oldest connection of the queue that waits for a head (one of
+ * the peer's when peer is set); false when none waits. */
+static bool conn_evict_oldest(struct http_server *srv, struct http_peer *peer)
+{
+	struct http_conn *old = peer ? TAILQ_FIRST(&peer->waiting) : TAILQ_FIRST(&srv->waiting);
+	if (old == NULL)
+		return false;
+	srv->stats.evicted++;
+	log_info_limited("http: closed an idle connection from %s to make room (%s)",
+			 old->peer ? old->peer->text : "unix",
+			 peer ? "max-conns-per-peer" : "max-connections or the descriptor budget");
+	conn_free(old); /* waiting: no request, no handler */
+	return true;
+}
+
+/* Serve fd; sa is the TCP peer (NULL for unix sockets and adopted ones).
+ * An accepted connection may be refused; an adopted one is only counted. */
+static void conn_new(struct http_server *srv, evutil_socket_t fd, const struct sockaddr *sa,
+		     bool refusable)
+{
+	struct http_peer *peer = NULL;
+	if (sa && (sa->sa_family == AF_INET || sa->sa_family == AF_INET6)) {
+		peer = peer_get(srv, sa);
+		peer->n_conns++; /* counted first: an eviction below cannot free it */
+		if (peer->n_conns > (uint32_t)srv->limits.max_conns_per_peer &&
+		    !conn_evict_oldest(srv, peer)) {
+			srv->stats.refused_peer++;
+			log_info_limited("http: refused a connection from %s: its %u connections "
+					 "are all busy (max-conns-per-peer)",
+					 peer->text, peer->n_conns - 1);
+			refuse_socket(fd, 429, ERR_QUOTA_EXCEEDED,
+				      "too many connections from your address");
+			peer->n_conns--;
+			peer_maybe_free(srv, peer);
+			return;
+		}
+	}
+	bool charged = false;
+	if (!refusable) {
+		fdbudget_charge(&fdbudget_daemon, FDBUDGET_HTTP, 1);
+		charged = true;
+	}
+	for (int tries = 0; !charged; tries++) {
+		if (srv->n_conns < srv->limits.max_conns &&
+		    fdbudget_take(&fdbudget_daemon, FDBUDGET_HTTP, 1)) {
+			charged = true;
+			break;
+		}
+		/* Two at most: the budget may be short by more than the one
+		 * descriptor a closed connection gives back. */
+		if (tries >= 2 || !conn_evict_oldest(srv, NULL))
+			break;
+	}
+	if (!charged) {
+		srv->stats.refused_full++;
+		log_warn_limited("http: refused a connection from %s: %d connections, %lld "
+				 "descriptors in use of %lld",
+				 peer ? peer->text : "unix", srv->n_conns,
+				 (long long)fdbudget_in_use(&fdbudget_daemon),
+				 (long long)fdbudget_daemon.limit);
+		refuse_socket(fd, 503, ERR_UNAVAILABLE,
+			      srv->n_conns >= srv->limits.max_conns
+				  ? "the daemon serves as many connections as it may; retry shortly"
+				  : "the daemon is near its file-descriptor limit; retry shortly");
+		if (peer) {
+			peer->n_conns--;
+			peer_maybe_free(srv, peer);
+		}
 		return;
 	}
 	struct http_conn *c = xcalloc(1, sizeof(*c));
 	c->srv = srv;
 	c->state = CS_HEADERS;
+	c->peer = peer;
+	c->charged = true;
 	c->bev = bufferevent_socket_new(srv->base, fd, BEV_OPT_CLOSE_ON_FREE);
 	if (c->bev == NULL)
 		abort();
-	if (tcp) {
+	if (peer) {
 		int one = 1;
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	}
 	bufferevent_setcb(c->bev, conn_read_cb, conn_write_cb, conn_event_cb, c);
 	c->kick = evtimer_new(srv->base, conn_kick_cb, c);
-	conn_set_read_timeout(c, HEADER_TIMEOUT_S);
-	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+	c->head_timer = evtimer_new(srv->base, conn_head_timeout_cb, c);
 	LIST_INSERT_HEAD(&srv->conns, c, link);
 	srv->n_conns++;
+	conn_start_waiting(c);
+	conn_set_read_timeout(c, srv->limits.idle_timeout_s);
+	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 }
 
 static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int len,
@@ -461,13 +726,36 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 {
 	(void)l;
 	(void)len;
-	conn_new(arg, fd, sa->sa_family == AF_INET || sa->sa_family == AF_INET6);
+	conn_new(arg, fd, sa, true);
+}
+
+/* EMFILE at the API listener: free the spare descriptor, accept one waiting
+ * client with it, tell that client, close, take the spare back; a few times,
+ * then the listener pauses (listen_guard.c). Clients learn that the daemon
+ * is out of descriptors rather than hang in the backlog. */
+static void api_exhausted(evutil_socket_t lfd, void *arg)
+{
+	struct http_server *srv = arg;
+	if (srv->spare_fd < 0)
+		srv->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	for (int i = 0; i < 32 && srv->spare_fd >= 0; i++) {
+		close(srv->spare_fd);
+		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd >= 0) {
+			srv->stats.refused_emfile++;
+			refuse_socket(fd, 503, ERR_UNAVAILABLE,
+				      "the daemon is out of file descriptors; retry shortly");
+		}
+		srv->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			break;
+	}
 }
 
 void http_server_adopt(struct http_server *srv, int fd)
 {
 	evutil_make_socket_nonblocking(fd);
-	conn_new(srv, fd, false);
+	conn_new(srv, fd, NULL, false); /* handed to us, already open */
 }
 
 struct http_server *http_server_new(struct event_base *base, http_request_cb cb, void *arg)
@@ -478,7 +766,27 @@ struct http_server *http_server_new(struct event_base *base, http_request_cb cb,
 	srv->arg = arg;
 	LIST_INIT(&srv->conns);
 	LIST_INIT(&srv->listeners);
+	TAILQ_INIT(&srv->waiting);
+	srv->limits = (struct http_server_limits){
+	    .head_timeout_s = HEAD_TIMEOUT_S,
+	    .idle_timeout_s = IDLE_TIMEOUT_S,
+	    .max_conns = HTTP_MAX_CONNECTIONS,
+	    .max_conns_per_peer = MAX_CONNS_PER_PEER,
+	};
+	srv->spare_fd = -1;
+	if (getrandom(&srv->hash_seed, sizeof(srv->hash_seed), GRND_NONBLOCK) < 0)
+		srv->hash_seed = (uint32_t)(uintptr_t)srv;
 	return srv;
+}
+
+void http_server_set_limits(struct http_server *srv, const struct http_server_limits *lim)
+{
+	srv->limits = *lim;
+}
+
+const struct http_server_stats *http_server_get_stats(const struct http_server *srv)
+{
+	return &srv->stats;
 }
 
 int http_server_listen(struct http_server *srv, const char *spec, struct err **errp)
@@ -503,8 +811,8 @@ int http_server_listen(struct http_server *srv, const char *spec, struct err **e
 			return err_set(errp, ERR_UNAVAILABLE, "listen %s: %s", spec, strerror(e));
 		}
 		hl->unix_path = xstrdup(path);
-		hl->l =
-		    evconnlistener_new(srv->base, accept_cb, srv, LEV_OPT_CLOSE_ON_FREE, -1, fd);
+		hl->l = evconnlistener_new(srv->base, accept_cb, srv,
+					   LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, fd);
 	} else {
 		struct sockaddr_storage ss;
 		int sslen = sizeof(ss);
@@ -526,15 +834,21 @@ int http_server_listen(struct http_server *srv, const char *spec, struct err **e
 	}
 	if (hl->l == NULL)
 		abort();
+	listen_guard_watch(hl->l, "api", api_exhausted, srv);
 	LIST_INSERT_HEAD(&srv->listeners, hl, link);
+	srv->want_spare = true;
+	if (srv->spare_fd < 0)
+		srv->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	return 0;
 }
 
 void http_server_stop_accepting(struct http_server *srv)
 {
 	struct http_listener *hl;
-	LIST_FOREACH (hl, &srv->listeners, link)
+	LIST_FOREACH (hl, &srv->listeners, link) {
+		listen_guard_unwatch(hl->l); /* its backoff would enable it again */
 		evconnlistener_disable(hl->l);
+	}
 }
 
 void http_server_free(struct http_server *srv)
@@ -544,12 +858,14 @@ void http_server_free(struct http_server *srv)
 	while (!LIST_EMPTY(&srv->listeners)) {
 		struct http_listener *hl = LIST_FIRST(&srv->listeners);
 		LIST_REMOVE(hl, link);
+		listen_guard_unwatch(hl->l);
 		evconnlistener_free(hl->l);
 		if (hl->unix_path)
 			unlink(hl->unix_path);
 		free(hl->unix_path);
 		free(hl);
 	}
+	srv->want_spare = false;
 	while (!LIST_EMPTY(&srv->conns)) {
 		struct http_conn *c = LIST_FIRST(&srv->conns);
 		if (c->req) {
@@ -561,6 +877,8 @@ void http_server_free(struct http_server *srv)
 		c->req = NULL;
 		conn_free(c);
 	}
+	if (srv->spare_fd >= 0)
+		close(srv->spare_fd);
 	free(srv);
 }
 

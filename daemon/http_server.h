@@ -27,6 +27,30 @@
 #define HTTP_MAX_HEADERS 64
 #define HTTP_MAX_CONNECTIONS 4096
 
+/* What slow or numerous clients may hold (the defaults of http_server_new).
+ *
+ * A connection waiting for a request (a new one, or a keep-alive one
+ * between requests) is closed after idle_timeout_s without a byte; once a
+ * request head has begun, the whole head must arrive within head_timeout_s
+ * of its first byte, however the bytes trickle in (slowloris).
+ *
+ * No TCP peer (a source address; for IPv6 its /64, which one host usually
+ * has whole) holds more than max_conns_per_peer connections, and nobody more
+ * than max_conns in all; the descriptor budget (fdbudget.h) may stop new
+ * connections earlier. At either cap, the oldest connection still waiting
+ * for a request head (the peer's own, at the peer cap) is closed to make
+ * room: a connection that has not sent a request yet costs its client the
+ * least to lose, and without this a trickle spread over many addresses would
+ * lock new clients out until the deadlines ran. Only when every connection
+ * is busy with a request is the new one refused (429 at the peer cap, else
+ * 503), with a short JSON answer written straight to the socket. */
+struct http_server_limits {
+	int head_timeout_s;
+	int idle_timeout_s;
+	int max_conns;
+	int max_conns_per_peer;
+};
+
 struct http_server;
 struct http_req;
 
@@ -50,6 +74,20 @@ int http_server_listen(struct http_server *srv, const char *spec, struct err **e
 
 /* Serve an already connected socket (socket activation, tests, fuzzing). */
 void http_server_adopt(struct http_server *srv, int fd);
+
+/* Replace the limits (before listening; the values apply to connections
+ * accepted from then on). */
+void http_server_set_limits(struct http_server *srv, const struct http_server_limits *lim);
+
+/* Connections refused or closed early, since start (for /metrics and tests). */
+struct http_server_stats {
+	uint64_t refused_peer;   /* 429: the peer's connections were all busy */
+	uint64_t refused_full;   /* 503: every connection busy, or no descriptors */
+	uint64_t evicted;        /* waiting for a head, closed to make room */
+	uint64_t head_timeouts;  /* request head not complete within head_timeout_s */
+	uint64_t refused_emfile; /* answered through the spare descriptor at EMFILE */
+};
+const struct http_server_stats *http_server_get_stats(const struct http_server *srv);
 
 /* Stop accepting new connections (drain). */
 void http_server_stop_accepting(struct http_server *srv);

@@ -17,8 +17,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "fdbudget.h"
 #include "frame.h"
 #include "json.h"
+#include "listen_guard.h"
 #include "log.h"
 #include "xalloc.h"
 
@@ -69,6 +71,7 @@ struct kernel_link {
 
 static void conn_destroy(struct kernel_conn *c)
 {
+	fdbudget_give(&fdbudget_daemon, FDBUDGET_IPC, 2); /* charged at accept */
 	if (c->pidfd >= 0)
 		close(c->pidfd);
 	if (c->hello_timer)
@@ -118,8 +121,10 @@ static void link_release(struct kernel_link *link)
 	conn_close(link->kernel);
 	for (int i = 0; i < MAX_PENDING; i++)
 		conn_close(link->pending[i]);
+	listen_guard_unwatch(link->listener);
 	if (link->listener)
 		evconnlistener_free(link->listener);
+	fdbudget_give(&fdbudget_daemon, FDBUDGET_IPC, 1);
 	if (!link->keep_files) {
 		unlink(link->sock_path);
 		rmdir(link->dir);
@@ -144,6 +149,7 @@ void kernel_link_free(struct kernel_link *link)
 	link->dying = true;
 	if (link->depth > 0) {
 		/* A callback of ours is on the stack: stop talking now, free later. */
+		listen_guard_unwatch(link->listener);
 		if (link->listener)
 			evconnlistener_disable(link->listener);
 		struct timeval zero = {0, 0};
@@ -555,6 +561,8 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 		close(fd);
 		return;
 	}
+	/* Counted, never refused (fdbudget.h): connections and pidfd. */
+	fdbudget_charge(&fdbudget_daemon, FDBUDGET_IPC, 2);
 	struct kernel_conn *c = xcalloc(1, sizeof(*c));
 	c->link = link;
 	c->pid = cred.pid;
@@ -614,9 +622,12 @@ struct kernel_link *kernel_link_new(struct event_base *base, const char *dir, ui
 	link->hello_timeout_ms = hello_timeout_ms > 0 ? hello_timeout_ms : 1;
 	link->ops = ops;
 	link->arg = arg;
-	link->listener = evconnlistener_new(base, accept_cb, link, LEV_OPT_CLOSE_ON_FREE, -1, fd);
+	link->listener = evconnlistener_new(base, accept_cb, link,
+					    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, fd);
 	if (link->listener == NULL)
 		abort();
+	fdbudget_charge(&fdbudget_daemon, FDBUDGET_IPC, 1);
+	listen_guard_watch(link->listener, "ipc", NULL, NULL); /* EMFILE: back off */
 	return link;
 }
 

@@ -19,14 +19,56 @@ int log_level_parse(const char *name)
 	return -1;
 }
 
-void log_write(enum log_level level, const char *fmt, ...)
+static void log_vwrite(enum log_level level, uint32_t suppressed, const char *fmt, va_list ap)
 {
 	char stamp[32], line[2048];
 	clock_format_rfc3339(clock_now_ms(), stamp, sizeof(stamp));
+	vsnprintf(line, sizeof(line), fmt, ap);
+	/* One fprintf per line keeps lines whole when stderr is shared. */
+	if (suppressed)
+		fprintf(stderr, "%s %-5s %s (%u similar lines suppressed)\n", stamp,
+			log_names[level], line, suppressed);
+	else
+		fprintf(stderr, "%s %-5s %s\n", stamp, log_names[level], line);
+}
+
+void log_write(enum log_level level, const char *fmt, ...)
+{
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
+	log_vwrite(level, 0, fmt, ap);
 	va_end(ap);
-	/* One fprintf per line keeps lines whole when stderr is shared. */
-	fprintf(stderr, "%s %-5s %s\n", stamp, log_names[level], line);
+}
+
+bool log_limit_allow(struct log_limit *ll, int64_t now_ms, int64_t window_ms, uint32_t burst,
+		     uint32_t *suppressed)
+{
+	/* A fresh window at the first line, and whenever the last one is over
+	 * (or the clock went back, which a monotonic clock does not). */
+	if (ll->in_window == 0 || now_ms - ll->window_start_ms >= window_ms ||
+	    now_ms < ll->window_start_ms) {
+		ll->window_start_ms = now_ms;
+		ll->in_window = 0;
+	}
+	if (ll->in_window >= burst) {
+		if (ll->suppressed < UINT32_MAX)
+			ll->suppressed++;
+		return false;
+	}
+	ll->in_window++;
+	*suppressed = ll->suppressed;
+	ll->suppressed = 0;
+	return true;
+}
+
+void log_write_limited(struct log_limit *ll, enum log_level level, const char *fmt, ...)
+{
+	uint32_t suppressed = 0;
+	if (!log_limit_allow(ll, clock_mono_ms(), LOG_LIMIT_WINDOW_MS, LOG_LIMIT_BURST,
+			     &suppressed))
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	log_vwrite(level, suppressed, fmt, ap);
+	va_end(ap);
 }

@@ -5,6 +5,9 @@
 #ifndef CI_LOG_H
 #define CI_LOG_H
 
+#include <stdbool.h>
+#include <stdint.h>
+
 enum log_level { LOG_LEVEL_DEBUG, LOG_LEVEL_INFO, LOG_LEVEL_WARN, LOG_LEVEL_ERROR };
 
 extern enum log_level log_threshold;
@@ -12,7 +15,6 @@ extern enum log_level log_threshold;
 /* Parse "debug", "info", "warn" or "error"; -1 when unknown. */
 int log_level_parse(const char *name);
 
-#include <stdbool.h>
 static inline bool log_level_valid(const char *name)
 {
 	return log_level_parse(name) >= 0;
@@ -29,5 +31,37 @@ void log_write(enum log_level level, const char *fmt, ...) __attribute__((format
 #define log_info(...) log_at(LOG_LEVEL_INFO, __VA_ARGS__)
 #define log_warn(...) log_at(LOG_LEVEL_WARN, __VA_ARGS__)
 #define log_error(...) log_at(LOG_LEVEL_ERROR, __VA_ARGS__)
+
+/* Rate-limited lines, for events an outsider can repeat at will (refused
+ * connections, accept errors): each call site may write LOG_LIMIT_BURST
+ * lines per LOG_LIMIT_WINDOW_MS, and the next line it writes after a quiet
+ * spell says how many similar ones were suppressed meanwhile. */
+#define LOG_LIMIT_WINDOW_MS 10000
+#define LOG_LIMIT_BURST 5
+
+struct log_limit {
+	int64_t window_start_ms;
+	uint32_t in_window;  /* lines written in the current window */
+	uint32_t suppressed; /* lines dropped since the last one written */
+};
+
+/* Whether a line at now_ms may be written (at most burst per window_ms).
+ * When it may, *suppressed gets the lines dropped since the last one
+ * written, and that count starts again. Pure, for the unit tests. */
+bool log_limit_allow(struct log_limit *ll, int64_t now_ms, int64_t window_ms, uint32_t burst,
+		     uint32_t *suppressed);
+
+void log_write_limited(struct log_limit *ll, enum log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* One struct log_limit per call site (a static in the macro's block). */
+#define log_limited(level, ...)                                                    \
+	do {                                                                       \
+		static struct log_limit log_limit_site_;                           \
+		if ((level) >= log_threshold)                                      \
+			log_write_limited(&log_limit_site_, (level), __VA_ARGS__); \
+	} while (0)
+#define log_info_limited(...) log_limited(LOG_LEVEL_INFO, __VA_ARGS__)
+#define log_warn_limited(...) log_limited(LOG_LEVEL_WARN, __VA_ARGS__)
 
 #endif

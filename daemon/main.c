@@ -1,15 +1,18 @@
 /* main.c: ci-daemon. Load the config, wire the modules onto one event loop,
  * serve until SIGTERM or SIGINT, then end the node's sessions and exit. */
 #include <curl/curl.h>
+#include <errno.h>
 #include <event2/event.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "clock.h"
 #include "config.h"
 #include "docker.h"
 #include "egress.h"
+#include "fdbudget.h"
 #include "http_api.h"
 #include "log.h"
 #include "manager.h"
@@ -33,7 +36,80 @@ struct daemon_ctx {
 	int64_t exit_deadline_ms;
 	struct docker *docker;
 	struct event *drain_timer;
+	struct event *fd_timer;
+	bool fd_short; /* the budget refuses new sessions and tunnels */
 };
+
+static int64_t rlim_to_i64(rlim_t v)
+{
+	return v == RLIM_INFINITY || v > (rlim_t)INT32_MAX ? INT32_MAX : (int64_t)v;
+}
+
+/* Raise the soft RLIMIT_NOFILE to the hard limit, and return the soft limit
+ * in force. The customary soft 1024 is a relic of select(); nothing in the
+ * daemon uses select (libevent runs on epoll, curl and hiredis on libevent),
+ * and every session with network may hold 64 tunnels of two descriptors. */
+static int64_t nofile_raise(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0) {
+		log_warn("file descriptors: getrlimit: %s", strerror(errno));
+		return 0;
+	}
+	rlim_t before = rl.rlim_cur;
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < rl.rlim_max) {
+		/* An unlimited hard limit is still bounded by fs.nr_open. */
+		rl.rlim_cur = rl.rlim_max == RLIM_INFINITY ? (rlim_t)1 << 20 : rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
+			log_warn("file descriptors: cannot raise the soft limit %llu to %llu: %s",
+				 (unsigned long long)before, (unsigned long long)rl.rlim_cur,
+				 strerror(errno));
+			rl.rlim_cur = before;
+		} else {
+			log_info("file descriptors: soft limit raised from %llu to %llu (the hard "
+				 "limit)",
+				 (unsigned long long)before, (unsigned long long)rl.rlim_cur);
+		}
+	} else {
+		log_info("file descriptors: soft limit %llu is the hard limit",
+			 (unsigned long long)rl.rlim_cur);
+	}
+	return rlim_to_i64(rl.rlim_cur);
+}
+
+/* The cross-check of the descriptor budget (fdbudget.h): what is really
+ * open, and the limit, which someone may have changed from outside
+ * (prlimit). Scanning costs about a microsecond per open descriptor, so it
+ * runs less often the more there are. */
+static void fd_check_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct daemon_ctx *d = arg;
+	struct fdbudget *b = &fdbudget_daemon;
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
+		fdbudget_set_limit(b, rlim_to_i64(rl.rlim_cur));
+	int64_t open_now = fdbudget_count_open();
+	if (open_now >= 0)
+		fdbudget_observe(b, open_now);
+	else if (errno == EMFILE || errno == ENFILE)
+		fdbudget_exhausted(b);
+	/* Said when it starts and when it ends, not every second meanwhile. */
+	bool short_now = fdbudget_room(b, FDBUDGET_EGRESS) < FDBUDGET_SESSION_ROOM;
+	if (short_now != d->fd_short)
+		log_at(short_now ? LOG_LEVEL_WARN : LOG_LEVEL_INFO,
+		       "file descriptors: %lld in use of %lld (api %lld, egress %lld, ipc %lld, "
+		       "uncounted %lld); new sessions and tunnels are %s",
+		       (long long)fdbudget_in_use(b), (long long)b->limit,
+		       (long long)b->used[FDBUDGET_HTTP], (long long)b->used[FDBUDGET_EGRESS],
+		       (long long)b->used[FDBUDGET_IPC], (long long)b->other,
+		       short_now ? "refused" : "admitted again");
+	d->fd_short = short_now;
+	int64_t ms = 1000 + (open_now > 0 ? open_now / 10 : 0);
+	struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+	evtimer_add(d->fd_timer, &tv);
+}
 
 /* The proxy asks the manager, which exists only after the proxy does. */
 static bool egress_lookup(const char *src_ip, struct egress_peer *peer, void *arg)
@@ -171,6 +247,7 @@ int main(int argc, char **argv)
 	}
 	log_threshold = (enum log_level)log_level_parse(cfg.log_level);
 	signal(SIGPIPE, SIG_IGN);
+	fdbudget_init(&fdbudget_daemon, nofile_raise(), cfg.fd_reserve);
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 
 	int status = 1;
@@ -211,6 +288,13 @@ int main(int argc, char **argv)
 	evsignal_add(sigterm, NULL);
 	evsignal_add(sigint, NULL);
 	evsignal_add(sighup, NULL);
+	d.fd_timer = evtimer_new(d.base, fd_check_cb, &d);
+	fd_check_cb(-1, 0, &d);
+	log_info("file descriptors: %lld open of %lld; clients, tunnels and sessions may use %lld "
+		 "(tunnels and new sessions stop %lld earlier)",
+		 (long long)fdbudget_in_use(&fdbudget_daemon), (long long)fdbudget_daemon.limit,
+		 (long long)fdbudget_room(&fdbudget_daemon, FDBUDGET_HTTP),
+		 (long long)fdbudget_margin(&fdbudget_daemon));
 	log_info("ci-daemon listening on %s (node %s, redis %s, docker %s, key prefix '%s')",
 		 cfg.listen, cfg.node, cfg.redis, cfg.docker, cfg.key_prefix);
 	event_base_dispatch(d.base);
@@ -229,6 +313,8 @@ out:
 		event_free(sighup);
 	if (d.drain_timer)
 		event_free(d.drain_timer);
+	if (d.fd_timer)
+		event_free(d.fd_timer);
 	http_api_free(d.api);
 	manager_free(d.mgr);
 	net_free(net);

@@ -13,6 +13,7 @@
 #include "clock.h"
 #include "container_spec.h"
 #include "egress.h"
+#include "fdbudget.h"
 #include "ipc_dir.h"
 #include "network.h"
 #include "json.h"
@@ -811,6 +812,12 @@ int manager_create(struct manager *m, yajl_val body, const char *tenant, manager
 	if (m->draining)
 		return err_set(errp, ERR_UNAVAILABLE,
 			       "the daemon is draining; create the session elsewhere");
+	if (!fdbudget_session_fits(&fdbudget_daemon)) /* fdbudget.h */
+		return err_set(
+		    errp, ERR_UNAVAILABLE,
+		    "the daemon is near its file-descriptor limit (%lld in use of %lld); "
+		    "retry later or create the session elsewhere",
+		    (long long)fdbudget_in_use(&fdbudget_daemon), (long long)fdbudget_daemon.limit);
 	if (manager_client_sessions(m) >= (size_t)m->cfg->max_sessions)
 		return err_set(errp, ERR_QUOTA_EXCEEDED,
 			       "this node already runs %zu sessions (max-sessions)",

@@ -57,7 +57,14 @@ void proc_run(struct event_base *base, char *const argv[], proc_done_cb cb, void
 	p->arg = arg;
 	p->status = -1;
 	p->pidfd = -1;
-	int rc = posix_spawnp(&p->pid, argv[0], NULL, NULL, argv, environ);
+	/* A helper gets stdin, stdout and stderr and nothing else: libevent does
+	 * not mark every socket it makes close-on-exec (bufferevent_socket_connect
+	 * does not), and a helper must never hold a sandbox's connection. */
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+	int rc = posix_spawnp(&p->pid, argv[0], &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
 	if (rc == 0)
 		p->pidfd = (int)syscall(SYS_pidfd_open, p->pid, 0);
 	if (rc != 0 || p->pidfd < 0) {

@@ -8,6 +8,7 @@ end, even when tests fail. Processes are stopped by their pid.
 """
 import json
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -124,7 +125,10 @@ class Api:
 
 
 class Daemon:
-    def __init__(self, redis, tmp, extra_args=()):
+    """The daemon under test. nofile=(soft, hard) starts it with that
+    RLIMIT_NOFILE (as `ulimit -n` would), instead of the test's own."""
+
+    def __init__(self, redis, tmp, extra_args=(), nofile=None):
         self.run_id = uuid.uuid4().hex[:10]
         self.prefix = "citest-%s:" % self.run_id
         self.node = "citest-%s" % self.run_id
@@ -137,13 +141,21 @@ class Daemon:
                      "--node", self.node, "--log-level", "debug", *extra_args]
         self.api = Api(self.port)
         self.proc = None
+        self.nofile = nofile
         self.start()
 
     def start(self):
         self.log = open(self.log_path, "ab")
         env = dict(os.environ)
         env.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
-        self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        preexec = None
+        if self.nofile is not None:
+            limits = tuple(self.nofile)
+
+            def preexec():
+                resource.setrlimit(resource.RLIMIT_NOFILE, limits)
+        self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT, env=env,
+                                     preexec_fn=preexec)
         wait_for(self.ready, 30, interval=0.05, what="the daemon's /readyz")
 
     def ready(self):
