@@ -37,11 +37,6 @@ struct override {
 	struct sockaddr_storage addr;
 };
 
-struct trusted {
-	struct sockaddr_storage addr;
-	int port; /* 0 = any */
-};
-
 struct egress_listener {
 	struct evconnlistener *l;
 	LIST_ENTRY(egress_listener) link;
@@ -54,7 +49,7 @@ struct egress {
 	void *arg;
 	struct override overrides[MAX_OVERRIDES];
 	size_t n_overrides;
-	struct trusted trusted[MAX_TRUSTED];
+	struct netpolicy_trusted trusted[MAX_TRUSTED];
 	size_t n_trusted;
 	struct sockaddr_storage local[64]; /* the host's own addresses */
 	size_t n_local;
@@ -214,6 +209,8 @@ static void start_splice(struct egress_conn *c)
 		splice_read(c->client, c);
 }
 
+static int parse_ip(const char *s, struct sockaddr_storage *out);
+
 /* ---- connecting ---- */
 
 static void try_next_addr(struct egress_conn *c);
@@ -260,17 +257,6 @@ static void try_next_addr(struct egress_conn *c)
 	}
 }
 
-static bool same_ip(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
-{
-	if (a->ss_family != b->ss_family)
-		return false;
-	if (a->ss_family == AF_INET)
-		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
-		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
-	return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
-		      &((const struct sockaddr_in6 *)b)->sin6_addr, 16) == 0;
-}
-
 /* Keep the resolved addresses that policy allows; explain a refusal. */
 static void filter_addrs(struct egress_conn *c, struct sockaddr_storage *in, size_t n)
 {
@@ -278,30 +264,19 @@ static void filter_addrs(struct egress_conn *c, struct sockaddr_storage *in, siz
 	const char *why = NULL;
 	c->n_addrs = 0;
 	for (size_t i = 0; i < n; i++) {
-		struct sockaddr_storage *sa = &in[i];
-		bool trusted = false;
-		for (size_t t = 0; t < eg->n_trusted; t++)
-			if (same_ip(sa, &eg->trusted[t].addr) &&
-			    (eg->trusted[t].port == 0 || eg->trusted[t].port == c->port))
-				trusted = true;
-		enum addr_class cls = netpolicy_classify((struct sockaddr *)sa);
-		bool local = false;
-		for (size_t l = 0; l < eg->n_local; l++)
-			if (same_ip(sa, &eg->local[l]))
-				local = true;
-		if (!trusted && cls != ADDR_PUBLIC) {
-			why = netpolicy_class_name(cls);
+		const char *no = netpolicy_refusal((struct sockaddr *)&in[i], c->port, eg->trusted,
+						   eg->n_trusted, eg->local, eg->n_local);
+		if (no) {
+			why = no;
 			continue;
 		}
-		if (!trusted && local) {
-			why = "one of this host's own";
-			continue;
-		}
+		/* ::ffff:a.b.c.d is connected to as a.b.c.d, the address judged. */
+		struct sockaddr_storage *sa = &c->addrs[c->n_addrs++];
+		netpolicy_canonical((struct sockaddr *)&in[i], sa);
 		if (sa->ss_family == AF_INET)
 			((struct sockaddr_in *)sa)->sin_port = htons((uint16_t)c->port);
 		else
 			((struct sockaddr_in6 *)sa)->sin6_port = htons((uint16_t)c->port);
-		c->addrs[c->n_addrs++] = *sa;
 	}
 	if (c->n_addrs == 0) {
 		conn_refuse(c, 403, "Forbidden",
@@ -339,15 +314,15 @@ static void resolve(struct egress_conn *c)
 	struct egress *eg = c->eg;
 	struct sockaddr_storage addrs[MAX_ADDRS];
 	size_t n = 0;
-	/* An IP literal, or the operator's override, needs no DNS. */
-	struct sockaddr_storage lit;
-	int litlen = sizeof(lit);
-	char probe[NETPOLICY_HOST_MAX + 8];
-	snprintf(probe, sizeof(probe), strchr(c->host, ':') ? "[%s]:1" : "%s:1", c->host);
-	memset(&lit, 0, sizeof(lit));
-	if (evutil_parse_sockaddr_port(probe, (struct sockaddr *)&lit, &litlen) == 0) {
-		filter_addrs(c, &lit, 1);
-		return;
+	/* An IP literal (canonical: checked with the head), or the operator's
+	 * override, needs no DNS. */
+	enum netpolicy_host_kind kind = netpolicy_host_kind(c->host);
+	if (kind == NETPOLICY_IPV4 || kind == NETPOLICY_IPV6) {
+		struct sockaddr_storage lit;
+		if (parse_ip(c->host, &lit) == 0) {
+			filter_addrs(c, &lit, 1);
+			return;
+		}
 	}
 	for (size_t i = 0; i < eg->n_overrides && n < MAX_ADDRS; i++)
 		if (strcasecmp(eg->overrides[i].name, c->host) == 0)
@@ -433,6 +408,14 @@ static void head_read(struct bufferevent *bev, void *arg)
 		err_free(e);
 		return;
 	}
+	enum netpolicy_host_kind kind = netpolicy_host_kind(c->host);
+	if (kind == NETPOLICY_AMBIGUOUS || kind == NETPOLICY_INVALID) {
+		/* 0177.0.0.1, 127.1, 0x7f.1: every client library reads these its
+		 * own way; only the plain dotted-decimal form is taken. */
+		conn_refuse(c, 400, "Bad Request",
+			    "'%s' is not a canonical IP address or a host name", c->host);
+		return;
+	}
 	if (!netpolicy_allowed(c->allow, c->n_allow, c->host, c->port)) {
 		conn_refuse(c, 403, "Forbidden",
 			    "%s:%d is not on this session's allowlist (network.allow)", c->host,
@@ -512,11 +495,18 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 
 static int parse_ip(const char *s, struct sockaddr_storage *out)
 {
-	char probe[96];
-	snprintf(probe, sizeof(probe), strchr(s, ':') ? "[%s]:1" : "%s:1", s);
-	int len = sizeof(*out);
+	/* inet_pton, not inet_aton: dotted decimal only (no 0177.0.0.1, 127.1). */
 	memset(out, 0, sizeof(*out));
-	return evutil_parse_sockaddr_port(probe, (struct sockaddr *)out, &len);
+	if (strchr(s, ':')) {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)out;
+		s6->sin6_family = AF_INET6;
+		return inet_pton(AF_INET6, s, &s6->sin6_addr) == 1 ? 0 : -1;
+	}
+	struct sockaddr_in *s4 = (struct sockaddr_in *)out;
+	s4->sin_family = AF_INET;
+	return netpolicy_host_kind(s) == NETPOLICY_IPV4 && inet_pton(AF_INET, s, &s4->sin_addr) == 1
+		   ? 0
+		   : -1;
 }
 
 static int load_overrides(struct egress *eg, const char *path, struct err **errp)
@@ -561,7 +551,7 @@ static int parse_trusted(struct egress *eg, const char *list, struct err **errp)
 	for (char *tok = strtok_r(copy, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
 		if (eg->n_trusted >= MAX_TRUSTED)
 			break;
-		struct trusted *t = &eg->trusted[eg->n_trusted];
+		struct netpolicy_trusted *t = &eg->trusted[eg->n_trusted];
 		char host[NETPOLICY_HOST_MAX + 1];
 		int port = 0;
 		if (netpolicy_split(tok, 0, host, sizeof(host), &port, errp) < 0 ||
