@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "resolver.h"
 #include "xalloc.h"
 
 enum opt_type { OPT_STR, OPT_INT, OPT_DOUBLE, OPT_BOOL };
@@ -46,7 +47,10 @@ static const struct opt opt_table[] = {
     {"egress-hosts-file", OPT_STR, O(egress_hosts_file), "", 0, 0,
      "hosts-style file (IP NAME...) the egress proxy consults before DNS"},
     {"egress-trusted", OPT_STR, O(egress_trusted), "", 0, 0,
-     "IP[:PORT],... the egress proxy may reach although private or local"},
+     "IP[:PORT] or [IPv6][:PORT],... the egress proxy may reach although private or local"},
+    {"egress-resolver", OPT_STR, O(egress_resolver), "system", 0, 0,
+     "names beyond the hosts file: system (resolv.conf's nameservers, no search domains), "
+     "hosts-only (no DNS at all) or IP:PORT of one nameserver"},
     {"idle-timeout-s", OPT_INT, O(idle_timeout_s), "600", 1, 86400 * 7,
      "default idle timeout of a session"},
     {"max-idle-timeout-s", OPT_INT, O(max_idle_timeout_s), "86400", 1, 86400 * 7,
@@ -350,6 +354,9 @@ int config_validate(const struct config *cfg, struct err **errp)
 		return err_set(errp, ERR_BAD_REQUEST,
 			       "state-dir %s: longer than 60 bytes (unix socket paths are limited)",
 			       cfg->state_dir);
+	if (resolver_parse_spec(cfg->egress_resolver, &(enum resolver_mode){0},
+				&(struct sockaddr_storage){0}, errp) < 0)
+		return -1;
 	char *tag = config_image_tag(cfg, cfg->image);
 	if (tag == NULL)
 		return err_set(errp, ERR_BAD_REQUEST, "image: profile '%s' is not in images '%s'",

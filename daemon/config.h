@@ -28,6 +28,7 @@ struct config {
 	char *gvisor_runtime;    /* the Docker runtime name behind runtime "gvisor" */
 	char *egress_hosts_file; /* hosts-style overrides for the egress proxy's resolver */
 	char *egress_trusted;    /* IP[:PORT],... the proxy may reach although private */
+	char *egress_resolver;   /* system, hosts-only or IP:PORT */
 
 	int64_t idle_timeout_s, max_idle_timeout_s;
 	int64_t max_lifetime_s; /* no session lives longer, however active */
