@@ -1,12 +1,14 @@
 /* egress.h: the allowlist proxy through which sandboxes with network.allow
  * reach the network (and nothing else: their Docker network is internal).
  *
- * It runs on the daemon's event loop, speaks CONNECT and absolute-URI HTTP,
+ * It runs on the daemon's event loop, speaks CONNECT and absolute-URI HTTP
+ * (one request per upstream connection, heads parsed strictly: egress_head.h),
  * knows each session by its source address, checks the destination name and
- * port against that session's allowlist, resolves the name itself (evdns, or
- * an operator's hosts-style override file) and refuses any address that is
- * loopback, private, link-local or the host's own unless the operator trusted
- * it. Every decision is logged and counted. */
+ * port against that session's allowlist, resolves the name itself (an
+ * operator's hosts file, then its own stub resolver unless hosts-only:
+ * resolver.h) and refuses any address that is loopback, private,
+ * link-local, special-purpose or the host's own unless the operator trusted
+ * it (netpolicy.h). Every decision is logged and counted. */
 #ifndef CI_EGRESS_H
 #define CI_EGRESS_H
 
@@ -30,20 +32,31 @@ typedef bool (*egress_lookup_fn)(const char *src_ip, struct egress_peer *peer, v
 
 struct egress_stats {
 	uint64_t allowed, denied, failed;
+	uint64_t dns_queries; /* DNS datagrams sent (0 in hosts-only mode) */
 };
 
 struct egress;
 
 /* hosts_file: "IP name..." lines consulted before DNS (may be NULL or "").
- * trusted: "IP[:PORT],..." destinations allowed even when private or local. */
+ * trusted: "IP[:PORT],..." destinations allowed even when private or local.
+ * The resolver starts hosts-only (no DNS) until egress_set_resolver. */
 struct egress *egress_new(struct event_base *base, const char *hosts_file, const char *trusted,
 			  egress_lookup_fn lookup, void *arg, struct err **errp);
 void egress_free(struct egress *eg);
+
+/* How names beyond the hosts file are resolved: "system", "hosts-only" or
+ * "IP:PORT" (--egress-resolver). On -1 the resolver stays as it was. */
+int egress_set_resolver(struct egress *eg, const char *spec, struct err **errp);
+
+/* Re-read the hosts file (and resolv.conf in system mode); on -1 the old
+ * tables stay in use. Logs what it did. For SIGHUP. */
+int egress_reload_hosts(struct egress *eg, struct err **errp);
 
 /* Listen on ip:port (the internal network's gateway); port 0 picks one.
  * The chosen port is returned in *bound. */
 int egress_listen(struct egress *eg, const char *ip, int port, int *bound, struct err **errp);
 
-const struct egress_stats *egress_get_stats(const struct egress *eg);
+/* The counters, current as of the call. */
+const struct egress_stats *egress_get_stats(struct egress *eg);
 
 #endif

@@ -52,6 +52,14 @@ struct sandbox_net *net_new(struct event_base *base, const struct config *cfg,
 	n->cfg = cfg;
 	n->docker = docker;
 	n->egress = egress;
+	/* main.c builds the proxy before the network; the resolver option is
+	 * applied here, where both meet. The spec was checked with the config
+	 * (config_validate); should it still fail, the proxy stays hosts-only. */
+	struct err *e = NULL;
+	if (egress && egress_set_resolver(egress, cfg->egress_resolver, &e) < 0) {
+		log_error("egress: %s; resolving from the hosts file only", e->message);
+		err_free(e);
+	}
 	unsigned h = fnv(cfg->key_prefix, cfg->node);
 	snprintf(n->name, sizeof(n->name), "ci-egress-%08x", h);
 	snprintf(n->bridge, sizeof(n->bridge), "ci%08x", h);
