@@ -599,6 +599,51 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 	bufferevent_enable(c->client, EV_READ | EV_WRITE);
 }
 
+/* ---- policy changes ---- */
+
+size_t egress_session_allow_changed(struct egress *eg, const char *session_id, char *const *allow,
+				    size_t n_allow)
+{
+	if (eg == NULL)
+		return 0;
+	size_t closed = 0;
+	for (struct egress_conn *c = LIST_FIRST(&eg->conns), *next; c; c = next) {
+		next = LIST_NEXT(c, link);
+		/* Connections still reading their head look the list up when it
+		 * is complete; refusals are closing anyway. */
+		if (strcmp(c->session, session_id) != 0 || c->state == EC_HEAD ||
+		    c->state == EC_REFUSING || netpolicy_allowed(allow, n_allow, c->host, c->port))
+			continue;
+		log_info("egress: session %s (%s) CLOSED %s %s:%d: no longer on the allowlist",
+			 c->session, c->src, c->is_connect ? "tunnel" : "request", c->host,
+			 c->port);
+		eg->stats.closed_by_policy++;
+		conn_free(c);
+		closed++;
+	}
+	return closed;
+}
+
+size_t egress_session_ended(struct egress *eg, const char *session_id)
+{
+	if (eg == NULL)
+		return 0;
+	size_t closed = 0;
+	for (struct egress_conn *c = LIST_FIRST(&eg->conns), *next; c; c = next) {
+		next = LIST_NEXT(c, link);
+		if (strcmp(c->session, session_id) != 0)
+			continue;
+		if (c->state != EC_REFUSING)
+			eg->stats.closed_by_policy++;
+		conn_free(c);
+		closed++;
+	}
+	if (closed)
+		log_info("egress: session %s ended: %zu proxy connections closed", session_id,
+			 closed);
+	return closed;
+}
+
 /* ---- set-up ---- */
 
 static int parse_trusted(struct egress *eg, const char *list, struct err **errp)

@@ -32,7 +32,8 @@ typedef bool (*egress_lookup_fn)(const char *src_ip, struct egress_peer *peer, v
 
 struct egress_stats {
 	uint64_t allowed, denied, failed;
-	uint64_t dns_queries; /* DNS datagrams sent (0 in hosts-only mode) */
+	uint64_t closed_by_policy; /* open connections closed by a PATCH or the session's end */
+	uint64_t dns_queries;      /* DNS datagrams sent (0 in hosts-only mode) */
 };
 
 struct egress;
@@ -55,6 +56,15 @@ int egress_reload_hosts(struct egress *eg, struct err **errp);
 /* Listen on ip:port (the internal network's gateway); port 0 picks one.
  * The chosen port is returned in *bound. */
 int egress_listen(struct egress *eg, const char *ip, int port, int *bound, struct err **errp);
+
+/* A session's allowlist changed: close each of its open tunnels and plain
+ * HTTP connections whose destination the new list no longer permits.
+ * Returns how many were closed. eg may be NULL. */
+size_t egress_session_allow_changed(struct egress *eg, const char *session_id, char *const *allow,
+				    size_t n_allow);
+
+/* A session ended: close all of its proxy connections at once. */
+size_t egress_session_ended(struct egress *eg, const char *session_id);
 
 /* The counters, current as of the call. */
 const struct egress_stats *egress_get_stats(struct egress *eg);

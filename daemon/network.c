@@ -251,3 +251,8 @@ const char *net_proxy_url(const struct sandbox_net *n)
 {
 	return n->proxy_url;
 }
+
+struct egress *net_egress(const struct sandbox_net *n)
+{
+	return n ? n->egress : NULL;
+}
