@@ -51,6 +51,9 @@ static const struct opt opt_table[] = {
     {"egress-resolver", OPT_STR, O(egress_resolver), "system", 0, 0,
      "names beyond the hosts file: system (resolv.conf's nameservers, no search domains), "
      "hosts-only (no DNS at all) or IP:PORT of one nameserver"},
+    {"egress-proxy-port", OPT_INT, O(egress_proxy_port), "3128", 1, 65535,
+     "port of the egress proxy on the sandbox network's gateway (fixed, so sandboxes "
+     "keep their proxy across restarts)"},
     {"idle-timeout-s", OPT_INT, O(idle_timeout_s), "600", 1, 86400 * 7,
      "default idle timeout of a session"},
     {"max-idle-timeout-s", OPT_INT, O(max_idle_timeout_s), "86400", 1, 86400 * 7,

@@ -38,6 +38,7 @@ struct config {
 	int64_t disk_mb, max_disk_mb;
 	int64_t exec_timeout_s, max_exec_timeout_s;
 
+	int64_t egress_proxy_port; /* on the sandbox network's gateway, the same at every start */
 	int64_t pool_size;         /* warm containers kept ready for the default image */
 	int64_t pool_network_size; /* ... and on the sandbox network, for allowlists */
 	int64_t output_cap_bytes;

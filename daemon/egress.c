@@ -37,6 +37,8 @@
 
 struct egress_listener {
 	struct evconnlistener *l;
+	struct sockaddr_storage addr;
+	int port;
 	LIST_ENTRY(egress_listener) link;
 };
 
@@ -729,6 +731,14 @@ int egress_listen(struct egress *eg, const char *ip, int port, int *bound, struc
 	struct sockaddr_storage ss;
 	if (parse_ip(ip, &ss) < 0)
 		return err_set(errp, ERR_INTERNAL, "egress: bad listen address %s", ip);
+	struct egress_listener *el;
+	LIST_FOREACH (el, &eg->listeners, link) {
+		struct sockaddr_storage a = el->addr, b = ss;
+		if (port != 0 && el->port == port && memcmp(&a, &b, sizeof(a)) == 0) {
+			*bound = port; /* already there (a retried network set-up) */
+			return 0;
+		}
+	}
 	if (ss.ss_family == AF_INET)
 		((struct sockaddr_in *)&ss)->sin_port = htons((uint16_t)port);
 	else
@@ -740,15 +750,19 @@ int egress_listen(struct egress *eg, const char *ip, int port, int *bound, struc
 	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC, 256,
 	    (struct sockaddr *)&ss, (int)len);
 	if (l == NULL)
-		return err_set(errp, ERR_UNAVAILABLE, "egress: listen on %s:%d: %s", ip, port,
-			       strerror(errno));
+		return err_set(errp, ERR_UNAVAILABLE,
+			       "egress: listen on %s:%d: %s (another proxy on that port? see "
+			       "--egress-proxy-port)",
+			       ip, port, strerror(errno));
 	struct sockaddr_storage got;
 	socklen_t glen = sizeof(got);
 	getsockname(evconnlistener_get_fd(l), (struct sockaddr *)&got, &glen);
 	*bound = ntohs(got.ss_family == AF_INET ? ((struct sockaddr_in *)&got)->sin_port
 						: ((struct sockaddr_in6 *)&got)->sin6_port);
-	struct egress_listener *el = xcalloc(1, sizeof(*el));
+	el = xcalloc(1, sizeof(*el));
 	el->l = l;
+	parse_ip(ip, &el->addr);
+	el->port = *bound;
 	LIST_INSERT_HEAD(&eg->listeners, el, link);
 	load_local_addrs(eg); /* the new bridge address is one of ours now */
 	return 0;

@@ -53,8 +53,9 @@ int egress_set_resolver(struct egress *eg, const char *spec, struct err **errp);
  * tables stay in use. Logs what it did. For SIGHUP. */
 int egress_reload_hosts(struct egress *eg, struct err **errp);
 
-/* Listen on ip:port (the internal network's gateway); port 0 picks one.
- * The chosen port is returned in *bound. */
+/* Listen on ip:port (the internal network's gateway); port 0 picks one. The
+ * port is returned in *bound. Listening again on the same address is a
+ * no-op, so a retried network set-up keeps its port. */
 int egress_listen(struct egress *eg, const char *ip, int port, int *bound, struct err **errp);
 
 /* A session's allowlist changed: close each of its open tunnels and plain
