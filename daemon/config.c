@@ -45,7 +45,7 @@ static const struct opt opt_table[] = {
     {"gvisor-runtime", OPT_STR, O(gvisor_runtime), "runsc", 0, 0,
      "Docker runtime behind a session's \"runtime\": \"gvisor\""},
     {"egress-hosts-file", OPT_STR, O(egress_hosts_file), "", 0, 0,
-     "hosts-style file (IP NAME...) the egress proxy consults before DNS"},
+     "hosts-style file (IP NAME...) the egress proxy consults before DNS; re-read on SIGHUP"},
     {"egress-trusted", OPT_STR, O(egress_trusted), "", 0, 0,
      "IP[:PORT] or [IPv6][:PORT],... the egress proxy may reach although private or local"},
     {"egress-resolver", OPT_STR, O(egress_resolver), "system", 0, 0,
