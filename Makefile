@@ -20,14 +20,25 @@ BUILD := build/asan
 CFLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined
 endif
-ALL_CFLAGS := -std=gnu11 -D_GNU_SOURCE -fno-strict-aliasing $(WARN) $(CFLAGS) $(PKG_CFLAGS) -MMD -MP
+# llhttp (Debian's node-llhttp ships its C sources): built from where the
+# package put them, into $(BUILD)/obj/llhttp/, without our warning set (it is
+# not our code), and linked into everything that links the daemon's objects.
+# Never copied into this repository. -isystem keeps its header out of -Werror.
+LLHTTP_SRC_DIR ?= /usr/share/llhttp
+LLHTTP_INC_DIR ?= /usr/share/include/llhttp
+LLHTTP_NAMES := api http llhttp
+LLHTTP_CFLAGS := -isystem $(LLHTTP_INC_DIR)
+LLHTTP_OBJS := $(LLHTTP_NAMES:%=$(BUILD)/obj/llhttp/%.o)
+
+ALL_CFLAGS := -std=gnu11 -D_GNU_SOURCE -fno-strict-aliasing $(WARN) $(CFLAGS) $(PKG_CFLAGS) $(LLHTTP_CFLAGS) -MMD -MP
 
 # One file per responsibility; see docs/architecture.md.
 DAEMON_LIB_SRCS := daemon/err.c daemon/log.c daemon/clock.c daemon/json.c daemon/config.c \
 	daemon/session.c daemon/frame.c daemon/capbuf.c daemon/exec_result.c \
-	daemon/container_spec.c daemon/seccomp.c daemon/uid_range.c daemon/ipc_dir.c daemon/kernel.c daemon/files.c daemon/netpolicy.c daemon/egress.c daemon/proc.c daemon/network.c daemon/docker.c daemon/store.c \
-	daemon/http_server.c daemon/manager.c daemon/manager_pool.c daemon/manager_recovery.c daemon/http_api.c \
-	daemon/fdbudget.c daemon/listen_guard.c
+	daemon/container_spec.c daemon/seccomp.c daemon/uid_range.c daemon/ipc_dir.c daemon/kernel.c daemon/files.c \
+	daemon/netpolicy.c daemon/resolver.c daemon/egress_head.c daemon/egress.c daemon/proc.c daemon/network.c \
+	daemon/docker.c daemon/store.c daemon/http_server.c daemon/manager.c daemon/manager_pool.c \
+	daemon/manager_recovery.c daemon/http_api.c daemon/fdbudget.c daemon/listen_guard.c
 DAEMON_SRCS := $(DAEMON_LIB_SRCS) daemon/main.c
 include cli/cli.mk
 UNIT_SRCS := $(wildcard tests/unit/*.c)
@@ -47,7 +58,7 @@ else
 Q := @
 endif
 
-$(BUILD)/ci-daemon: $(DAEMON_OBJS) $(BUILD)/obj/gen/seccomp_profile.o
+$(BUILD)/ci-daemon: $(DAEMON_OBJS) $(BUILD)/obj/gen/seccomp_profile.o $(LLHTTP_OBJS)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
@@ -55,9 +66,14 @@ $(BUILD)/ci-ctl: $(CLI_OBJS)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
-$(BUILD)/unit-tests: $(UNIT_OBJS) $(DAEMON_LIB_OBJS)
+$(BUILD)/unit-tests: $(UNIT_OBJS) $(DAEMON_LIB_OBJS) $(LLHTTP_OBJS)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+$(BUILD)/obj/llhttp/%.o: $(LLHTTP_SRC_DIR)/%.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $< (third-party)"
+	$(Q)$(CC) -std=gnu11 $(CFLAGS) $(LLHTTP_CFLAGS) -MMD -MP -c -o $@ $<
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -107,8 +123,14 @@ bench: setup all
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=build/fuzz/%)
 FUZZ_CFLAGS := -std=gnu11 -D_GNU_SOURCE -fno-strict-aliasing -g -O1 -fno-omit-frame-pointer \
-	-fsanitize=address,undefined -fno-sanitize-recover=undefined $(PKG_CFLAGS) -Idaemon
-FUZZ_LIB_OBJS := $(DAEMON_LIB_SRCS:daemon/%.c=build/fuzz/obj/%.o) build/fuzz/obj/gen/seccomp_profile.o
+	-fsanitize=address,undefined -fno-sanitize-recover=undefined $(PKG_CFLAGS) $(LLHTTP_CFLAGS) -Idaemon
+FUZZ_LIB_OBJS := $(DAEMON_LIB_SRCS:daemon/%.c=build/fuzz/obj/%.o) \
+	$(LLHTTP_NAMES:%=build/fuzz/obj/llhttp/%.o) build/fuzz/obj/gen/seccomp_profile.o
+
+build/fuzz/obj/llhttp/%.o: $(LLHTTP_SRC_DIR)/%.c
+	@mkdir -p $(dir $@)
+	@echo "  CLANG   $< (third-party)"
+	$(Q)clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
 
 build/fuzz/obj/%.o: daemon/%.c
 	@mkdir -p $(dir $@)

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "resolver.h"
 #include "xalloc.h"
 
 enum opt_type { OPT_STR, OPT_INT, OPT_DOUBLE, OPT_BOOL };
@@ -45,9 +46,15 @@ static const struct opt opt_table[] = {
     {"gvisor-runtime", OPT_STR, O(gvisor_runtime), "runsc", 0, 0,
      "Docker runtime behind a session's \"runtime\": \"gvisor\""},
     {"egress-hosts-file", OPT_STR, O(egress_hosts_file), "", 0, 0,
-     "hosts-style file (IP NAME...) the egress proxy consults before DNS"},
+     "hosts-style file (IP NAME...) the egress proxy consults before DNS; re-read on SIGHUP"},
     {"egress-trusted", OPT_STR, O(egress_trusted), "", 0, 0,
-     "IP[:PORT],... the egress proxy may reach although private or local"},
+     "IP[:PORT] or [IPv6][:PORT],... the egress proxy may reach although private or local"},
+    {"egress-resolver", OPT_STR, O(egress_resolver), "system", 0, 0,
+     "names beyond the hosts file: system (resolv.conf's nameservers, no search domains), "
+     "hosts-only (no DNS at all) or IP:PORT of one nameserver"},
+    {"egress-proxy-port", OPT_INT, O(egress_proxy_port), "3128", 1, 65535,
+     "port of the egress proxy on the sandbox network's gateway (fixed, so sandboxes "
+     "keep their proxy across restarts)"},
     {"seccomp-profile", OPT_STR, O(seccomp_profile), "", 0, 0,
      "seccomp profile for sandboxes: empty = built in, 'engine' = Docker's default, or a JSON "
      "file"},
@@ -378,6 +385,9 @@ int config_validate(const struct config *cfg, struct err **errp)
 		return err_set(errp, ERR_BAD_REQUEST,
 			       "state-dir %s: longer than 60 bytes (unix socket paths are limited)",
 			       cfg->state_dir);
+	if (resolver_parse_spec(cfg->egress_resolver, &(enum resolver_mode){0},
+				&(struct sockaddr_storage){0}, errp) < 0)
+		return -1;
 	char *tag = config_image_tag(cfg, cfg->image);
 	if (tag == NULL)
 		return err_set(errp, ERR_BAD_REQUEST, "image: profile '%s' is not in images '%s'",

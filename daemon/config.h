@@ -29,6 +29,7 @@ struct config {
 	char *egress_hosts_file; /* hosts-style overrides for the egress proxy's resolver */
 	char *egress_trusted;    /* IP[:PORT],... the proxy may reach although private */
 	char *seccomp_profile;   /* "" = built in, "engine" = the engine's default, or a path */
+	char *egress_resolver;   /* system, hosts-only or IP:PORT */
 
 	int64_t idle_timeout_s, max_idle_timeout_s;
 	int64_t max_lifetime_s; /* no session lives longer, however active */
@@ -38,6 +39,7 @@ struct config {
 	int64_t disk_mb, max_disk_mb;
 	int64_t exec_timeout_s, max_exec_timeout_s;
 
+	int64_t egress_proxy_port; /* on the sandbox network's gateway, the same at every start */
 	int64_t pool_size;         /* warm containers kept ready for the default image */
 	int64_t pool_network_size; /* ... and on the sandbox network, for allowlists */
 	int64_t output_cap_bytes;
@@ -50,7 +52,7 @@ struct config {
 	int64_t max_body_bytes;
 	int64_t drain_timeout_s;
 	bool remove_on_exit;
-	bool ipc_tmpfs; /* the sessions' IPC directories on a tmpfs of their own */
+	bool ipc_tmpfs;              /* the sessions' IPC directories on a tmpfs of their own */
 	int64_t http_head_timeout_s; /* a request head, from its first byte */
 	int64_t http_idle_timeout_s; /* waiting for a request */
 	int64_t max_connections;     /* API connections in all */

@@ -5,24 +5,24 @@
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
-#include <event2/dns.h>
 #include <event2/listener.h>
 #include <event2/util.h>
 #include <ifaddrs.h>
-#include <netdb.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/queue.h>
 
+#include "clock.h"
+#include "egress_head.h"
 #include "fdbudget.h"
 #include "listen_guard.h"
 #include "log.h"
 #include "netpolicy.h"
+#include "resolver.h"
 #include "session.h"
 #include "xalloc.h"
 
-#define REQUEST_HEAD_MAX (16 * 1024)
 #define SPLICE_HIGH (256 * 1024)
 #define MAX_CONNS 4096
 /* One sandbox must not starve the others of proxy connections. */
@@ -30,43 +30,42 @@
 #define HEAD_TIMEOUT_S 10
 #define CONNECT_TIMEOUT_S 10
 #define IDLE_TIMEOUT_S 300
-#define MAX_ADDRS 8
-#define MAX_OVERRIDES 256
+#define MAX_ADDRS RESOLVER_MAX_ADDRS
 #define MAX_TRUSTED 64
-
-struct override {
-	char name[NETPOLICY_HOST_MAX + 1];
-	struct sockaddr_storage addr;
-};
-
-struct trusted {
-	struct sockaddr_storage addr;
-	int port; /* 0 = any */
-};
+#define MAX_LOCAL 64
+/* Interfaces come and go (Docker adds bridges): re-read this often at most. */
+#define LOCAL_REFRESH_MS 5000
 
 struct egress_listener {
 	struct evconnlistener *l;
+	struct sockaddr_storage addr;
+	int port;
 	LIST_ENTRY(egress_listener) link;
 };
 
 struct egress {
 	struct event_base *base;
-	struct evdns_base *dns;
+	struct resolver *resolver;
 	egress_lookup_fn lookup;
 	void *arg;
-	struct override overrides[MAX_OVERRIDES];
-	size_t n_overrides;
-	struct trusted trusted[MAX_TRUSTED];
+	struct netpolicy_trusted trusted[MAX_TRUSTED];
 	size_t n_trusted;
-	struct sockaddr_storage local[64]; /* the host's own addresses */
+	struct sockaddr_storage local[MAX_LOCAL]; /* the host's own addresses */
 	size_t n_local;
+	int64_t local_read_ms;
 	struct egress_stats stats;
 	size_t n_conns;
 	LIST_HEAD(, egress_listener) listeners;
 	LIST_HEAD(, egress_conn) conns;
 };
 
-enum conn_state { EC_HEAD, EC_RESOLVING, EC_CONNECTING, EC_SPLICING };
+enum conn_state {
+	EC_HEAD,       /* reading the request head */
+	EC_RESOLVING,  /* the destination passed the allowlist; resolving it */
+	EC_CONNECTING, /* ... connecting to one of its addresses */
+	EC_SPLICING,   /* tunnel or forwarded request open */
+	EC_REFUSING,   /* the refusal is being written, then it closes */
+};
 
 struct egress_conn {
 	struct egress *eg;
@@ -77,12 +76,13 @@ struct egress_conn {
 	char host[NETPOLICY_HOST_MAX + 1];
 	int port;
 	bool is_connect;
-	struct evbuffer *head; /* rewritten request head (absolute-URI form) */
-	struct evdns_getaddrinfo_request *dns_req;
+	struct egress_head *head;
+	struct resolver_query *dns_req;
 	struct sockaddr_storage addrs[MAX_ADDRS];
 	size_t n_addrs, next_addr;
-	char **allow;
-	size_t n_allow;
+	bool request_sent;       /* plain HTTP: the one request and its body went upstream */
+	bool response_unwatched; /* its answer did not parse: relayed until EOF */
+	size_t dropped;          /* client bytes after it, not forwarded */
 	LIST_ENTRY(egress_conn) link;
 	bool fd_charged; /* fdbudget: client and upstream, both from the accept on */
 };
@@ -93,23 +93,32 @@ static void conn_free(struct egress_conn *c)
 	c->eg->n_conns--;
 	if (c->fd_charged)
 		fdbudget_give(&fdbudget_daemon, FDBUDGET_EGRESS, 2);
-	if (c->dns_req)
-		evdns_getaddrinfo_cancel(c->dns_req); /* its callback frees nothing of ours */
+	resolver_cancel(c->dns_req); /* its callback will not run */
 	if (c->client)
 		bufferevent_free(c->client);
 	if (c->upstream)
 		bufferevent_free(c->upstream);
-	if (c->head)
-		evbuffer_free(c->head);
-	for (size_t i = 0; i < c->n_allow; i++)
-		free(c->allow[i]);
-	free(c->allow);
+	egress_head_free(c->head);
 	free(c);
 }
 
+static const char *reason_phrase(int status)
+{
+	switch (status) {
+	case 400: return "Bad Request";
+	case 403: return "Forbidden";
+	case 414: return "URI Too Long";
+	case 429: return "Too Many Requests";
+	case 431: return "Request Header Fields Too Large";
+	case 502: return "Bad Gateway";
+	case 503: return "Service Unavailable";
+	default: return "Error";
+	}
+}
+
 /* Answer the client with a plain-text refusal and close once it is sent. */
-static void conn_refuse(struct egress_conn *c, int status, const char *reason, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+static void conn_refuse(struct egress_conn *c, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 static void close_after_write(struct bufferevent *bev, void *arg)
 {
@@ -129,7 +138,7 @@ static void close_on_event(struct bufferevent *bev, short what, void *arg)
 	conn_free(arg);
 }
 
-static void conn_refuse(struct egress_conn *c, int status, const char *reason, const char *fmt, ...)
+static void conn_refuse(struct egress_conn *c, int status, const char *fmt, ...)
 {
 	char msg[512];
 	va_list ap;
@@ -142,6 +151,7 @@ static void conn_refuse(struct egress_conn *c, int status, const char *reason, c
 		c->eg->stats.failed++;
 	log_info("egress: session %s (%s) %s %s:%d: %s", c->session[0] ? c->session : "-", c->src,
 		 status == 403 ? "DENIED" : "FAILED", c->host[0] ? c->host : "?", c->port, msg);
+	c->state = EC_REFUSING;
 	if (c->upstream) {
 		bufferevent_free(c->upstream);
 		c->upstream = NULL;
@@ -150,24 +160,137 @@ static void conn_refuse(struct egress_conn *c, int status, const char *reason, c
 	evbuffer_add_printf(out,
 			    "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nConnection: close\r\n"
 			    "Content-Length: %zu\r\n\r\nci egress proxy: %s\n",
-			    status, reason, strlen(msg) + 18, msg);
+			    status, reason_phrase(status), strlen(msg) + 18, msg);
 	bufferevent_disable(c->client, EV_READ);
 	bufferevent_setcb(c->client, NULL, close_after_write, close_on_event, c);
 }
 
 /* ---- splicing ---- */
 
-static void splice_read(struct bufferevent *from, void *arg)
+/* After the plain-HTTP request: the client may send more, it goes nowhere. */
+static void drop_client_input(struct egress_conn *c, struct evbuffer *in)
+{
+	size_t n = evbuffer_get_length(in);
+	if (n == 0)
+		return;
+	if (c->dropped == 0)
+		log_info("egress: session %s (%s) %s:%d: bytes after the request are not "
+			 "forwarded (one request per connection)",
+			 c->session, c->src, c->host, c->port);
+	c->dropped += n;
+	evbuffer_drain(in, n);
+}
+
+static void body_out(const char *data, size_t len, void *arg)
 {
 	struct egress_conn *c = arg;
+	evbuffer_add(bufferevent_get_output(c->upstream), data, len);
+}
+
+/* Plain HTTP, client to upstream: the body of the one request, re-framed,
+ * then nothing. Returns -1 when c was freed. */
+static int forward_request(struct egress_conn *c)
+{
+	struct evbuffer *in = bufferevent_get_input(c->client);
+	while (!c->request_sent) {
+		char buf[16384];
+		ev_ssize_t n = evbuffer_copyout(in, buf, sizeof(buf));
+		if (n < 0)
+			n = 0;
+		size_t used = 0;
+		struct err *e = NULL;
+		int rc = egress_head_body(c->head, buf, (size_t)n, &used, body_out, c, &e);
+		if (rc == EGRESS_HEAD_ERROR) {
+			c->eg->stats.failed++;
+			log_info("egress: session %s (%s) FAILED %s:%d: %s; connection closed",
+				 c->session, c->src, c->host, c->port, e->message);
+			err_free(e);
+			conn_free(c);
+			return -1;
+		}
+		evbuffer_drain(in, used);
+		if (rc == EGRESS_HEAD_DONE)
+			c->request_sent = true;
+		else if (used == 0 || evbuffer_get_length(in) == 0)
+			break;
+	}
+	if (c->request_sent)
+		drop_client_input(c, in);
+	return 0;
+}
+
+static void finish_then_close(struct bufferevent *bev, void *arg);
+static void close_on_event(struct bufferevent *bev, short what, void *arg);
+
+/* Plain HTTP, upstream to client: the answer passes unchanged, and once it
+ * is complete the connection has done its one request: the upstream goes,
+ * the client gets the rest of the answer and is closed (so a keep-alive
+ * client opens a new connection for its next request instead of waiting on
+ * this one). Returns -1 when the connection is closing (or gone). */
+static int forward_response(struct egress_conn *c)
+{
+	struct evbuffer *in = bufferevent_get_input(c->upstream);
+	struct evbuffer *out = bufferevent_get_output(c->client);
+	bool done = false;
+	while (evbuffer_get_length(in) > 0) {
+		char buf[16384];
+		ev_ssize_t n = evbuffer_copyout(in, buf, sizeof(buf));
+		size_t used = 0;
+		int rc = egress_head_response(c->head, buf, n > 0 ? (size_t)n : 0, &used);
+		if (rc == EGRESS_HEAD_ERROR) {
+			c->response_unwatched = true;
+			evbuffer_add_buffer(out, in);
+			return 0;
+		}
+		evbuffer_remove_buffer(in, out, used);
+		if (rc == EGRESS_HEAD_DONE) {
+			done = true;
+			break;
+		}
+	}
+	if (!done)
+		return 0;
+	evbuffer_drain(in, evbuffer_get_length(in)); /* nothing after the answer */
+	bufferevent_free(c->upstream);
+	c->upstream = NULL;
+	if (evbuffer_get_length(out) == 0) {
+		conn_free(c);
+		return -1;
+	}
+	bufferevent_disable(c->client, EV_READ);
+	bufferevent_setwatermark(c->client, EV_WRITE, 0, 0);
+	bufferevent_setcb(c->client, NULL, finish_then_close, close_on_event, c);
+	return -1;
+}
+
+/* Move what from sent to the other side; -1 when c was freed or is closing
+ * (the caller touches neither side then). */
+static int splice_move(struct egress_conn *c, struct bufferevent *from)
+{
 	struct bufferevent *to = from == c->client ? c->upstream : c->client;
+	if (to == NULL)
+		return 0;
 	struct evbuffer *out = bufferevent_get_output(to);
-	evbuffer_add_buffer(out, bufferevent_get_input(from));
+	if (from == c->client && !c->is_connect) {
+		if (forward_request(c) < 0)
+			return -1;
+	} else if (from == c->upstream && !c->is_connect && !c->response_unwatched) {
+		if (forward_response(c) < 0)
+			return -1;
+	} else {
+		evbuffer_add_buffer(out, bufferevent_get_input(from));
+	}
 	if (evbuffer_get_length(out) >= SPLICE_HIGH) {
 		/* The other side is slow: stop reading until it drains. */
 		bufferevent_disable(from, EV_READ);
 		bufferevent_setwatermark(to, EV_WRITE, SPLICE_HIGH / 2, SPLICE_HIGH / 2);
 	}
+	return 0;
+}
+
+static void splice_read(struct bufferevent *from, void *arg)
+{
+	splice_move(arg, from);
 }
 
 static void splice_drained(struct bufferevent *to, void *arg)
@@ -192,7 +315,8 @@ static void splice_event(struct bufferevent *bev, short what, void *arg)
 		return;
 	struct bufferevent *other = bev == c->client ? c->upstream : c->client;
 	/* Flush what the closing side sent, then close both. */
-	splice_read(bev, c);
+	if (splice_move(c, bev) < 0)
+		return;
 	if (bev == c->client) {
 		bufferevent_free(c->client);
 		c->client = NULL;
@@ -219,9 +343,9 @@ static void start_splice(struct egress_conn *c)
 	bufferevent_setcb(c->upstream, splice_read, splice_drained, splice_event, c);
 	bufferevent_enable(c->client, EV_READ | EV_WRITE);
 	bufferevent_enable(c->upstream, EV_READ | EV_WRITE);
-	/* Bytes the client sent after its request head go along. */
-	if (evbuffer_get_length(bufferevent_get_input(c->client)) > 0)
-		splice_read(c->client, c);
+	/* Bytes the client sent after its request head go along (a request
+	 * without a body is complete right away). c may be gone after this. */
+	splice_move(c, c->client);
 }
 
 /* ---- connecting ---- */
@@ -236,11 +360,14 @@ static void upstream_event(struct bufferevent *bev, short what, void *arg)
 		c->eg->stats.allowed++;
 		log_info("egress: session %s (%s) ALLOWED %s:%d", c->session, c->src, c->host,
 			 c->port);
-		if (c->is_connect)
+		if (c->is_connect) {
 			evbuffer_add_printf(bufferevent_get_output(c->client),
 					    "HTTP/1.1 200 Connection established\r\n\r\n");
-		else
-			evbuffer_add_buffer(bufferevent_get_output(c->upstream), c->head);
+		} else {
+			size_t len;
+			const char *head = egress_head_upstream(c->head, &len);
+			evbuffer_add(bufferevent_get_output(c->upstream), head, len);
+		}
 		start_splice(c);
 		return;
 	}
@@ -252,7 +379,7 @@ static void upstream_event(struct bufferevent *bev, short what, void *arg)
 static void try_next_addr(struct egress_conn *c)
 {
 	if (c->next_addr >= c->n_addrs) {
-		conn_refuse(c, 502, "Bad Gateway", "cannot connect to %s:%d", c->host, c->port);
+		conn_refuse(c, 502, "cannot connect to %s:%d", c->host, c->port);
 		return;
 	}
 	struct sockaddr_storage *sa = &c->addrs[c->next_addr++];
@@ -270,51 +397,51 @@ static void try_next_addr(struct egress_conn *c)
 	}
 }
 
-static bool same_ip(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+static void load_local_addrs(struct egress *eg)
 {
-	if (a->ss_family != b->ss_family)
-		return false;
-	if (a->ss_family == AF_INET)
-		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
-		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
-	return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
-		      &((const struct sockaddr_in6 *)b)->sin6_addr, 16) == 0;
+	struct ifaddrs *ifs = NULL;
+	eg->local_read_ms = clock_mono_ms();
+	if (getifaddrs(&ifs) < 0)
+		return;
+	eg->n_local = 0;
+	for (struct ifaddrs *i = ifs; i && eg->n_local < MAX_LOCAL; i = i->ifa_next) {
+		if (i->ifa_addr == NULL ||
+		    (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6))
+			continue;
+		memset(&eg->local[eg->n_local], 0, sizeof(eg->local[0]));
+		memcpy(&eg->local[eg->n_local++], i->ifa_addr,
+		       i->ifa_addr->sa_family == AF_INET ? sizeof(struct sockaddr_in)
+							 : sizeof(struct sockaddr_in6));
+	}
+	freeifaddrs(ifs);
 }
 
 /* Keep the resolved addresses that policy allows; explain a refusal. */
-static void filter_addrs(struct egress_conn *c, struct sockaddr_storage *in, size_t n)
+static void filter_addrs(struct egress_conn *c, const struct sockaddr_storage *in, size_t n)
 {
 	struct egress *eg = c->eg;
+	if (clock_mono_ms() - eg->local_read_ms > LOCAL_REFRESH_MS)
+		load_local_addrs(eg);
 	const char *why = NULL;
 	c->n_addrs = 0;
-	for (size_t i = 0; i < n; i++) {
-		struct sockaddr_storage *sa = &in[i];
-		bool trusted = false;
-		for (size_t t = 0; t < eg->n_trusted; t++)
-			if (same_ip(sa, &eg->trusted[t].addr) &&
-			    (eg->trusted[t].port == 0 || eg->trusted[t].port == c->port))
-				trusted = true;
-		enum addr_class cls = netpolicy_classify((struct sockaddr *)sa);
-		bool local = false;
-		for (size_t l = 0; l < eg->n_local; l++)
-			if (same_ip(sa, &eg->local[l]))
-				local = true;
-		if (!trusted && cls != ADDR_PUBLIC) {
-			why = netpolicy_class_name(cls);
+	for (size_t i = 0; i < n && c->n_addrs < MAX_ADDRS; i++) {
+		const char *no =
+		    netpolicy_refusal((const struct sockaddr *)&in[i], c->port, eg->trusted,
+				      eg->n_trusted, eg->local, eg->n_local);
+		if (no) {
+			why = no;
 			continue;
 		}
-		if (!trusted && local) {
-			why = "one of this host's own";
-			continue;
-		}
+		/* ::ffff:a.b.c.d is connected to as a.b.c.d, the address judged. */
+		struct sockaddr_storage *sa = &c->addrs[c->n_addrs++];
+		netpolicy_canonical((const struct sockaddr *)&in[i], sa);
 		if (sa->ss_family == AF_INET)
 			((struct sockaddr_in *)sa)->sin_port = htons((uint16_t)c->port);
 		else
 			((struct sockaddr_in6 *)sa)->sin6_port = htons((uint16_t)c->port);
-		c->addrs[c->n_addrs++] = *sa;
 	}
 	if (c->n_addrs == 0) {
-		conn_refuse(c, 403, "Forbidden",
+		conn_refuse(c, 403,
 			    "%s resolves only to %s addresses, which sandboxes may not reach",
 			    c->host, why ? why : "no usable");
 		return;
@@ -322,147 +449,114 @@ static void filter_addrs(struct egress_conn *c, struct sockaddr_storage *in, siz
 	try_next_addr(c);
 }
 
-static void dns_done(int result, struct evutil_addrinfo *res, void *arg)
+static void dns_done(const struct err *e, const struct sockaddr_storage *addrs, size_t n, void *arg)
 {
 	struct egress_conn *c = arg;
-	if (result == EVUTIL_EAI_CANCEL)
-		return; /* c is already gone */
-	c->dns_req = NULL;
-	if (result != 0) {
-		conn_refuse(c, 502, "Bad Gateway", "cannot resolve %s: %s", c->host,
-			    evutil_gai_strerror(result));
+	c->dns_req = NULL; /* the resolver frees it */
+	if (e) {
+		conn_refuse(c, 502, "cannot resolve %s: %s", c->host, e->message);
 		return;
 	}
-	struct sockaddr_storage addrs[MAX_ADDRS];
-	size_t n = 0;
-	for (struct evutil_addrinfo *ai = res; ai && n < MAX_ADDRS; ai = ai->ai_next)
-		if (ai->ai_addrlen <= sizeof(struct sockaddr_storage)) {
-			memset(&addrs[n], 0, sizeof(addrs[n]));
-			memcpy(&addrs[n++], ai->ai_addr, ai->ai_addrlen);
-		}
-	evutil_freeaddrinfo(res);
 	filter_addrs(c, addrs, n);
+}
+
+static int parse_ip(const char *s, struct sockaddr_storage *out)
+{
+	/* inet_pton, not inet_aton: dotted decimal only (no 0177.0.0.1, 127.1). */
+	memset(out, 0, sizeof(*out));
+	if (strchr(s, ':')) {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)out;
+		s6->sin6_family = AF_INET6;
+		return inet_pton(AF_INET6, s, &s6->sin6_addr) == 1 ? 0 : -1;
+	}
+	struct sockaddr_in *s4 = (struct sockaddr_in *)out;
+	s4->sin_family = AF_INET;
+	return netpolicy_host_kind(s) == NETPOLICY_IPV4 && inet_pton(AF_INET, s, &s4->sin_addr) == 1
+		   ? 0
+		   : -1;
 }
 
 static void resolve(struct egress_conn *c)
 {
 	struct egress *eg = c->eg;
 	struct sockaddr_storage addrs[MAX_ADDRS];
-	size_t n = 0;
-	/* An IP literal, or the operator's override, needs no DNS. */
-	struct sockaddr_storage lit;
-	int litlen = sizeof(lit);
-	char probe[NETPOLICY_HOST_MAX + 8];
-	snprintf(probe, sizeof(probe), strchr(c->host, ':') ? "[%s]:1" : "%s:1", c->host);
-	memset(&lit, 0, sizeof(lit));
-	if (evutil_parse_sockaddr_port(probe, (struct sockaddr *)&lit, &litlen) == 0) {
-		filter_addrs(c, &lit, 1);
+	c->state = EC_RESOLVING;
+	/* An IP literal (canonical: checked with the head), or the operator's
+	 * hosts file, needs no DNS. */
+	enum netpolicy_host_kind kind = netpolicy_host_kind(c->host);
+	if (kind == NETPOLICY_IPV4 || kind == NETPOLICY_IPV6) {
+		if (parse_ip(c->host, &addrs[0]) == 0)
+			filter_addrs(c, addrs, 1);
+		else
+			conn_refuse(c, 400, "'%s' is not an IP address", c->host);
 		return;
 	}
-	for (size_t i = 0; i < eg->n_overrides && n < MAX_ADDRS; i++)
-		if (strcasecmp(eg->overrides[i].name, c->host) == 0)
-			addrs[n++] = eg->overrides[i].addr;
+	size_t n = resolver_hosts_lookup(eg->resolver, c->host, addrs, MAX_ADDRS);
 	if (n > 0) {
 		filter_addrs(c, addrs, n);
 		return;
 	}
-	if (eg->dns == NULL) {
-		eg->dns = evdns_base_new(eg->base, EVDNS_BASE_INITIALIZE_NAMESERVERS);
-		if (eg->dns == NULL) {
-			conn_refuse(c, 502, "Bad Gateway",
-				    "no DNS resolver is configured on the host");
-			return;
-		}
+	struct err *e = NULL;
+	c->dns_req = resolver_query(eg->resolver, c->host, dns_done, c, &e);
+	if (c->dns_req == NULL) {
+		conn_refuse(c, 502, "cannot resolve %s: %s", c->host, e->message);
+		err_free(e);
 	}
-	struct evutil_addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
-	c->state = EC_RESOLVING;
-	char port[8];
-	snprintf(port, sizeof(port), "%d", c->port);
-	c->dns_req = evdns_getaddrinfo(eg->dns, c->host, port, &hints, dns_done, c);
 }
 
 /* ---- the request head ---- */
+
+/* The head is complete and well formed: is this destination allowed? */
+static void head_done(struct egress_conn *c)
+{
+	bufferevent_disable(c->client, EV_READ);
+	c->is_connect = egress_head_is_connect(c->head);
+	snprintf(c->host, sizeof(c->host), "%s", egress_head_host(c->head));
+	c->port = egress_head_port(c->head);
+	enum netpolicy_host_kind kind = netpolicy_host_kind(c->host);
+	if (kind == NETPOLICY_AMBIGUOUS || kind == NETPOLICY_INVALID) {
+		/* 0177.0.0.1, 127.1, 0x7f.1: every client library reads these its
+		 * own way; only the plain dotted-decimal form is taken. */
+		conn_refuse(c, 400, "'%s' is not a canonical IP address or a host name", c->host);
+		return;
+	}
+	/* The allowlist as it is now (a PATCH may have come since accept), and
+	 * the session that owns the address now. */
+	struct egress_peer peer = {0};
+	if (!c->eg->lookup(c->src, &peer, c->eg->arg) || strcmp(peer.session_id, c->session) != 0) {
+		conn_refuse(c, 403, "no session owns source address %s", c->src);
+		return;
+	}
+	if (!netpolicy_allowed(peer.allow, peer.n_allow, c->host, c->port)) {
+		conn_refuse(c, 403, "%s:%d is not on this session's allowlist (network.allow)",
+			    c->host, c->port);
+		return;
+	}
+	resolve(c);
+}
 
 static void head_read(struct bufferevent *bev, void *arg)
 {
 	struct egress_conn *c = arg;
 	struct evbuffer *in = bufferevent_get_input(bev);
-	struct evbuffer_ptr end = evbuffer_search(in, "\r\n\r\n", 4, NULL);
-	if (end.pos < 0) {
-		if (evbuffer_get_length(in) > REQUEST_HEAD_MAX)
-			conn_refuse(c, 431, "Request Header Fields Too Large",
-				    "request head too large");
-		return;
-	}
-	if ((size_t)end.pos + 4 > REQUEST_HEAD_MAX) {
-		conn_refuse(c, 431, "Request Header Fields Too Large", "request head too large");
-		return;
-	}
-	size_t hlen = (size_t)end.pos + 4;
-	AUTOFREE char *block = xmalloc(hlen + 1);
-	evbuffer_remove(in, block, hlen);
-	block[hlen] = '\0';
-	bufferevent_disable(bev, EV_READ);
-	char *save = NULL, *line = strtok_r(block, "\r\n", &save);
-	char method[16], target[8192], version[16];
-	if (line == NULL || strlen(line) >= sizeof(target) ||
-	    sscanf(line, "%15s %8191s %15s", method, target, version) != 3 ||
-	    strncmp(version, "HTTP/1.", 7) != 0) {
-		conn_refuse(c, 400, "Bad Request", "malformed proxy request");
-		return;
-	}
-	const char *authority;
-	const char *path = "/";
-	char auth_buf[NETPOLICY_HOST_MAX + 16];
-	int default_port;
-	c->is_connect = strcasecmp(method, "CONNECT") == 0;
-	if (c->is_connect) {
-		authority = target;
-		default_port = 443;
-	} else if (strncasecmp(target, "http://", 7) == 0) {
-		const char *h = target + 7, *slash = strchr(h, '/');
-		size_t alen = slash ? (size_t)(slash - h) : strlen(h);
-		if (alen >= sizeof(auth_buf) || memchr(h, '@', alen)) {
-			conn_refuse(c, 400, "Bad Request", "bad URL authority");
+	while (evbuffer_get_length(in) > 0) {
+		char buf[4096];
+		ev_ssize_t n = evbuffer_copyout(in, buf, sizeof(buf));
+		size_t used = 0;
+		int status = 400;
+		struct err *e = NULL;
+		int rc = egress_head_feed(c->head, buf, n > 0 ? (size_t)n : 0, &used, &status, &e);
+		evbuffer_drain(in, used);
+		if (rc == EGRESS_HEAD_ERROR) {
+			conn_refuse(c, status, "%s", e->message);
+			err_free(e);
 			return;
 		}
-		memcpy(auth_buf, h, alen);
-		auth_buf[alen] = '\0';
-		authority = auth_buf;
-		path = slash ? slash : "/";
-		default_port = 80;
-	} else {
-		conn_refuse(c, 400, "Bad Request",
-			    "only CONNECT and absolute http:// URLs are proxied (use HTTPS_PROXY "
-			    "for https)");
-		return;
-	}
-	struct err *e = NULL;
-	if (netpolicy_split(authority, default_port, c->host, sizeof(c->host), &c->port, &e) < 0) {
-		conn_refuse(c, 400, "Bad Request", "%s", e->message);
-		err_free(e);
-		return;
-	}
-	if (!netpolicy_allowed(c->allow, c->n_allow, c->host, c->port)) {
-		conn_refuse(c, 403, "Forbidden",
-			    "%s:%d is not on this session's allowlist (network.allow)", c->host,
-			    c->port);
-		return;
-	}
-	if (!c->is_connect) {
-		/* Origin form toward the server; one request per connection, so a
-		 * second request cannot ride to a host that was never checked. */
-		c->head = evbuffer_new();
-		evbuffer_add_printf(c->head, "%s %s %s\r\n", method, path, version);
-		while ((line = strtok_r(NULL, "\r\n", &save)) != NULL) {
-			if (strncasecmp(line, "Proxy-", 6) == 0 ||
-			    strncasecmp(line, "Connection:", 11) == 0)
-				continue;
-			evbuffer_add_printf(c->head, "%s\r\n", line);
+		if (rc == EGRESS_HEAD_DONE) {
+			head_done(c);
+			return;
 		}
-		evbuffer_add_printf(c->head, "Connection: close\r\n\r\n");
 	}
-	resolve(c);
 }
 
 static void head_event(struct bufferevent *bev, short what, void *arg)
@@ -498,7 +592,7 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 			  sizeof(c->src));
 	struct egress_peer peer = {0};
 	if (!eg->lookup(c->src, &peer, eg->arg)) {
-		conn_refuse(c, 403, "Forbidden", "no session owns source address %s", c->src);
+		conn_refuse(c, 403, "no session owns source address %s", c->src);
 		return;
 	}
 	snprintf(c->session, sizeof(c->session), "%s", peer.session_id);
@@ -507,71 +601,68 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 	LIST_FOREACH (o, &eg->conns, link)
 		mine += o != c && strcmp(o->session, c->session) == 0;
 	if (mine >= MAX_CONNS_PER_SESSION) {
-		conn_refuse(c, 429, "Too Many Requests",
-			    "this session already has %d proxy connections open",
+		conn_refuse(c, 429, "this session already has %d proxy connections open",
 			    MAX_CONNS_PER_SESSION);
 		return;
 	}
 	if (!fd_room) {
-		conn_refuse(c, 503, "Service Unavailable",
-			    "the daemon is near its file-descriptor limit; retry later");
+		conn_refuse(c, 503, "the daemon is near its file-descriptor limit; retry later");
 		return;
 	}
-	c->allow = xcalloc(peer.n_allow, sizeof(char *));
-	for (size_t i = 0; i < peer.n_allow; i++)
-		c->allow[c->n_allow++] = xstrdup(peer.allow[i]);
+	c->head = egress_head_new();
 	struct timeval tv = {HEAD_TIMEOUT_S, 0};
 	bufferevent_set_timeouts(c->client, &tv, &tv);
-	bufferevent_setwatermark(c->client, EV_READ, 0, REQUEST_HEAD_MAX + 1024);
+	bufferevent_setwatermark(c->client, EV_READ, 0, EGRESS_HEAD_MAX + 1024);
 	bufferevent_setcb(c->client, head_read, NULL, head_event, c);
 	bufferevent_enable(c->client, EV_READ | EV_WRITE);
 }
 
-/* ---- set-up ---- */
+/* ---- policy changes ---- */
 
-static int parse_ip(const char *s, struct sockaddr_storage *out)
+size_t egress_session_allow_changed(struct egress *eg, const char *session_id, char *const *allow,
+				    size_t n_allow)
 {
-	char probe[96];
-	snprintf(probe, sizeof(probe), strchr(s, ':') ? "[%s]:1" : "%s:1", s);
-	int len = sizeof(*out);
-	memset(out, 0, sizeof(*out));
-	return evutil_parse_sockaddr_port(probe, (struct sockaddr *)out, &len);
-}
-
-static int load_overrides(struct egress *eg, const char *path, struct err **errp)
-{
-	FILE *f = fopen(path, "r");
-	if (f == NULL)
-		return err_set(errp, ERR_BAD_REQUEST, "egress hosts file %s: %s", path,
-			       strerror(errno));
-	char line[1024];
-	int lineno = 0;
-	while (fgets(line, sizeof(line), f)) {
-		lineno++;
-		char *hash = strchr(line, '#');
-		if (hash)
-			*hash = '\0';
-		char *save = NULL, *ip = strtok_r(line, " \t\r\n", &save);
-		if (ip == NULL)
+	if (eg == NULL)
+		return 0;
+	size_t closed = 0;
+	for (struct egress_conn *c = LIST_FIRST(&eg->conns), *next; c; c = next) {
+		next = LIST_NEXT(c, link);
+		/* Connections still reading their head look the list up when it
+		 * is complete; refusals are closing anyway. */
+		if (strcmp(c->session, session_id) != 0 || c->state == EC_HEAD ||
+		    c->state == EC_REFUSING || netpolicy_allowed(allow, n_allow, c->host, c->port))
 			continue;
-		struct sockaddr_storage addr;
-		if (parse_ip(ip, &addr) < 0) {
-			fclose(f);
-			return err_set(errp, ERR_BAD_REQUEST, "%s:%d: '%s' is not an IP address",
-				       path, lineno, ip);
-		}
-		for (char *name = strtok_r(NULL, " \t\r\n", &save); name;
-		     name = strtok_r(NULL, " \t\r\n", &save)) {
-			if (eg->n_overrides >= MAX_OVERRIDES || strlen(name) > NETPOLICY_HOST_MAX)
-				continue;
-			struct override *o = &eg->overrides[eg->n_overrides++];
-			snprintf(o->name, sizeof(o->name), "%s", name);
-			o->addr = addr;
-		}
+		log_info("egress: session %s (%s) CLOSED %s %s:%d: no longer on the allowlist",
+			 c->session, c->src, c->is_connect ? "tunnel" : "request", c->host,
+			 c->port);
+		eg->stats.closed_by_policy++;
+		conn_free(c);
+		closed++;
 	}
-	fclose(f);
-	return 0;
+	return closed;
 }
+
+size_t egress_session_ended(struct egress *eg, const char *session_id)
+{
+	if (eg == NULL)
+		return 0;
+	size_t closed = 0;
+	for (struct egress_conn *c = LIST_FIRST(&eg->conns), *next; c; c = next) {
+		next = LIST_NEXT(c, link);
+		if (strcmp(c->session, session_id) != 0)
+			continue;
+		if (c->state != EC_REFUSING)
+			eg->stats.closed_by_policy++;
+		conn_free(c);
+		closed++;
+	}
+	if (closed)
+		log_info("egress: session %s ended: %zu proxy connections closed", session_id,
+			 closed);
+	return closed;
+}
+
+/* ---- set-up ---- */
 
 static int parse_trusted(struct egress *eg, const char *list, struct err **errp)
 {
@@ -579,35 +670,20 @@ static int parse_trusted(struct egress *eg, const char *list, struct err **errp)
 	char *save = NULL;
 	for (char *tok = strtok_r(copy, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
 		if (eg->n_trusted >= MAX_TRUSTED)
-			break;
-		struct trusted *t = &eg->trusted[eg->n_trusted];
+			return err_set(errp, ERR_BAD_REQUEST,
+				       "egress-trusted: more than %d entries", MAX_TRUSTED);
+		struct netpolicy_trusted *t = &eg->trusted[eg->n_trusted];
 		char host[NETPOLICY_HOST_MAX + 1];
 		int port = 0;
-		if (netpolicy_split(tok, 0, host, sizeof(host), &port, errp) < 0 ||
-		    parse_ip(host, &t->addr) < 0)
+		if (netpolicy_split(tok, 0, host, sizeof(host), &port, NULL) < 0 ||
+		    (strchr(host, ':') && tok[0] != '[') || parse_ip(host, &t->addr) < 0)
 			return err_set(errp, ERR_BAD_REQUEST,
-				       "egress-trusted: '%s' is not IP[:PORT]", tok);
+				       "egress-trusted: '%s' is not IP[:PORT] ([IPv6][:PORT])",
+				       tok);
 		t->port = port;
 		eg->n_trusted++;
 	}
 	return 0;
-}
-
-static void load_local_addrs(struct egress *eg)
-{
-	struct ifaddrs *ifs = NULL;
-	if (getifaddrs(&ifs) < 0)
-		return;
-	for (struct ifaddrs *i = ifs; i && eg->n_local < 64; i = i->ifa_next) {
-		if (i->ifa_addr == NULL ||
-		    (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6))
-			continue;
-		memset(&eg->local[eg->n_local], 0, sizeof(eg->local[0]));
-		memcpy(&eg->local[eg->n_local++], i->ifa_addr,
-		       i->ifa_addr->sa_family == AF_INET ? sizeof(struct sockaddr_in)
-							 : sizeof(struct sockaddr_in6));
-	}
-	freeifaddrs(ifs);
 }
 
 struct egress *egress_new(struct event_base *base, const char *hosts_file, const char *trusted,
@@ -619,8 +695,11 @@ struct egress *egress_new(struct event_base *base, const char *hosts_file, const
 	eg->arg = arg;
 	LIST_INIT(&eg->listeners);
 	LIST_INIT(&eg->conns);
-	if ((hosts_file && *hosts_file && load_overrides(eg, hosts_file, errp) < 0) ||
-	    (trusted && *trusted && parse_trusted(eg, trusted, errp) < 0)) {
+	/* hosts-only until told otherwise: whoever forgets egress_set_resolver
+	 * gets no DNS rather than DNS nobody configured. */
+	eg->resolver = resolver_new(base, "hosts-only", hosts_file, errp);
+	if (eg->resolver == NULL || (trusted && *trusted && parse_trusted(eg, trusted, errp) < 0)) {
+		resolver_free(eg->resolver);
 		free(eg);
 		return NULL;
 	}
@@ -628,11 +707,40 @@ struct egress *egress_new(struct event_base *base, const char *hosts_file, const
 	return eg;
 }
 
+int egress_set_resolver(struct egress *eg, const char *spec, struct err **errp)
+{
+	if (resolver_set_spec(eg->resolver, spec, errp) < 0)
+		return -1;
+	log_info("egress: resolver %s", spec);
+	return 0;
+}
+
+int egress_reload_hosts(struct egress *eg, struct err **errp)
+{
+	size_t names = 0;
+	if (resolver_reload(eg->resolver, &names, errp) < 0) {
+		log_warn("egress: hosts file not reloaded, the previous one stays in use: %s",
+			 (errp && *errp) ? (*errp)->message : "?");
+		return -1;
+	}
+	load_local_addrs(eg);
+	log_info("egress: hosts file reloaded (%zu names)", names);
+	return 0;
+}
+
 int egress_listen(struct egress *eg, const char *ip, int port, int *bound, struct err **errp)
 {
 	struct sockaddr_storage ss;
 	if (parse_ip(ip, &ss) < 0)
 		return err_set(errp, ERR_INTERNAL, "egress: bad listen address %s", ip);
+	struct egress_listener *el;
+	LIST_FOREACH (el, &eg->listeners, link) {
+		struct sockaddr_storage a = el->addr, b = ss;
+		if (port != 0 && el->port == port && memcmp(&a, &b, sizeof(a)) == 0) {
+			*bound = port; /* already there (a retried network set-up) */
+			return 0;
+		}
+	}
 	if (ss.ss_family == AF_INET)
 		((struct sockaddr_in *)&ss)->sin_port = htons((uint16_t)port);
 	else
@@ -644,23 +752,28 @@ int egress_listen(struct egress *eg, const char *ip, int port, int *bound, struc
 	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC, 256,
 	    (struct sockaddr *)&ss, (int)len);
 	if (l == NULL)
-		return err_set(errp, ERR_UNAVAILABLE, "egress: listen on %s:%d: %s", ip, port,
-			       strerror(errno));
+		return err_set(errp, ERR_UNAVAILABLE,
+			       "egress: listen on %s:%d: %s (another proxy on that port? see "
+			       "--egress-proxy-port)",
+			       ip, port, strerror(errno));
 	struct sockaddr_storage got;
 	socklen_t glen = sizeof(got);
 	getsockname(evconnlistener_get_fd(l), (struct sockaddr *)&got, &glen);
 	*bound = ntohs(got.ss_family == AF_INET ? ((struct sockaddr_in *)&got)->sin_port
 						: ((struct sockaddr_in6 *)&got)->sin6_port);
 	listen_guard_watch(l, "egress proxy", NULL, NULL); /* EMFILE: back off */
-	struct egress_listener *el = xcalloc(1, sizeof(*el));
+	el = xcalloc(1, sizeof(*el));
 	el->l = l;
+	parse_ip(ip, &el->addr);
+	el->port = *bound;
 	LIST_INSERT_HEAD(&eg->listeners, el, link);
 	load_local_addrs(eg); /* the new bridge address is one of ours now */
 	return 0;
 }
 
-const struct egress_stats *egress_get_stats(const struct egress *eg)
+const struct egress_stats *egress_get_stats(struct egress *eg)
 {
+	eg->stats.dns_queries = resolver_queries_sent(eg->resolver);
 	return &eg->stats;
 }
 
@@ -677,7 +790,6 @@ void egress_free(struct egress *eg)
 	}
 	while (!LIST_EMPTY(&eg->conns))
 		conn_free(LIST_FIRST(&eg->conns));
-	if (eg->dns)
-		evdns_base_free(eg->dns, 1);
+	resolver_free(eg->resolver);
 	free(eg);
 }

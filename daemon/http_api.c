@@ -182,6 +182,10 @@ static void handle_metrics(struct http_api *api, struct http_req *req)
 	    "ci_egress_decisions_total{decision=\"allowed\"} %" PRIu64 "\n"
 	    "ci_egress_decisions_total{decision=\"denied\"} %" PRIu64 "\n"
 	    "ci_egress_decisions_total{decision=\"failed\"} %" PRIu64 "\n"
+	    "# HELP ci_egress_closed_total Open proxy connections closed by a PATCH or a session's "
+	    "end.\n# TYPE ci_egress_closed_total counter\nci_egress_closed_total %" PRIu64 "\n"
+	    "# HELP ci_egress_dns_queries_total DNS queries the egress resolver sent.\n"
+	    "# TYPE ci_egress_dns_queries_total counter\nci_egress_dns_queries_total %" PRIu64 "\n"
 	    "# HELP ci_pool_size Warm sandboxes ready to be claimed.\n# TYPE ci_pool_size gauge\n"
 	    "ci_pool_size %zu\n"
 	    "# HELP ci_pool_hits_total Creates served from the warm pool.\n"
@@ -193,8 +197,8 @@ static void handle_metrics(struct http_api *api, struct http_req *req)
 	    manager_count(api->mgr), api->requests, api->creates, api->create_failures,
 	    api->execs[EXEC_OK], api->execs[EXEC_ERROR], api->execs[EXEC_TIMEOUT],
 	    api->execs[EXEC_KILLED], docker_reachable(api->docker) ? 1 : 0,
-	    store_connected(api->store) ? 1 : 0, es->allowed, es->denied, es->failed, pool_ready,
-	    pool_hits, pool_misses, lag_ms);
+	    store_connected(api->store) ? 1 : 0, es->allowed, es->denied, es->failed,
+	    es->closed_by_policy, es->dns_queries, pool_ready, pool_hits, pool_misses, lag_ms);
 	http_req_reply(req, 200, "text/plain; version=0.0.4", buf, (size_t)n);
 }
 

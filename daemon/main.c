@@ -35,6 +35,7 @@ struct daemon_ctx {
 	int64_t drain_deadline_ms;
 	int64_t exit_deadline_ms;
 	struct docker *docker;
+	struct egress *egress;
 	struct event *drain_timer;
 	struct event *fd_timer;
 	bool fd_short; /* the budget refuses new sessions and tunnels */
@@ -228,6 +229,9 @@ static void on_reload_signal(evutil_socket_t sig, short what, void *arg)
 	config_free(&fresh);
 	log_threshold = (enum log_level)log_level_parse(d->cfg->log_level);
 	log_info("SIGHUP: configuration reloaded; changed: %s", changed[0] ? changed : "nothing");
+	struct err *he = NULL;
+	if (egress_reload_hosts(d->egress, &he) < 0)
+		err_free(he); /* logged there; the previous hosts file stays in use */
 }
 
 int main(int argc, char **argv)
@@ -272,8 +276,9 @@ int main(int argc, char **argv)
 		goto fail;
 	egress =
 	    egress_new(d.base, cfg.egress_hosts_file, cfg.egress_trusted, egress_lookup, &d, &e);
-	if (egress == NULL)
+	if (egress == NULL || egress_set_resolver(egress, cfg.egress_resolver, &e) < 0)
 		goto fail;
+	d.egress = egress;
 	net = net_new(d.base, &cfg, docker, egress);
 	d.mgr = manager_new(d.base, &cfg, docker, store, net, &e);
 	if (d.mgr == NULL)

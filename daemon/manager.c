@@ -1041,6 +1041,7 @@ void msession_end(struct msession *ms, enum session_state st, const char *reason
 	}
 	ms->s->state = st;
 	ms->end_reason = xstrdup(reason);
+	egress_session_ended(net_egress(ms->m->net), ms->s->id);
 	manager_emit(ms->m, st == SESSION_EXPIRED ? "expired" : "ended", ms->s, reason);
 	struct teardown_op *op = xcalloc(1, sizeof(*op));
 	op->ms = ms;
@@ -1289,6 +1290,7 @@ int manager_patch(struct manager *m, const char *id, const char *tenant, yajl_va
 	scratch->n_allow = 0;
 	session_free(scratch);
 	log_info("session %s: allowlist now has %zu entries", id, ms->s->n_allow);
+	egress_session_allow_changed(net_egress(m->net), id, ms->s->allow, ms->s->n_allow);
 	msession_touch(ms);
 	msession_persist(ms);
 	return 0;

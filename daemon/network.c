@@ -164,7 +164,11 @@ static void inspected(const struct docker_response *resp, void *arg)
 	snprintf(n->gateway, sizeof(n->gateway), "%s", gw);
 	yajl_tree_free(v);
 	struct err *le = NULL;
-	if (egress_listen(n->egress, n->gateway, 0, &n->port, &le) < 0) {
+	/* A fixed port: containers adopted after a restart keep the proxy URL
+	 * they were started with, and the firewall opens the same port. The
+	 * gateway differs per bridge, so daemons on one host do not collide. */
+	if (egress_listen(n->egress, n->gateway, (int)n->cfg->egress_proxy_port, &n->port, &le) <
+	    0) {
 		fail(n, le->message);
 		err_free(le);
 		return;
@@ -242,4 +246,9 @@ const char *net_name(const struct sandbox_net *n)
 const char *net_proxy_url(const struct sandbox_net *n)
 {
 	return n->proxy_url;
+}
+
+struct egress *net_egress(const struct sandbox_net *n)
+{
+	return n ? n->egress : NULL;
 }

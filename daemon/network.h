@@ -32,4 +32,7 @@ void net_ensure(struct sandbox_net *n, net_ready_cb cb, void *arg);
 const char *net_name(const struct sandbox_net *n);
 const char *net_proxy_url(const struct sandbox_net *n);
 
+/* The egress proxy behind the network (borrowed; NULL when n is NULL). */
+struct egress *net_egress(const struct sandbox_net *n);
+
 #endif

@@ -8,6 +8,7 @@
 #include <uuid/uuid.h>
 
 #include "json.h"
+#include "netpolicy.h"
 #include "xalloc.h"
 
 static const char *const state_names[] = {
@@ -124,45 +125,11 @@ static int check_keys(yajl_val obj, const char *where, const char *const *known,
 	return 0;
 }
 
-/* host, host:port, *.suffix or *.suffix:port; letters, digits, dots, dashes
- * (IPv6 literals in brackets too). The egress proxy interprets them. */
+/* host, host:port, *.suffix or *.suffix:port, a canonical IPv4 literal or
+ * [IPv6]; netpolicy holds the rules (the egress proxy interprets them). */
 static bool allow_entry_valid(const char *s)
 {
-	size_t n = strlen(s);
-	if (n == 0 || n > 260)
-		return false;
-	const char *host = s, *colon = strrchr(s, ':');
-	size_t hlen = n;
-	if (s[0] == '[') {
-		const char *close = strchr(s, ']');
-		if (close == NULL)
-			return false;
-		colon = close[1] == ':' ? close + 1 : (close[1] == '\0' ? NULL : close);
-		if (colon && *colon != ':')
-			return false;
-		hlen = (size_t)(close - s + 1);
-	} else if (colon) {
-		hlen = (size_t)(colon - s);
-	}
-	if (colon) {
-		char *end = NULL;
-		long port = strtol(colon + 1, &end, 10);
-		if (end == colon + 1 || *end != '\0' || port < 1 || port > 65535)
-			return false;
-	}
-	if (hlen == 0)
-		return false;
-	if (host[0] == '[')
-		return true;
-	size_t start = 0;
-	if (hlen > 2 && host[0] == '*' && host[1] == '.')
-		start = 2;
-	for (size_t i = start; i < hlen; i++) {
-		char c = host[i];
-		if (!(isalnum((unsigned char)c) || c == '.' || c == '-'))
-			return false;
-	}
-	return host[start] != '.' && host[hlen - 1] != '.';
+	return netpolicy_check_entry(s, NULL) == 0;
 }
 
 static bool env_key_valid(const char *k)
@@ -275,11 +242,12 @@ static int take_network(yajl_val body, struct session *s, struct err **errp)
 		if (!YAJL_IS_STRING(e))
 			return err_set(errp, ERR_BAD_REQUEST,
 				       "network.allow[%zu]: expected a string", i);
-		if (!allow_entry_valid(e->u.string))
-			return err_set(
-			    errp, ERR_BAD_REQUEST,
-			    "network.allow[%zu]: '%.64s' is not HOST[:PORT] or *.SUFFIX[:PORT]", i,
-			    e->u.string);
+		struct err *why = NULL;
+		if (netpolicy_check_entry(e->u.string, &why) < 0) {
+			err_set(errp, ERR_BAD_REQUEST, "network.allow[%zu]: %s", i, why->message);
+			err_free(why);
+			return -1;
+		}
 		s->allow[s->n_allow++] = xstrdup(e->u.string);
 	}
 	return 0;

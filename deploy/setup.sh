@@ -14,6 +14,8 @@ die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
 PACKAGES=(
 	# build
 	gcc make pkg-config libevent-dev libcurl4-openssl-dev libyajl-dev libhiredis-dev uuid-dev
+	# llhttp's C sources (/usr/share/llhttp), built with the daemon (see the Makefile)
+	node-llhttp
 	# services
 	docker.io containerd runc iptables redis-server redis-tools
 	# the sandbox image is built from Debian packages, no registry

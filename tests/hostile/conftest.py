@@ -6,16 +6,26 @@ without clashing with this file's own module name `conftest`.
 
 One daemon serves the whole suite. It is started with the egress flags the
 network cases need:
+  --egress-resolver    hosts-only: no DNS query is ever sent, whatever a case
+                       asks for (test_egress_dns.py checks that it is so)
   --egress-hosts-file  names of our own: allowed.test/later.test/rebind.test ->
-                       127.0.0.1, private.test -> 10.0.0.1 (refused before any
-                       connect, so no packet ever goes there)
-  --egress-trusted     127.0.0.1:<our HTTP server's port> only
+                       127.0.0.1; private.test -> the gateway (host side) of the
+                       suite's own sandbox bridge, added once that network
+                       exists (Hostile.map_private_name: the file is rewritten
+                       and re-read on SIGHUP), refused as private before any
+                       connect
+  --egress-trusted     127.0.0.1:<port> of our HTTP server and of our recording
+                       TCP server only
 Servers of our own run on the host for the whole suite and are stopped at the
-end: an HTTP server on 127.0.0.1 (the positive case), a TCP and a UDP listener
-on 0.0.0.0 and a redis-server on 0.0.0.0 (the firewall cases: they record
-every peer, so a test can tell that nothing from a sandbox reached them).
+end: an HTTP server on 127.0.0.1 (the positive case), a recording TCP server
+on 127.0.0.1 (it keeps every byte each connection brought, and when each
+closed), a TCP and a UDP listener on 0.0.0.0 and a redis-server on 0.0.0.0
+(the firewall cases: they record every peer, so a test can tell that nothing
+from a sandbox reached them).
 Every network destination of this suite is on this machine: loopback, the
 gateway (host side) of the daemon's own sandbox network, or our containers.
+No IP literal other than loopback appears here; the gateway is read from
+`docker network inspect`.
 """
 import contextlib
 import http.server
@@ -93,6 +103,86 @@ class HttpServer:
     def stop(self):
         self.srv.shutdown()
         self.srv.server_close()
+
+
+class RecordingServer:
+    """A TCP server of ours on 127.0.0.1 that keeps, per connection, every
+    byte received and whether the peer closed. On the first request head of a
+    connection it answers a small keep-alive response (whatever the request
+    said about closing; no answer to a path with /hold, nor to tunnel data
+    starting with TUNNEL) and then keeps reading: so a second request that
+    reaches it is recorded, and a connection stays open until the other side
+    closes it."""
+
+    RESPONSE = b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\nConnection: keep-alive\r\n\r\nrecorded\n"
+
+    def __init__(self):
+        self.srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.srv.bind(("127.0.0.1", 0))
+        self.srv.listen(256)
+        self.port = self.srv.getsockname()[1]
+        self.lock = threading.Lock()
+        self.conns = []  # dicts: data (bytes), closed (bool), answered (bool)
+        self.stopping = False
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self):
+        while not self.stopping:
+            try:
+                c, _ = self.srv.accept()
+            except OSError:
+                return
+            rec = {"data": b"", "closed": False, "answered": False, "sock": c}
+            with self.lock:
+                self.conns.append(rec)
+            threading.Thread(target=self._serve, args=(c, rec), daemon=True).start()
+
+    def _serve(self, c, rec):
+        try:
+            while True:
+                chunk = c.recv(65536)
+                if not chunk:
+                    break
+                with self.lock:
+                    rec["data"] += chunk
+                    answer = not rec["answered"] and b"\r\n\r\n" in rec["data"] \
+                        and not rec["data"].startswith(b"TUNNEL") \
+                        and b"/hold" not in rec["data"].split(b"\r\n")[0]
+                    if answer:
+                        rec["answered"] = True
+                if answer:
+                    c.sendall(self.RESPONSE)
+        except OSError:
+            pass
+        finally:
+            with self.lock:
+                rec["closed"] = True
+            c.close()
+
+    def count(self):
+        with self.lock:
+            return len(self.conns)
+
+    def since(self, n):
+        """Snapshots of the connections accepted after the first n."""
+        with self.lock:
+            return [dict(data=r["data"], closed=r["closed"]) for r in self.conns[n:]]
+
+    def stop(self):
+        self.stopping = True
+        try:
+            self.srv.close()
+        except OSError:
+            pass
+        with self.lock:
+            socks = [r["sock"] for r in self.conns if not r["closed"]]
+        for c in socks:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
 
 class Listeners:
@@ -200,16 +290,20 @@ class Hostile:
     """The shared daemon, its servers, a neighbour session and the checks every
     case ends with."""
 
-    def __init__(self, daemon, http, listeners, open_redis, hosts_file):
+    wait_for = staticmethod(wait_for)
+
+    def __init__(self, daemon, http, recorder, listeners, open_redis, hosts_file):
         self.d = daemon
         self.api = daemon.api
         self.http = http
+        self.recorder = recorder
         self.listeners = listeners
         self.open_redis = open_redis
         self.hosts_file = hosts_file
         self.created = []
         self.neighbour = self.create()
         self._gateway = None
+        self._private_mapped = False
 
     # sessions
     def create(self, limits=None, **body):
@@ -281,6 +375,78 @@ class Hostile:
             self._gateway = doc["IPAM"]["Config"][0]["Gateway"]
         return self._gateway
 
+    def reload_hosts(self, text):
+        """Rewrite the daemon's hosts file and have it re-read (SIGHUP);
+        returns once the daemon logged the reload."""
+        before = self.d.read_log().count("egress: hosts file reloaded")
+        with open(self.hosts_file, "w") as f:
+            f.write(text)
+        self.d.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: self.d.read_log().count("egress: hosts file reloaded") > before, 10,
+                 what="the daemon to re-read its egress hosts file")
+
+    def map_private_name(self):
+        """private.test -> the gateway of our own sandbox bridge: a private
+        address of this very host, which the proxy must refuse before it
+        connects. Needs the sandbox network (a networked session exists)."""
+        if not self._private_mapped:
+            self.reload_hosts(_HOSTS + "%s private.test\n" % self.gateway())
+            self._private_mapped = True
+
+    def run_json(self, s, code):
+        """Run code in session s; its last line of stdout is JSON."""
+        r = self.exec(s["id"], code)
+        assert r["status"] == "ok", r
+        return json.loads(r["stdout"].strip().splitlines()[-1])
+
+    def proxy_raw(self, s, raws, timeout=15):
+        """From inside session s: send each of raws (bytes) on a connection of
+        its own to the proxy (HTTP_PROXY) and read until the proxy closes;
+        returns the answers as text."""
+        return self.run_json(s, r"""
+import json, os, socket, urllib.parse
+p = urllib.parse.urlsplit(os.environ['HTTP_PROXY'])
+def ask(raw):
+    c = socket.create_connection((p.hostname, p.port), timeout=%d)
+    try:
+        c.sendall(raw)
+        data = b''
+        while True:
+            try:
+                chunk = c.recv(65536)
+            except OSError as e:
+                data += ('<%%s>' %% type(e).__name__).encode()
+                break
+            if not chunk:
+                break
+            data += chunk
+            # one whole response (they all carry a Content-Length): done,
+            # even when the server would keep the connection open
+            if b'\r\n\r\n' in data:
+                head, body = data.split(b'\r\n\r\n', 1)
+                for line in head.split(b'\r\n')[1:]:
+                    k, _, v = line.partition(b':')
+                    if k.strip().lower() == b'content-length' and len(body) >= int(v):
+                        return data.decode(errors='replace')
+        return data.decode(errors='replace')
+    finally:
+        c.close()
+print(json.dumps([ask(r) for r in %r]))
+""" % (timeout, list(raws)))
+
+    _NO_DEFAULT = object()
+
+    def metric(self, name, default=_NO_DEFAULT):
+        status, text = self.api.request("GET", "/metrics", timeout=10)
+        assert status == 200, status
+        text = text.decode() if isinstance(text, bytes) else str(text)
+        for line in text.splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+        if default is not self._NO_DEFAULT:
+            return default
+        raise AssertionError("no metric %s" % name)
+
     def daemon_rss_kb(self):
         with open("/proc/%d/status" % self.d.proc.pid) as f:
             for line in f:
@@ -339,18 +505,21 @@ class Hostile:
         assert left == [], "sessions whose containers were left behind: %s" % left
 
 
+_HOSTS = ("# test names of the hostile suite\n"
+          "127.0.0.1 allowed.test later.test rebind.test\n")
+
+
 def _hosts_file(tmp):
     path = os.path.join(tmp, "hostile-hosts")
     with open(path, "w") as f:
-        f.write("# test names of the hostile suite\n"
-                "127.0.0.1 allowed.test later.test rebind.test\n"
-                "10.0.0.1 private.test\n")
+        f.write(_HOSTS)
     return path
 
 
 @pytest.fixture(scope="session")
 def hostile(redis_server, tmpdir_session):
     http = HttpServer()
+    recorder = RecordingServer()
     listeners = Listeners()
     open_redis = OpenRedis(tmpdir_session)
     hosts = _hosts_file(tmpdir_session)
@@ -365,8 +534,10 @@ def hostile(redis_server, tmpdir_session):
             ":quarantine_size_mb=16"
         try:
             d = base.Daemon(redis_server, tmpdir_session,
-                            ("--egress-hosts-file", hosts,
-                             "--egress-trusted", "127.0.0.1:%d" % http.port,
+                            ("--egress-resolver", "hosts-only",
+                             "--egress-hosts-file", hosts,
+                             "--egress-trusted", "127.0.0.1:%d,127.0.0.1:%d"
+                             % (http.port, recorder.port),
                              "--kill-grace-ms", "1000",
                              # Cases count containers; a refilling pool would blur that.
                              "--pool-size", "0"))
@@ -375,7 +546,7 @@ def hostile(redis_server, tmpdir_session):
                 del os.environ["ASAN_OPTIONS"]
             else:
                 os.environ["ASAN_OPTIONS"] = saved
-        h = Hostile(d, http, listeners, open_redis, hosts)
+        h = Hostile(d, http, recorder, listeners, open_redis, hosts)
         yield h
         h.close()
     finally:
@@ -388,4 +559,5 @@ def hostile(redis_server, tmpdir_session):
         finally:
             open_redis.stop()
             listeners.stop()
+            recorder.stop()
             http.stop()

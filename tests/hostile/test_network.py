@@ -3,8 +3,8 @@
 Every destination here is on this machine: loopback, the gateway (host side)
 of the daemon's own sandbox network, our own containers, or names that the
 daemon's --egress-hosts-file maps to loopback (allowed.test, later.test,
-rebind.test) or to 10.0.0.1 (private.test: the proxy refuses the name before
-it connects, so nothing is ever sent there).
+rebind.test) or to that gateway (private.test: the proxy refuses the name as
+private before it connects). The daemon resolves hosts-only: no DNS.
 """
 import json
 import socket
@@ -21,6 +21,7 @@ def net(hostile):
     s = h.create(network={"allow": ["allowed.test:%d" % h.http.port,
                                     "rebind.test:%d" % h.listeners.port,
                                     "private.test"]})
+    h.map_private_name()  # the network exists now
     yield s
     h.delete(s["id"])
 

@@ -85,7 +85,7 @@ def test_network_pool_serves_allowlisted_sessions(make_daemon, tmp_path):
     hosts.write_text("127.0.0.1 allowed.test other.test\n")
     try:
         d = make_daemon("--pool-size", "0", "--pool-network-size", "1",
-                        "--egress-hosts-file", str(hosts),
+                        "--egress-resolver", "hosts-only", "--egress-hosts-file", str(hosts),
                         "--egress-trusted", "127.0.0.1:%d" % port)
         api = d.api
         wait_for(lambda: metric(api, "ci_pool_size") == 1, 60, interval=0.1,
