@@ -771,6 +771,23 @@ int egress_listen(struct egress *eg, const char *ip, int port, int *bound, struc
 	return 0;
 }
 
+void egress_unlisten(struct egress *eg, const char *ip)
+{
+	struct sockaddr_storage ss;
+	if (parse_ip(ip, &ss) < 0)
+		return;
+	for (struct egress_listener *el = LIST_FIRST(&eg->listeners), *next; el; el = next) {
+		next = LIST_NEXT(el, link);
+		struct sockaddr_storage a = el->addr;
+		if (memcmp(&a, &ss, sizeof(a)) != 0)
+			continue;
+		LIST_REMOVE(el, link);
+		listen_guard_unwatch(el->l);
+		evconnlistener_free(el->l);
+		free(el);
+	}
+}
+
 const struct egress_stats *egress_get_stats(struct egress *eg)
 {
 	eg->stats.dns_queries = resolver_queries_sent(eg->resolver);

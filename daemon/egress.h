@@ -68,6 +68,9 @@ size_t egress_session_allow_changed(struct egress *eg, const char *session_id, c
 size_t egress_session_ended(struct egress *eg, const char *session_id);
 
 /* The counters, current as of the call. */
+/* Stop listening on ip (its network is being removed). */
+void egress_unlisten(struct egress *eg, const char *ip);
+
 const struct egress_stats *egress_get_stats(struct egress *eg);
 
 #endif

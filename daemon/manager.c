@@ -1226,6 +1226,15 @@ size_t manager_count(const struct manager *m)
 	return manager_client_sessions(m);
 }
 
+bool manager_any_networked(const struct manager *m)
+{
+	const struct msession *ms;
+	TAILQ_FOREACH (ms, &m->all, all)
+		if (ms->s->networked)
+			return true;
+	return false;
+}
+
 size_t manager_execs_in_flight(const struct manager *m)
 {
 	size_t n = 0;

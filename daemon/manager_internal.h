@@ -156,6 +156,9 @@ void manager_pool_fill(struct manager *m);
 void manager_pool_claim(struct manager *m, struct msession *ms, struct session *s,
 			manager_session_cb cb, void *arg);
 
+/* Whether a session of ours (a warm sandbox too) is on the sandbox network. */
+bool manager_any_networked(const struct manager *m);
+
 /* manager_recovery.c */
 void manager_registry_write_back(void *arg);
 void manager_sweep_cb(evutil_socket_t fd, short what, void *arg);

@@ -79,6 +79,14 @@ static void adopt(struct manager *m, struct session *s)
 		 (long long)((s->expires_at_ms - clock_now_ms()) / 1000));
 }
 
+static void net_collected_log(const struct err *e, const struct net_leftovers *found, void *arg)
+{
+	(void)found;
+	(void)arg;
+	if (e)
+		log_warn("recovery: sandbox network not checked: %s", e->message);
+}
+
 static void recovery_reconcile(struct recovery *r)
 {
 	struct manager *m = r->m;
@@ -131,6 +139,10 @@ static void recovery_reconcile(struct recovery *r)
 		 "stale state directories removed",
 		 adopted, orphans, dead, dirs);
 	m->recovered = true;
+	/* A sandbox network that no adopted session uses, and that no warm pool
+	 * will use, is a previous run's leftover (with its firewall chain). */
+	if (m->net && !manager_any_networked(m) && m->cfg->pool_network_size == 0)
+		net_collect(m->net, false, true, net_collected_log, NULL);
 	manager_pool_fill(
 	    m); /* after recovery, so the reconcile never sees half-made pool sandboxes */
 }
@@ -240,19 +252,37 @@ void manager_registry_write_back(void *arg)
 /* ---- shutdown and orphans ---- */
 
 struct shutdown_op {
+	struct manager *m;
 	int pending;
 	manager_done_cb cb;
 	void *arg;
 };
 
+static void shutdown_net_collected(const struct err *e, const struct net_leftovers *found,
+				   void *arg)
+{
+	(void)found;
+	struct shutdown_op *op = arg;
+	if (e)
+		log_warn("shutdown: sandbox network not removed: %s", e->message);
+	op->cb(NULL, op->arg);
+	free(op);
+}
+
 static void shutdown_one_done(const struct err *e, void *arg)
 {
 	(void)e;
 	struct shutdown_op *op = arg;
-	if (--op->pending == 0) {
-		op->cb(NULL, op->arg);
-		free(op);
+	if (--op->pending > 0)
+		return;
+	/* Nothing of ours is on the sandbox network any more: take it and its
+	 * firewall chain away rather than leave them to the next daemon. */
+	if (op->m->net && !manager_any_networked(op->m)) {
+		net_collect(op->m->net, false, true, shutdown_net_collected, op);
+		return;
 	}
+	op->cb(NULL, op->arg);
+	free(op);
 }
 
 static void shutdown_deferred(evutil_socket_t fd, short what, void *arg)
@@ -267,6 +297,7 @@ void manager_shutdown(struct manager *m, const char *reason, bool pool_only, man
 {
 	m->draining = true;
 	struct shutdown_op *op = xcalloc(1, sizeof(*op));
+	op->m = m;
 	op->cb = cb;
 	op->arg = arg;
 	op->pending = 1; /* ours, released below */
@@ -338,7 +369,36 @@ struct orphans_op {
 	bool remove;
 	manager_orphans_cb cb;
 	void *arg;
+	yajl_gen g; /* the answer so far */
 };
+
+static void orphans_net_collected(const struct err *e, const struct net_leftovers *found, void *arg)
+{
+	struct orphans_op *op = arg;
+	yajl_gen g = op->g;
+	jg_str(g, "networks");
+	jg_arr(g);
+	if (e == NULL && found->network) {
+		jg_obj(g);
+		jg_kv_str(g, "network", found->network_name);
+		jg_kv_str(g, "bridge", found->bridge);
+		jg_kv_str(g, "chain", found->chain ? found->chain_name : NULL);
+		jg_obj_end(g);
+	} else if (e == NULL && found->chain) {
+		jg_obj(g);
+		jg_kv_str(g, "network", NULL);
+		jg_kv_str(g, "bridge", found->bridge);
+		jg_kv_str(g, "chain", found->chain_name);
+		jg_obj_end(g);
+	}
+	jg_arr_end(g);
+	jg_obj_end(g);
+	size_t len;
+	const char *t = jg_text(g, &len);
+	op->cb(NULL, t, len, op->arg);
+	json_gen_cleanup(&op->g);
+	free(op);
+}
 
 static void orphans_answer(const struct docker_response *resp, void *arg)
 {
@@ -387,12 +447,15 @@ static void orphans_answer(const struct docker_response *resp, void *arg)
 	jg_arr_end(g);
 	if (op->remove && dirs)
 		log_info("gc: removed %zu stale state directories", dirs);
-	jg_obj_end(g);
-	size_t len;
-	const char *t = jg_text(g, &len);
-	op->cb(NULL, t, len, op->arg);
 	yajl_tree_free(v);
-	free(op);
+	op->g = g;
+	g = NULL; /* handed to op: the answer goes on after the network check */
+	if (m->net == NULL) {
+		struct net_leftovers none = {0};
+		orphans_net_collected(NULL, &none, op);
+		return;
+	}
+	net_collect(m->net, manager_any_networked(m), op->remove, orphans_net_collected, op);
 }
 
 void manager_orphans(struct manager *m, bool remove, manager_orphans_cb cb, void *arg)

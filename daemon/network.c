@@ -9,7 +9,7 @@
 #include "proc.h"
 #include "xalloc.h"
 
-enum net_state { NET_DOWN, NET_STARTING, NET_READY, NET_FAILED };
+enum net_state { NET_DOWN, NET_STARTING, NET_READY, NET_FAILED, NET_REMOVING };
 
 struct waiter {
 	net_ready_cb cb;
@@ -212,8 +212,8 @@ void net_ensure(struct sandbox_net *n, net_ready_cb cb, void *arg)
 		event_base_once(n->base, -1, EV_TIMEOUT, ready_deferred, n, &zero);
 		return;
 	}
-	if (n->state == NET_STARTING)
-		return;
+	if (n->state == NET_STARTING || n->state == NET_REMOVING)
+		return; /* collect_finish starts it again for the waiters */
 	n->state = NET_STARTING;
 	AUTOGEN yajl_gen g = json_gen_new();
 	jg_obj(g);
@@ -251,4 +251,173 @@ const char *net_proxy_url(const struct sandbox_net *n)
 struct egress *net_egress(const struct sandbox_net *n)
 {
 	return n ? n->egress : NULL;
+}
+
+/* ---- leftovers ---- */
+
+struct collect_op {
+	struct sandbox_net *n;
+	bool remove;
+	net_collect_cb cb;
+	void *arg;
+	struct net_leftovers found;
+	int step; /* removal command being run */
+};
+
+static void collect_finish(struct collect_op *op, const struct err *e)
+{
+	struct sandbox_net *n = op->n;
+	if (n->state == NET_REMOVING) {
+		n->state = NET_DOWN;
+		n->gateway[0] = n->proxy_url[0] = '\0';
+		if (n->waiters) {
+			/* A networked create came while we removed: build it again. */
+			struct waiter *w = n->waiters;
+			n->waiters = NULL;
+			while (w) {
+				struct waiter *next = w->next;
+				net_ensure(n, w->cb, w->arg);
+				free(w);
+				w = next;
+			}
+		}
+	}
+	op->cb(e, &op->found, op->arg);
+	free(op);
+}
+
+static void collect_deferred(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	collect_finish(arg, NULL);
+}
+
+static void collect_later(struct collect_op *op)
+{
+	struct timeval zero = {0, 0};
+	event_base_once(op->n->base, -1, EV_TIMEOUT, collect_deferred, op, &zero);
+}
+
+/* The chain goes last: the jump from INPUT (may be gone already), its rules,
+ * the chain itself. Failures are fine: what is not there is not a leftover. */
+static void collect_chain_step(struct collect_op *op);
+
+static void collect_chain_done(int status, void *arg)
+{
+	(void)status;
+	struct collect_op *op = arg;
+	op->step++;
+	collect_chain_step(op);
+}
+
+static void collect_chain_step(struct collect_op *op)
+{
+	struct sandbox_net *n = op->n;
+	char *cmds[][12] = {
+	    {"iptables", "-w", "-D", "INPUT", "-i", n->bridge, "-j", n->chain, NULL},
+	    {"iptables", "-w", "-F", n->chain, NULL},
+	    {"iptables", "-w", "-X", n->chain, NULL},
+	};
+	if (!op->found.chain || op->step >= (int)(sizeof(cmds) / sizeof(cmds[0]))) {
+		if (op->found.network || op->found.chain)
+			log_info("gc: removed sandbox network %s%s%s", n->name,
+				 op->found.chain ? " and firewall chain " : "",
+				 op->found.chain ? n->chain : "");
+		collect_finish(op, NULL);
+		return;
+	}
+	proc_run(n->base, cmds[op->step], collect_chain_done, op);
+}
+
+static void collect_network_removed(const struct docker_response *resp, void *arg)
+{
+	struct collect_op *op = arg;
+	if (resp->status != 204 && resp->status != 404) {
+		/* A container joined meanwhile (403, active endpoints): in use. */
+		struct err *e = docker_error(resp, "remove network");
+		log_info("gc: sandbox network %s stays: %s", op->n->name, e->message);
+		err_free(e);
+		op->found.network = op->found.chain = false;
+		collect_finish(op, NULL);
+		return;
+	}
+	op->step = 0;
+	collect_chain_step(op);
+}
+
+static void collect_remove(struct collect_op *op)
+{
+	struct sandbox_net *n = op->n;
+	n->state = NET_REMOVING;
+	if (n->gateway[0])
+		egress_unlisten(n->egress, n->gateway);
+	if (op->found.network) {
+		char path[128];
+		snprintf(path, sizeof(path), "/networks/%s", n->name);
+		docker_request(n->docker, "DELETE", path, NULL, 0, collect_network_removed, op);
+		return;
+	}
+	op->step = 0;
+	collect_chain_step(op);
+}
+
+static void collect_chain_listed(int status, void *arg)
+{
+	struct collect_op *op = arg;
+	op->found.chain = status == 0;
+	if (op->remove && (op->found.network || op->found.chain)) {
+		collect_remove(op);
+		return;
+	}
+	collect_finish(op, NULL);
+}
+
+static void collect_inspected(const struct docker_response *resp, void *arg)
+{
+	struct collect_op *op = arg;
+	struct sandbox_net *n = op->n;
+	if (resp->status == 200) {
+		struct err *e = NULL;
+		yajl_val v = json_parse(resp->body, resp->len, &e);
+		yajl_val ctrs = json_get(v, "Containers");
+		bool empty =
+		    v && (ctrs == NULL || (YAJL_IS_OBJECT(ctrs) && ctrs->u.object.len == 0));
+		if (v)
+			yajl_tree_free(v);
+		err_free(e);
+		if (!empty) {
+			collect_finish(op, NULL); /* someone is on it */
+			return;
+		}
+		op->found.network = true;
+	} else if (resp->status != 404) {
+		struct err *e = docker_error(resp, "inspect network");
+		collect_finish(op, e);
+		err_free(e);
+		return;
+	}
+	/* Is the chain there (the network may be gone, the chain not)? */
+	char *cmd[] = {"iptables", "-w", "-n", "-L", n->chain, NULL};
+	proc_run(n->base, cmd, collect_chain_listed, op);
+}
+
+void net_collect(struct sandbox_net *n, bool in_use, bool remove, net_collect_cb cb, void *arg)
+{
+	struct collect_op *op = xcalloc(1, sizeof(*op));
+	op->n = n;
+	op->remove = remove;
+	op->cb = cb;
+	op->arg = arg;
+	op->found.network_name = n->name;
+	op->found.bridge = n->bridge;
+	op->found.chain_name = n->chain;
+	/* A network being set up, or removed already, is nobody's leftover. */
+	if (in_use || n->state == NET_STARTING || n->state == NET_REMOVING) {
+		collect_later(op);
+		return;
+	}
+	char path[128];
+	snprintf(path, sizeof(path), "/networks/%s", n->name);
+	docker_request(n->docker, "GET", path, NULL, 0, collect_inspected, op);
 }

@@ -4,8 +4,10 @@
  * inter-container traffic off), the egress proxy listening on its gateway
  * address, and a host firewall chain that lets the bridge reach the proxy
  * port and nothing else on the host (not the API, not Redis, not a TCP
- * Docker socket). Set up once, on first use; the firewall chain is left in
- * place when the daemon stops, so the bridge stays shut while nobody serves. */
+ * Docker socket). Set up once, on first use. While any container is on the
+ * bridge the chain stays, even when the daemon stops, so the bridge stays
+ * shut while nobody serves; once nothing uses them, net_collect removes both
+ * (at exit, at start-up, and through ci-ctl gc). */
 #ifndef CI_NETWORK_H
 #define CI_NETWORK_H
 
@@ -31,6 +33,20 @@ void net_ensure(struct sandbox_net *n, net_ready_cb cb, void *arg);
 /* Valid once ready: the Docker network's name, and the proxy URL sandboxes use. */
 const char *net_name(const struct sandbox_net *n);
 const char *net_proxy_url(const struct sandbox_net *n);
+
+/* What net_collect found unused (and removed, when asked): the node's
+ * network (no container attached), and its firewall chain. */
+struct net_leftovers {
+	bool network, chain;
+	const char *network_name, *bridge, *chain_name; /* borrowed from the net */
+};
+typedef void (*net_collect_cb)(const struct err *e, const struct net_leftovers *found, void *arg);
+
+/* Find this node's sandbox network and firewall chain when nothing uses
+ * them; with remove, remove them (the proxy stops listening on the gateway;
+ * the next net_ensure builds everything again). in_use says a session of ours
+ * is on the network: then nothing is looked at. cb runs once, from the loop. */
+void net_collect(struct sandbox_net *n, bool in_use, bool remove, net_collect_cb cb, void *arg);
 
 /* The egress proxy behind the network (borrowed; NULL when n is NULL). */
 struct egress *net_egress(const struct sandbox_net *n);

@@ -56,3 +56,75 @@ def test_ctl_gc_finds_and_removes_stale_state_dirs(chaos):
     # The session is untouched.
     status, doc = d.api.request("POST", "/v1/sessions/%s/exec" % sid, body={"code": "6*7"})
     assert status == 200 and doc["result"] == "42", doc
+
+
+def _net_and_chain(d):
+    """(network ids of this daemon's prefix, chains named after their bridges)."""
+    nets = d.networks()
+    chains = []
+    for net in nets:
+        out = subprocess.run(["docker", "network", "inspect", net, "--format",
+                              '{{index .Options "com.docker.network.bridge.name"}}'],
+                             capture_output=True, text=True, timeout=30)
+        chains.append("CI-IN-" + out.stdout.strip()[2:])
+    return nets, chains
+
+
+def _chain_exists(chain):
+    return subprocess.run(["iptables", "-w", "-n", "-L", chain], capture_output=True).returncode == 0
+
+
+def _networked(d):
+    # A made-up name that is never resolved (hosts-only): the session only
+    # needs to be on the sandbox network.
+    status, doc = d.api.request("POST", "/v1/sessions",
+                                body={"network": {"allow": ["nothing.test:443"]}})
+    assert status == 201, doc
+    return doc["id"]
+
+
+def test_unused_sandbox_network_and_chain_are_removed(chaos):
+    d = chaos("--pool-size", "0", "--egress-resolver", "hosts-only")
+    sid = _networked(d)
+    nets, chains = _net_and_chain(d)
+    assert len(nets) == 1 and _chain_exists(chains[0]), (nets, chains)
+    chain = chains[0]
+    # In use: gc leaves it alone.
+    r = ctl(d, "--json", "gc")
+    assert r.returncode == 0 and json.loads(r.stdout)["networks"] == [], r.stdout
+    assert d.api.delete(sid) == 204
+    # Unused now: listed, then removed with its chain.
+    found = json.loads(ctl(d, "--json", "gc").stdout)["networks"]
+    assert [n["chain"] for n in found] == [chain], found
+    r = ctl(d, "gc", "--force")
+    assert r.returncode == 0 and "removed unused sandbox network" in r.stdout, r.stdout
+    assert d.networks() == [] and not _chain_exists(chain)
+    # The next networked session builds both again.
+    sid = _networked(d)
+    assert len(d.networks()) == 1 and _chain_exists(chain)
+    assert d.api.delete(sid) == 204
+    # A daemon that stops with nothing on the network takes both away.
+    assert d.stop() == 0
+    assert d.networks() == [] and not _chain_exists(chain)
+    # kill -9 leaves them; the next start removes them (nothing to adopt).
+    restart(d)
+    sid = _networked(d)
+    assert d.api.delete(sid) == 204
+    kill9(d)
+    assert len(d.networks()) == 1 and _chain_exists(chain)
+    restart(d)
+    wait_for(lambda: d.networks() == [] and not _chain_exists(chain), 30, interval=0.1,
+             what="start-up reconciliation to remove the network and its chain")
+
+
+def test_network_of_adopted_sessions_stays(chaos):
+    d = chaos("--pool-size", "0", "--egress-resolver", "hosts-only")
+    sid = _networked(d)
+    _, chains = _net_and_chain(d)
+    kill9(d)
+    restart(d)
+    wait_for(lambda: "recovery:" in d.read_log(), 30, interval=0.05, what="the recovery line")
+    assert live_ids(d) == {sid}
+    assert len(d.networks()) == 1 and _chain_exists(chains[0])
+    r = ctl(d, "--json", "gc")
+    assert json.loads(r.stdout)["networks"] == [], r.stdout
