@@ -192,7 +192,7 @@ def test_descriptor_budget_under_ulimit_1024(redis_server, tmpdir_session, holde
     with open(hosts, "w") as f:
         f.write("127.0.0.1 hold.test\n")
     d = base.Daemon(redis_server, tmpdir_session,
-                    ("--egress-hosts-file", hosts,
+                    ("--egress-hosts-file", hosts, "--egress-resolver", "hosts-only",
                      "--egress-trusted", "127.0.0.1:%d" % holder.port,
                      "--pool-size", "0"),
                     nofile=(1024, 1024))
