@@ -8,6 +8,7 @@
 
 #include "clock.h"
 #include "egress.h"
+#include "fdbudget.h"
 #include "files.h"
 #include "http_server.h"
 #include "json.h"
@@ -159,7 +160,7 @@ static void handle_metrics(struct http_api *api, struct http_req *req)
 	size_t pool_ready;
 	uint64_t pool_hits, pool_misses;
 	manager_pool_stats(api->mgr, &pool_ready, &pool_hits, &pool_misses);
-	char buf[4096];
+	char buf[8192];
 	int n = snprintf(
 	    buf, sizeof(buf),
 	    "# HELP ci_sessions Sessions on this node.\n# TYPE ci_sessions gauge\nci_sessions %zu\n"
@@ -199,6 +200,34 @@ static void handle_metrics(struct http_api *api, struct http_req *req)
 	    api->execs[EXEC_KILLED], docker_reachable(api->docker) ? 1 : 0,
 	    store_connected(api->store) ? 1 : 0, es->allowed, es->denied, es->failed,
 	    es->closed_by_policy, es->dns_queries, pool_ready, pool_hits, pool_misses, lag_ms);
+	/* What the caps on clients and descriptors did (issue 9, findings 2, 3). */
+	const struct http_server_stats *hs = http_server_get_stats(api->srv);
+	const struct fdbudget *fb = &fdbudget_daemon;
+	if (n > 0 && (size_t)n < sizeof(buf))
+		n += snprintf(
+		    buf + n, sizeof(buf) - (size_t)n,
+		    "# HELP ci_http_refused_total API connections refused or closed by a cap.\n"
+		    "# TYPE ci_http_refused_total counter\n"
+		    "ci_http_refused_total{reason=\"per_peer\"} %" PRIu64 "\n"
+		    "ci_http_refused_total{reason=\"full\"} %" PRIu64 "\n"
+		    "ci_http_refused_total{reason=\"emfile\"} %" PRIu64 "\n"
+		    "ci_http_refused_total{reason=\"evicted\"} %" PRIu64 "\n"
+		    "ci_http_refused_total{reason=\"head_timeout\"} %" PRIu64 "\n"
+		    "# HELP ci_fds File descriptors: the soft limit, and in use (estimate).\n"
+		    "# TYPE ci_fds gauge\nci_fds{what=\"limit\"} %" PRId64 "\n"
+		    "ci_fds{what=\"in_use\"} %" PRId64 "\n"
+		    "# HELP ci_fd_refusals_total Work refused by the descriptor budget.\n"
+		    "# TYPE ci_fd_refusals_total counter\n"
+		    "ci_fd_refusals_total{kind=\"session\"} %" PRIu64 "\n"
+		    "ci_fd_refusals_total{kind=\"tunnel\"} %" PRIu64 "\n"
+		    "ci_fd_refusals_total{kind=\"http\"} %" PRIu64 "\n",
+		    hs->refused_peer, hs->refused_full, hs->refused_emfile, hs->evicted,
+		    hs->head_timeouts, fb->limit, fdbudget_in_use(fb), fb->refused[FDBUDGET_KINDS],
+		    fb->refused[FDBUDGET_EGRESS], fb->refused[FDBUDGET_HTTP]);
+	if (n < 0 || (size_t)n >= sizeof(buf)) {
+		http_req_reply_error(req, ERR_INTERNAL, "metrics: the page outgrew its buffer");
+		return;
+	}
 	http_req_reply(req, 200, "text/plain; version=0.0.4", buf, (size_t)n);
 }
 

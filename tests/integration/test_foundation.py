@@ -212,3 +212,25 @@ def test_lifetime_ends_an_active_session(api):
     doc = wait_for(ended, 10, interval=0.1, what="the lifetime to end")
     assert 1.5 < time.monotonic() - t0 < 5
     assert "lifetime" in doc["error"]["message"]
+
+
+def test_metrics_page_is_well_formed_and_complete(api):
+    """Every series the docs name is there, every sample line parses, and
+    the page is whole (it once risked outgrowing a fixed buffer)."""
+    status, text = api.request("GET", "/metrics")
+    assert status == 200
+    text = text.decode() if isinstance(text, bytes) else text
+    names = set()
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        series, value = line.rsplit(" ", 1)
+        float(value)  # a number
+        names.add(series.split("{")[0])
+    for want in ("ci_sessions", "ci_http_requests_total", "ci_execs_total", "ci_up",
+                 "ci_egress_decisions_total", "ci_egress_dns_queries_total", "ci_pool_size",
+                 "ci_loop_lag_max_ms", "ci_http_refused_total", "ci_fds", "ci_fd_refusals_total"):
+        assert want in names, (want, sorted(names))
+    assert text.endswith("\n")
+    limit = [line for line in text.splitlines() if line.startswith('ci_fds{what="limit"}')]
+    assert limit and float(limit[0].split()[-1]) >= 1024, limit
