@@ -10,7 +10,9 @@
 #include "egress.h"
 #include "fdbudget.h"
 #include "files.h"
+#include "api_requests.h"
 #include "http_server.h"
+#include "session_json.h"
 #include "json.h"
 #include "log.h"
 #include "xalloc.h"
@@ -262,19 +264,24 @@ static void create_body_cb(struct http_req *req, const char *body, size_t len, v
 	for (size_t i = 0; i < len; i++)
 		if (body[i] != ' ' && body[i] != '\n' && body[i] != '\r' && body[i] != '\t')
 			blank = false;
-	if (!blank && (v = json_parse(body, len, &e)) == NULL) {
+	struct session_request sr;
+	if ((!blank && (v = json_parse(body, len, &e)) == NULL) ||
+	    api_parse_session_request(v, &sr, &e) < 0) {
 		reply_err(req, e);
 		err_free(e);
 		free(c);
+		if (v)
+			yajl_tree_free(v);
 		return;
-	}
-	if (manager_create(c->api->mgr, v, c->tenant, created_cb, c, &e) < 0) {
-		reply_err(req, e);
-		err_free(e);
-		free(c);
 	}
 	if (v)
 		yajl_tree_free(v);
+	if (manager_create(c->api->mgr, &sr, c->tenant, created_cb, c, &e) < 0) {
+		reply_err(req, e);
+		err_free(e);
+		free(c);
+	}
+	session_request_release(&sr);
 }
 
 static void list_one(const struct session *s, void *arg)
@@ -325,22 +332,25 @@ static void patch_body_cb(struct http_req *req, const char *body, size_t len, vo
 		return;
 	}
 	struct err *e = NULL;
+	struct session_request sr = {0};
 	yajl_val v = json_parse(body, len, &e);
-	if (v == NULL || manager_patch(c->api->mgr, c->id, c->tenant, v, &e) < 0) {
-		if (e->code == ERR_NOT_FOUND) {
-			err_free(e);
-			if (v)
-				yajl_tree_free(v);
-			reply_missing(c);
-			return;
-		}
+	int rc = v ? api_parse_patch_request(v, &sr, &e) : -1;
+	if (v)
+		yajl_tree_free(v);
+	if (rc == 0)
+		rc = manager_patch(c->api->mgr, c->id, c->tenant, &sr, &e);
+	session_request_release(&sr);
+	if (rc < 0 && e->code == ERR_NOT_FOUND) {
+		err_free(e);
+		reply_missing(c);
+		return;
+	}
+	if (rc < 0) {
 		reply_err(req, e);
 		err_free(e);
 	} else {
 		reply_session(req, 200, manager_get(c->api->mgr, c->id, c->tenant));
 	}
-	if (v)
-		yajl_tree_free(v);
 	free(c);
 }
 
@@ -417,56 +427,6 @@ static void exec_done_cb(const struct exec_result *r, const struct err *e, void 
 	free(c);
 }
 
-/* The parts of an execution request that POST .../exec and the one-shot
- * POST /v1/exec share: an object with only the allowed fields, "code" (a
- * string) and "timeout_s" (1..86400 s, rounded up). Returns the tree (the
- * caller frees it) or NULL with a bad_request error. */
-static yajl_val parse_exec_request(const char *body, size_t len, const char *extra_field,
-				   const char **code, int64_t *timeout_s, struct err **errp)
-{
-	yajl_val v = json_parse(body, len, errp);
-	if (v == NULL)
-		return NULL;
-	if (!YAJL_IS_OBJECT(v)) {
-		err_set(errp, ERR_BAD_REQUEST, "body: expected a JSON object, got %s",
-			json_type_name(v));
-		goto fail;
-	}
-	for (size_t i = 0; i < v->u.object.len; i++) {
-		const char *k = v->u.object.keys[i];
-		if (strcmp(k, "code") && strcmp(k, "timeout_s") && strcmp(k, extra_field)) {
-			err_set(errp, ERR_BAD_REQUEST, "unknown field '%.64s'", k);
-			goto fail;
-		}
-	}
-	yajl_val jcode = json_get(v, "code");
-	if (jcode == NULL || !YAJL_IS_STRING(jcode)) {
-		err_set(errp, ERR_BAD_REQUEST, "code: expected a string, got %s",
-			json_type_name(jcode));
-		goto fail;
-	}
-	*code = jcode->u.string;
-	*timeout_s = 0;
-	yajl_val jt = json_get(v, "timeout_s");
-	if (jt && !YAJL_IS_NULL(jt)) {
-		if (!YAJL_IS_NUMBER(jt)) {
-			err_set(errp, ERR_BAD_REQUEST, "timeout_s: expected a number, got %s",
-				json_type_name(jt));
-			goto fail;
-		}
-		double t = YAJL_IS_INTEGER(jt) ? (double)YAJL_GET_INTEGER(jt) : YAJL_GET_DOUBLE(jt);
-		if (!(t >= 1 && t <= 86400)) {
-			err_set(errp, ERR_BAD_REQUEST, "timeout_s: %g is outside 1..86400", t);
-			goto fail;
-		}
-		*timeout_s = (int64_t)(t + 0.999);
-	}
-	return v;
-fail:
-	yajl_tree_free(v);
-	return NULL;
-}
-
 static void exec_body_cb(struct http_req *req, const char *body, size_t len, void *arg)
 {
 	struct call *c = arg;
@@ -475,39 +435,27 @@ static void exec_body_cb(struct http_req *req, const char *body, size_t len, voi
 		return;
 	}
 	struct err *e = NULL;
-	const char *code = NULL;
-	int64_t timeout_s = 0;
-	yajl_val v = parse_exec_request(body, len, "stream", &code, &timeout_s, &e);
-	if (v == NULL)
+	struct exec_request xr;
+	if (api_parse_exec_request(body, len, false, &xr, &e) < 0)
 		goto fail;
-	yajl_val js = json_get(v, "stream");
-	if (js && !YAJL_IS_NULL(js)) {
-		if (!YAJL_IS_TRUE(js) && !YAJL_IS_FALSE(js)) {
-			err_set(&e, ERR_BAD_REQUEST, "stream: expected a boolean, got %s",
-				json_type_name(js));
-			goto fail;
-		}
-		c->stream = YAJL_IS_TRUE(js);
-	}
-	if (manager_exec(c->api->mgr, c->id, c->tenant, code, strlen(code), timeout_s,
+	c->stream = xr.stream;
+	if (manager_exec(c->api->mgr, c->id, c->tenant, xr.code, xr.len, xr.timeout_s,
 			 c->stream ? exec_event_cb : NULL, exec_done_cb, c, &e) < 0) {
+		exec_request_release(&xr);
 		if (e->code == ERR_NOT_FOUND) {
 			err_free(e);
-			yajl_tree_free(v);
 			reply_missing(c);
 			return;
 		}
 		goto fail;
 	}
+	exec_request_release(&xr);
 	if (c->stream)
 		http_req_reply_start(req, 200, "application/x-ndjson", -1);
-	yajl_tree_free(v);
 	return;
 fail:
 	reply_err(req, e);
 	err_free(e);
-	if (v)
-		yajl_tree_free(v);
 	free(c);
 }
 
@@ -884,48 +832,31 @@ static void oneshot_body_cb(struct http_req *req, const char *body, size_t len, 
 	if (body == NULL)
 		return;
 	struct err *e = NULL;
-	yajl_val session_body = NULL;
-	struct oneshot *o = NULL;
-	const char *code = NULL;
-	int64_t timeout_s = 0;
-	yajl_val v = parse_exec_request(body, len, "image", &code, &timeout_s, &e);
-	if (v == NULL)
-		goto fail;
-	yajl_val img = json_get(v, "image");
-	if (img && !YAJL_IS_NULL(img) && !YAJL_IS_STRING(img)) {
-		err_set(&e, ERR_BAD_REQUEST, "image: expected a string, got %s",
-			json_type_name(img));
-		goto fail;
+	struct exec_request xr;
+	if (api_parse_exec_request(body, len, true, &xr, &e) < 0) {
+		reply_err(req, e);
+		err_free(e);
+		return;
 	}
-	{
-		AUTOGEN yajl_gen g = json_gen_new();
-		jg_obj(g);
-		if (img && YAJL_IS_STRING(img))
-			jg_kv_str(g, "image", img->u.string);
-		jg_obj_end(g);
-		size_t n;
-		const char *t = jg_text(g, &n);
-		session_body = json_parse(t, n, &e);
+	struct session_request sr = {0};
+	if (xr.image) {
+		sr.image = xr.image; /* handed over */
+		xr.image = NULL;
+		sr.set |= SRQ_IMAGE;
 	}
-	o = xcalloc(1, sizeof(*o));
+	struct oneshot *o = xcalloc(1, sizeof(*o));
 	o->api = api;
 	o->req = req;
-	o->code = xstrdup(code);
-	o->timeout_s = timeout_s;
-	if (manager_create(api->mgr, session_body, DEFAULT_TENANT, oneshot_created, o, &e) < 0)
-		goto fail;
-	yajl_tree_free(v);
-	yajl_tree_free(session_body);
-	return;
-fail:
-	reply_err(req, e);
-	err_free(e);
-	if (o)
+	o->code = xr.code; /* handed over */
+	xr.code = NULL;
+	o->timeout_s = xr.timeout_s;
+	if (manager_create(api->mgr, &sr, DEFAULT_TENANT, oneshot_created, o, &e) < 0) {
+		reply_err(req, e);
+		err_free(e);
 		oneshot_free(o);
-	if (v)
-		yajl_tree_free(v);
-	if (session_body)
-		yajl_tree_free(session_body);
+	}
+	session_request_release(&sr);
+	exec_request_release(&xr);
 }
 
 /* ---- events and admin ---- */

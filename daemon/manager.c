@@ -806,8 +806,8 @@ bool manager_pool_eligible(const struct manager *m, const struct session *s);
 void manager_pool_claim(struct manager *m, struct msession *ms, struct session *s,
 			manager_session_cb cb, void *arg);
 
-int manager_create(struct manager *m, yajl_val body, const char *tenant, manager_session_cb cb,
-		   void *arg, struct err **errp)
+int manager_create(struct manager *m, const struct session_request *req, const char *tenant,
+		   manager_session_cb cb, void *arg, struct err **errp)
 {
 	if (m->draining)
 		return err_set(errp, ERR_UNAVAILABLE,
@@ -825,7 +825,7 @@ int manager_create(struct manager *m, yajl_val body, const char *tenant, manager
 	if (!store_connected(m->store))
 		return err_set(errp, ERR_UNAVAILABLE,
 			       "the session registry (redis) is not reachable");
-	struct session *s = session_from_request(body, m->cfg, tenant, errp);
+	struct session *s = session_from_request(req, m->cfg, tenant, errp);
 	if (s == NULL)
 		return -1;
 	if (s->networked && m->net == NULL) {
@@ -1266,38 +1266,26 @@ bool manager_egress_lookup(const char *src_ip, struct egress_peer *peer, void *a
 	return false;
 }
 
-int manager_patch(struct manager *m, const char *id, const char *tenant, yajl_val body,
-		  struct err **errp)
+int manager_patch(struct manager *m, const char *id, const char *tenant,
+		  const struct session_request *req, struct err **errp)
 {
 	struct msession *ms = manager_find(m, id);
 	if (ms == NULL || strcmp(ms->s->tenant, tenant) != 0 || ms->teardown)
 		return err_set(errp, ERR_NOT_FOUND, "no session %s", id);
-	if (body == NULL || !YAJL_IS_OBJECT(body))
-		return err_set(errp, ERR_BAD_REQUEST, "body: expected a JSON object");
-	for (size_t i = 0; i < body->u.object.len; i++)
-		if (strcmp(body->u.object.keys[i], "network") != 0)
-			return err_set(errp, ERR_BAD_REQUEST,
-				       "unknown field '%.64s' (only network can change)",
-				       body->u.object.keys[i]);
-	/* Validate with the create rules, on a scratch session. */
-	struct session *scratch = session_from_request(body, m->cfg, tenant, errp);
-	if (scratch == NULL)
+	if (session_check_allow(req->allow, req->n_allow, errp) < 0)
 		return -1;
-	if (ms->s->net_ip[0] == '\0' && scratch->n_allow > 0) {
-		session_free(scratch);
+	if (ms->s->net_ip[0] == '\0' && req->n_allow > 0)
 		return err_set(errp, ERR_BAD_REQUEST,
 			       "session %s was created without network access; create a session "
 			       "with network.allow to reach hosts",
 			       id);
-	}
 	for (size_t i = 0; i < ms->s->n_allow; i++)
 		free(ms->s->allow[i]);
 	free(ms->s->allow);
-	ms->s->allow = scratch->allow;
-	ms->s->n_allow = scratch->n_allow;
-	scratch->allow = NULL;
-	scratch->n_allow = 0;
-	session_free(scratch);
+	ms->s->allow = xcalloc(req->n_allow, sizeof(char *));
+	ms->s->n_allow = req->n_allow;
+	for (size_t i = 0; i < req->n_allow; i++)
+		ms->s->allow[i] = xstrdup(req->allow[i]);
 	log_info("session %s: allowlist now has %zu entries", id, ms->s->n_allow);
 	egress_session_allow_changed(net_egress(m->net), id, ms->s->allow, ms->s->n_allow);
 	msession_touch(ms);

@@ -12,7 +12,6 @@
 #include <event2/event.h>
 #include <stdbool.h>
 #include <stddef.h>
-#include <yajl/yajl_tree.h>
 
 #include "config.h"
 #include "docker.h"
@@ -43,16 +42,18 @@ struct manager *manager_new(struct event_base *base, const struct config *cfg,
 /* For the egress proxy: the session behind a sandbox's source address. */
 bool manager_egress_lookup(const char *src_ip, struct egress_peer *peer, void *arg);
 
-/* Replace a live session's allowlist (PATCH). body is {"network":{...}}. */
-int manager_patch(struct manager *m, const char *id, const char *tenant, yajl_val body,
-		  struct err **errp);
+/* Replace a live session's allowlist (PATCH): req's allow list, checked
+ * with the create rules, becomes the session's. */
+int manager_patch(struct manager *m, const char *id, const char *tenant,
+		  const struct session_request *req, struct err **errp);
 
 /* Free every session's runtime state. Containers are left running for the
  * next daemon to adopt (or removed by the caller first, per config). */
 void manager_free(struct manager *m);
 
-int manager_create(struct manager *m, yajl_val body, const char *tenant, manager_session_cb cb,
-		   void *arg, struct err **errp);
+/* Create a session from req (NULL: all defaults) for tenant. */
+int manager_create(struct manager *m, const struct session_request *req, const char *tenant,
+		   manager_session_cb cb, void *arg, struct err **errp);
 
 /* The live session with this id owned by tenant, or NULL. Borrowed. */
 const struct session *manager_get(struct manager *m, const char *id, const char *tenant);

@@ -11,6 +11,7 @@
 #include "manager_internal.h"
 #include "network.h"
 #include "store.h"
+#include "session_json.h"
 #include "xalloc.h"
 
 static void containers_path(struct manager *m, char *path, size_t size);

@@ -9,8 +9,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <yajl/yajl_gen.h>
-#include <yajl/yajl_tree.h>
 
 #include "config.h"
 #include "err.h"
@@ -66,11 +64,52 @@ struct session {
 	int64_t uid;        /* host uid (and gid) of the sandbox's processes; 0 = none yet */
 };
 
-/* A new session from a create request body (NULL body = all defaults),
- * validated against cfg's defaults and maxima. Caller owns the result
- * (session_free). The id, times and node are left for the caller to set. */
-struct session *session_from_request(yajl_val body, const struct config *cfg, const char *tenant,
-				     struct err **errp);
+/* Which fields of a session_request the client set. */
+enum session_request_field {
+	SRQ_IMAGE = 1 << 0,
+	SRQ_IDLE_TIMEOUT = 1 << 1,
+	SRQ_MAX_LIFETIME = 1 << 2,
+	SRQ_MEMORY = 1 << 3,
+	SRQ_CPUS = 1 << 4,
+	SRQ_PIDS = 1 << 5,
+	SRQ_DISK = 1 << 6,
+	SRQ_EXEC_TIMEOUT = 1 << 7,
+	SRQ_ALLOW = 1 << 8,
+	SRQ_RUNTIME = 1 << 9,
+	SRQ_ENV = 1 << 10,
+	SRQ_METADATA = 1 << 11,
+};
+
+/* A create (or PATCH) request as the client sent it, typed: the API parses
+ * the wire format into it (api_requests.c) and checks the types; the rules
+ * (ranges against the server's maxima, names, allowlist entries) are
+ * session_from_request's. Owns its strings (session_request_release). */
+struct session_request {
+	unsigned set; /* SRQ_* */
+	char *image;
+	int64_t idle_timeout_s;
+	int64_t max_lifetime_s;
+	struct session_limits limits;
+	char **allow;
+	size_t n_allow;
+	bool gvisor; /* runtime "gvisor" (else "runc") */
+	struct session_kv *env;
+	size_t n_env;
+	struct session_kv *metadata;
+	size_t n_metadata;
+};
+
+void session_request_release(struct session_request *r);
+
+/* A new session from a create request (NULL = all defaults), validated
+ * against cfg's defaults and maxima. Caller owns the result (session_free).
+ * The id, times and node are left for the caller to set. */
+struct session *session_from_request(const struct session_request *req, const struct config *cfg,
+				     const char *tenant, struct err **errp);
+
+/* Check an allowlist (create or PATCH): every entry valid, at most
+ * SESSION_MAX_ALLOW of them. The error names the entry. */
+int session_check_allow(char *const *allow, size_t n, struct err **errp);
 
 void session_free(struct session *s);
 
@@ -93,13 +132,8 @@ bool session_lifetime_bound(const struct session *s);
 /* Whether an execution may start now; busy (409) or not ready otherwise. */
 int session_check_exec(const struct session *s, struct err **errp);
 
-/* A session from its Redis record (session_to_json with internal set), for
- * adoption after a restart. The record is checked like any outside input.
- * Caller owns the result. */
-struct session *session_from_record(const char *json, size_t len, struct err **errp);
-
-/* The API view of a session, as one JSON object. With internal set, also the
- * fields only the daemon needs to recover it (node, container). */
-void session_to_json(const struct session *s, yajl_gen g, bool internal);
+/* Copy key/value pairs (env, metadata). Caller frees with session_kv_free. */
+struct session_kv *session_kv_dup(const struct session_kv *kv, size_t n);
+void session_kv_free(struct session_kv *kv, size_t n);
 
 #endif

@@ -13,6 +13,7 @@
 #include "clock.h"
 #include "json.h"
 #include "log.h"
+#include "session_json.h"
 #include "xalloc.h"
 
 struct store {

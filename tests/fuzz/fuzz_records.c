@@ -8,6 +8,7 @@
 #include "json.h"
 #include "netpolicy.h"
 #include "session.h"
+#include "session_json.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,8 +1,10 @@
 /* test_session.c: create-request validation and session rules. */
 #include <stdlib.h>
 
+#include "api_requests.h"
 #include "json.h"
 #include "session.h"
+#include "session_json.h"
 #include "unit.h"
 
 static struct config cfg;
@@ -17,9 +19,14 @@ static struct session *from(const char *body, struct err **e)
 	yajl_val v = body ? json_parse(body, strlen(body), e) : NULL;
 	if (body && v == NULL)
 		return NULL;
-	struct session *s = session_from_request(v, &cfg, "default", e);
+	struct session_request r;
+	int rc = api_parse_session_request(v, &r, e);
 	if (v)
 		yajl_tree_free(v);
+	if (rc < 0)
+		return NULL;
+	struct session *s = session_from_request(&r, &cfg, "default", e);
+	session_request_release(&r);
 	return s;
 }
 

@@ -2,6 +2,7 @@
  * Redis URLs and the container spec. */
 #include <stdlib.h>
 
+#include "api_requests.h"
 #include "capbuf.h"
 #include "container_spec.h"
 #include "exec_result.h"
@@ -153,7 +154,10 @@ TEST(container_spec_is_hardened)
 	    "{\"limits\":{\"memory_mb\":256,\"cpus\":0.5,\"pids\":64,\"disk_mb\":100},"
 	    "\"env\":{\"A\":\"b\"}}";
 	yajl_val body = json_parse(doc, strlen(doc), &e);
-	struct session *s = session_from_request(body, &cfg, "default", &e);
+	struct session_request r;
+	CHECK(api_parse_session_request(body, &r, &e) == 0);
+	struct session *s = session_from_request(&r, &cfg, "default", &e);
+	session_request_release(&r);
 	yajl_tree_free(body);
 	CHECK(s != NULL);
 	strcpy(s->id, "abcdef00-0000-4000-8000-000000000000");

@@ -1,0 +1,301 @@
+/* api_requests.c: request bodies from the wire (JSON) into typed requests.
+ *
+ * Only the API touches the wire format: what is checked here is the shape
+ * (an object, known members, the right JSON types, caps on counts before
+ * anything is copied); the rules about values (ranges against the server's
+ * maxima, names, allowlist entries) are session.c's. A null member counts as
+ * absent. */
+#include "api_requests.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "json.h"
+#include "xalloc.h"
+
+/* Only the members we know; a typo ("memroy_mb") must not pass silently. */
+static int check_keys(yajl_val obj, const char *where, const char *const *known, struct err **errp)
+{
+	for (size_t i = 0; i < obj->u.object.len; i++) {
+		const char *k = obj->u.object.keys[i];
+		bool ok = false;
+		for (const char *const *p = known; *p; p++)
+			if (strcmp(*p, k) == 0)
+				ok = true;
+		if (!ok)
+			return err_set(errp, ERR_BAD_REQUEST, "%sunknown field '%s'", where, k);
+	}
+	return 0;
+}
+
+static yajl_val member(yajl_val obj, const char *key)
+{
+	yajl_val v = json_get(obj, key);
+	return v && !YAJL_IS_NULL(v) ? v : NULL;
+}
+
+/* 1 and *out when present, 0 when absent, -1 on a type error. */
+static int take_int(yajl_val obj, const char *where, const char *key, int64_t *out,
+		    struct err **errp)
+{
+	yajl_val v = member(obj, key);
+	if (v == NULL)
+		return 0;
+	if (!YAJL_IS_INTEGER(v))
+		return err_set(errp, ERR_BAD_REQUEST, "%s%s: expected an integer, got %s", where,
+			       key, json_type_name(v));
+	*out = YAJL_GET_INTEGER(v);
+	return 1;
+}
+
+static int take_number(yajl_val obj, const char *where, const char *key, double *out,
+		       struct err **errp)
+{
+	yajl_val v = member(obj, key);
+	if (v == NULL)
+		return 0;
+	if (!YAJL_IS_NUMBER(v))
+		return err_set(errp, ERR_BAD_REQUEST, "%s%s: expected a number, got %s", where, key,
+			       json_type_name(v));
+	*out = YAJL_IS_INTEGER(v) ? (double)YAJL_GET_INTEGER(v) : YAJL_GET_DOUBLE(v);
+	return 1;
+}
+
+/* Set flag in *set when the member was there; -1 on a type error. */
+static int take_int_field(yajl_val obj, const char *where, const char *key, int64_t *out,
+			  unsigned flag, unsigned *set, struct err **errp)
+{
+	int rc = take_int(obj, where, key, out, errp);
+	if (rc > 0)
+		*set |= flag;
+	return rc < 0 ? -1 : 0;
+}
+
+static int take_limits(yajl_val body, struct session_request *r, struct err **errp)
+{
+	yajl_val v = member(body, "limits");
+	if (v == NULL)
+		return 0;
+	if (!YAJL_IS_OBJECT(v))
+		return err_set(errp, ERR_BAD_REQUEST, "limits: expected an object, got %s",
+			       json_type_name(v));
+	static const char *const known[] = {"memory_mb", "cpus",           "pids",
+					    "disk_mb",   "exec_timeout_s", NULL};
+	if (check_keys(v, "limits: ", known, errp) < 0 ||
+	    take_int_field(v, "limits.", "memory_mb", &r->limits.memory_mb, SRQ_MEMORY, &r->set,
+			   errp) < 0)
+		return -1;
+	int rc = take_number(v, "limits.", "cpus", &r->limits.cpus, errp);
+	if (rc < 0)
+		return -1;
+	if (rc > 0)
+		r->set |= SRQ_CPUS;
+	if (take_int_field(v, "limits.", "pids", &r->limits.pids, SRQ_PIDS, &r->set, errp) < 0 ||
+	    take_int_field(v, "limits.", "disk_mb", &r->limits.disk_mb, SRQ_DISK, &r->set, errp) <
+		0 ||
+	    take_int_field(v, "limits.", "exec_timeout_s", &r->limits.exec_timeout_s,
+			   SRQ_EXEC_TIMEOUT, &r->set, errp) < 0)
+		return -1;
+	return 0;
+}
+
+static int take_network(yajl_val body, struct session_request *r, struct err **errp)
+{
+	yajl_val net = member(body, "network");
+	if (net == NULL)
+		return 0;
+	if (!YAJL_IS_OBJECT(net))
+		return err_set(errp, ERR_BAD_REQUEST, "network: expected an object, got %s",
+			       json_type_name(net));
+	static const char *const known[] = {"allow", NULL};
+	if (check_keys(net, "network: ", known, errp) < 0)
+		return -1;
+	yajl_val allow = member(net, "allow");
+	if (allow == NULL)
+		return 0;
+	if (!YAJL_IS_ARRAY(allow))
+		return err_set(errp, ERR_BAD_REQUEST, "network.allow: expected an array, got %s",
+			       json_type_name(allow));
+	if (allow->u.array.len > SESSION_MAX_ALLOW)
+		return err_set(errp, ERR_BAD_REQUEST, "network.allow: more than %d entries",
+			       SESSION_MAX_ALLOW);
+	r->allow = xcalloc(allow->u.array.len, sizeof(char *));
+	r->set |= SRQ_ALLOW;
+	for (size_t i = 0; i < allow->u.array.len; i++) {
+		yajl_val e = allow->u.array.values[i];
+		if (!YAJL_IS_STRING(e))
+			return err_set(errp, ERR_BAD_REQUEST,
+				       "network.allow[%zu]: expected a string", i);
+		r->allow[r->n_allow++] = xstrdup(e->u.string);
+	}
+	return 0;
+}
+
+static int take_kv(yajl_val body, const char *key, unsigned flag, struct session_request *r,
+		   struct session_kv **out, size_t *n_out, struct err **errp)
+{
+	yajl_val v = member(body, key);
+	if (v == NULL)
+		return 0;
+	if (!YAJL_IS_OBJECT(v))
+		return err_set(errp, ERR_BAD_REQUEST, "%s: expected an object, got %s", key,
+			       json_type_name(v));
+	if (v->u.object.len > SESSION_MAX_KV)
+		return err_set(errp, ERR_BAD_REQUEST, "%s: more than %d entries", key,
+			       SESSION_MAX_KV);
+	*out = xcalloc(v->u.object.len, sizeof(**out));
+	r->set |= flag;
+	for (size_t i = 0; i < v->u.object.len; i++) {
+		const char *k = v->u.object.keys[i];
+		yajl_val val = v->u.object.values[i];
+		if (!YAJL_IS_STRING(val))
+			return err_set(errp, ERR_BAD_REQUEST, "%s.%s: expected a string, got %s",
+				       key, k, json_type_name(val));
+		(*out)[*n_out].key = xstrdup(k);
+		(*out)[*n_out].value = xstrdup(val->u.string);
+		(*n_out)++;
+	}
+	return 0;
+}
+
+int api_parse_session_request(yajl_val body, struct session_request *r, struct err **errp)
+{
+	memset(r, 0, sizeof(*r));
+	if (body == NULL || YAJL_IS_NULL(body))
+		return 0;
+	if (!YAJL_IS_OBJECT(body))
+		return err_set(errp, ERR_BAD_REQUEST, "body: expected a JSON object, got %s",
+			       json_type_name(body));
+	static const char *const known[] = {"image",    "idle_timeout_s", "max_lifetime_s",
+					    "limits",   "network",        "env",
+					    "metadata", "runtime",        NULL};
+	if (check_keys(body, "", known, errp) < 0)
+		goto fail;
+	yajl_val img = member(body, "image");
+	if (img) {
+		if (!YAJL_IS_STRING(img)) {
+			err_set(errp, ERR_BAD_REQUEST, "image: expected a string, got %s",
+				json_type_name(img));
+			goto fail;
+		}
+		r->image = xstrdup(img->u.string);
+		r->set |= SRQ_IMAGE;
+	}
+	if (take_int_field(body, "", "idle_timeout_s", &r->idle_timeout_s, SRQ_IDLE_TIMEOUT,
+			   &r->set, errp) < 0 ||
+	    take_int_field(body, "", "max_lifetime_s", &r->max_lifetime_s, SRQ_MAX_LIFETIME,
+			   &r->set, errp) < 0)
+		goto fail;
+	yajl_val rt = member(body, "runtime");
+	if (rt) {
+		if (!YAJL_IS_STRING(rt) ||
+		    (strcmp(rt->u.string, "runc") && strcmp(rt->u.string, "gvisor"))) {
+			err_set(errp, ERR_BAD_REQUEST, "runtime: expected \"runc\" or \"gvisor\"");
+			goto fail;
+		}
+		r->gvisor = strcmp(rt->u.string, "gvisor") == 0;
+		r->set |= SRQ_RUNTIME;
+	}
+	if (take_limits(body, r, errp) < 0 || take_network(body, r, errp) < 0 ||
+	    take_kv(body, "env", SRQ_ENV, r, &r->env, &r->n_env, errp) < 0 ||
+	    take_kv(body, "metadata", SRQ_METADATA, r, &r->metadata, &r->n_metadata, errp) < 0)
+		goto fail;
+	return 0;
+fail:
+	session_request_release(r);
+	return -1;
+}
+
+int api_parse_patch_request(yajl_val body, struct session_request *r, struct err **errp)
+{
+	memset(r, 0, sizeof(*r));
+	if (body == NULL || !YAJL_IS_OBJECT(body))
+		return err_set(errp, ERR_BAD_REQUEST, "body: expected a JSON object");
+	for (size_t i = 0; i < body->u.object.len; i++)
+		if (strcmp(body->u.object.keys[i], "network") != 0)
+			return err_set(errp, ERR_BAD_REQUEST,
+				       "unknown field '%.64s' (only network can change)",
+				       body->u.object.keys[i]);
+	if (take_network(body, r, errp) < 0) {
+		session_request_release(r);
+		return -1;
+	}
+	/* What a PATCH says is the whole new list: no allow means none. */
+	r->set |= SRQ_ALLOW;
+	return 0;
+}
+
+void exec_request_release(struct exec_request *r)
+{
+	if (r == NULL)
+		return;
+	free(r->code);
+	free(r->image);
+	memset(r, 0, sizeof(*r));
+}
+
+int api_parse_exec_request(const char *body, size_t len, bool oneshot, struct exec_request *r,
+			   struct err **errp)
+{
+	memset(r, 0, sizeof(*r));
+	const char *extra = oneshot ? "image" : "stream";
+	yajl_val v = json_parse(body, len, errp);
+	if (v == NULL)
+		return -1;
+	if (!YAJL_IS_OBJECT(v)) {
+		err_set(errp, ERR_BAD_REQUEST, "body: expected a JSON object, got %s",
+			json_type_name(v));
+		goto fail;
+	}
+	for (size_t i = 0; i < v->u.object.len; i++) {
+		const char *k = v->u.object.keys[i];
+		if (strcmp(k, "code") && strcmp(k, "timeout_s") && strcmp(k, extra)) {
+			err_set(errp, ERR_BAD_REQUEST, "unknown field '%.64s'", k);
+			goto fail;
+		}
+	}
+	yajl_val jcode = json_get(v, "code");
+	if (jcode == NULL || !YAJL_IS_STRING(jcode)) {
+		err_set(errp, ERR_BAD_REQUEST, "code: expected a string, got %s",
+			json_type_name(jcode));
+		goto fail;
+	}
+	r->code = xstrdup(jcode->u.string);
+	r->len = strlen(r->code);
+	yajl_val jt = member(v, "timeout_s");
+	if (jt) {
+		if (!YAJL_IS_NUMBER(jt)) {
+			err_set(errp, ERR_BAD_REQUEST, "timeout_s: expected a number, got %s",
+				json_type_name(jt));
+			goto fail;
+		}
+		double t = YAJL_IS_INTEGER(jt) ? (double)YAJL_GET_INTEGER(jt) : YAJL_GET_DOUBLE(jt);
+		if (!(t >= 1 && t <= 86400)) {
+			err_set(errp, ERR_BAD_REQUEST, "timeout_s: %g is outside 1..86400", t);
+			goto fail;
+		}
+		r->timeout_s = (int64_t)(t + 0.999); /* rounded up: never less time */
+	}
+	yajl_val jx = member(v, extra);
+	if (jx && oneshot) {
+		if (!YAJL_IS_STRING(jx)) {
+			err_set(errp, ERR_BAD_REQUEST, "image: expected a string, got %s",
+				json_type_name(jx));
+			goto fail;
+		}
+		r->image = xstrdup(jx->u.string);
+	} else if (jx) {
+		if (!YAJL_IS_TRUE(jx) && !YAJL_IS_FALSE(jx)) {
+			err_set(errp, ERR_BAD_REQUEST, "stream: expected a boolean, got %s",
+				json_type_name(jx));
+			goto fail;
+		}
+		r->stream = YAJL_IS_TRUE(jx);
+	}
+	yajl_tree_free(v);
+	return 0;
+fail:
+	yajl_tree_free(v);
+	exec_request_release(r);
+	return -1;
+}

@@ -1,0 +1,39 @@
+/* api_requests.h: the API's request bodies, parsed from JSON into typed
+ * requests. Below the API nobody sees the wire format: the manager and the
+ * session rules take these structs. */
+#ifndef CI_API_REQUESTS_H
+#define CI_API_REQUESTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <yajl/yajl_tree.h>
+
+#include "err.h"
+#include "session.h"
+
+/* POST /v1/sessions: body NULL (or null) is a request for all defaults.
+ * On success *r owns its strings (session_request_release); on failure it
+ * is left empty. */
+int api_parse_session_request(yajl_val body, struct session_request *r, struct err **errp);
+
+/* PATCH /v1/sessions/{id}: only "network" may change; the allowlist it
+ * carries (none when absent) replaces the session's. */
+int api_parse_patch_request(yajl_val body, struct session_request *r, struct err **errp);
+
+/* POST /v1/sessions/{id}/exec and the one-shot POST /v1/exec. */
+struct exec_request {
+	char *code;
+	size_t len;
+	int64_t timeout_s; /* 0: the session's exec_timeout_s */
+	bool stream;       /* exec only: NDJSON events */
+	char *image;       /* one-shot only: NULL = the default image */
+};
+
+/* The body (len bytes of JSON) of an exec (oneshot false: "stream" allowed)
+ * or a one-shot (oneshot true: "image" allowed). */
+int api_parse_exec_request(const char *body, size_t len, bool oneshot, struct exec_request *r,
+			   struct err **errp);
+void exec_request_release(struct exec_request *r);
+
+#endif
