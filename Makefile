@@ -37,8 +37,8 @@ DAEMON_LIB_SRCS := daemon/err.c daemon/log.c daemon/clock.c daemon/json.c daemon
 	daemon/session.c daemon/session_json.c daemon/api_requests.c daemon/frame.c daemon/capbuf.c daemon/exec_result.c \
 	daemon/container_spec.c daemon/seccomp.c daemon/uid_range.c daemon/ipc_dir.c daemon/kernel.c daemon/files.c \
 	daemon/netpolicy.c daemon/resolver.c daemon/egress_head.c daemon/egress.c daemon/proc.c daemon/network.c \
-	daemon/docker.c daemon/store.c daemon/http_server.c daemon/manager.c daemon/manager_pool.c \
-	daemon/manager_recovery.c daemon/http_api.c daemon/fdbudget.c daemon/listen_guard.c
+	daemon/docker.c daemon/docker_api.c daemon/docker_json.c daemon/store.c daemon/http_server.c daemon/manager.c daemon/manager_create.c \
+	daemon/manager_exec.c daemon/manager_teardown.c daemon/pool.c daemon/manager_recovery.c daemon/http_api.c daemon/fdbudget.c daemon/listen_guard.c
 DAEMON_SRCS := $(DAEMON_LIB_SRCS) daemon/main.c
 include cli/cli.mk
 UNIT_SRCS := $(wildcard tests/unit/*.c)

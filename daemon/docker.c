@@ -1,11 +1,15 @@
-/* docker.c: curl multi on libevent, talking to dockerd's unix socket. */
+/* docker.c: the driver's transport: curl multi on libevent, talking to
+ * dockerd's unix socket; API version negotiation, the liveness ping, calls
+ * and their cancellation. The typed calls are in docker_api.c. */
 #include "docker.h"
+#include "docker_internal.h"
 
 #include <curl/curl.h>
 #include <sys/queue.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "docker_json.h"
 #include "json.h"
 #include "log.h"
 #include "xalloc.h"
@@ -15,7 +19,7 @@
 #define DOCKER_API_MAX_MINOR 43
 #define DOCKER_API_MIN_MINOR 40
 
-struct docker_req {
+struct docker_call {
 	struct docker *d;
 	CURL *easy;
 	struct curl_slist *headers;
@@ -24,11 +28,13 @@ struct docker_req {
 	char *resp;
 	size_t resp_len;
 	bool overflow;
-	docker_cb cb;
-	void *arg;
-	long timeout_ms;               /* 0: the default */
-	struct docker_req *next;       /* queued before negotiation */
-	LIST_ENTRY(docker_req) active; /* in curl's hands */
+	docker_raw_cb cb;
+	void *ctx;
+	void (*free_ctx)(void *ctx);
+	bool cancelled;
+	long timeout_ms;                /* 0: the default */
+	struct docker_call *next;       /* queued before negotiation */
+	LIST_ENTRY(docker_call) active; /* in curl's hands */
 };
 
 struct docker {
@@ -42,8 +48,8 @@ struct docker {
 	char version[16];
 	bool negotiating;
 	bool reachable;
-	struct docker_req *queue, **queue_tail;
-	LIST_HEAD(, docker_req) active;
+	struct docker_call *queue, **queue_tail;
+	LIST_HEAD(, docker_call) active;
 };
 
 struct docker_sock {
@@ -113,7 +119,7 @@ static int timer_cb(CURLM *multi, long timeout_ms, void *userp)
 
 static size_t write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
 {
-	struct docker_req *r = userdata;
+	struct docker_call *r = userdata;
 	size_t n = size * nmemb;
 	if (r->resp_len + n > DOCKER_MAX_RESPONSE) {
 		r->overflow = true;
@@ -126,8 +132,10 @@ static size_t write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
 	return n;
 }
 
-static void req_free(struct docker_req *r)
+static void req_free(struct docker_call *r)
 {
+	if (r->free_ctx)
+		r->free_ctx(r->ctx);
 	if (r->easy)
 		curl_easy_cleanup(r->easy);
 	curl_slist_free_all(r->headers);
@@ -139,7 +147,7 @@ static void req_free(struct docker_req *r)
 }
 
 struct deferred_fail {
-	struct docker_req *r;
+	struct docker_call *r;
 	char error[256];
 };
 
@@ -149,14 +157,14 @@ static void fail_deferred_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	struct deferred_fail *f = arg;
 	struct docker_response resp = {.status = 0, .body = "", .len = 0, .error = f->error};
-	f->r->cb(&resp, f->r->arg);
+	f->r->cb(&resp, f->r->cancelled, f->r->ctx);
 	req_free(f->r);
 	free(f);
 }
 
 /* Fail a request through the loop, so the callback never runs inside the
  * call that made the request. */
-static void req_fail_later(struct docker_req *r, const char *error)
+static void req_fail_later(struct docker_call *r, const char *error)
 {
 	struct deferred_fail *f = xcalloc(1, sizeof(*f));
 	f->r = r;
@@ -165,7 +173,7 @@ static void req_fail_later(struct docker_req *r, const char *error)
 	event_base_once(r->d->base, -1, EV_TIMEOUT, fail_deferred_cb, f, &zero);
 }
 
-static void req_start(struct docker_req *r, const char *version)
+static void req_start(struct docker_call *r, const char *version)
 {
 	struct docker *d = r->d;
 	char url[2048];
@@ -213,7 +221,7 @@ static void check_multi_info(struct docker *d)
 			continue;
 		CURL *easy = msg->easy_handle;
 		CURLcode res = msg->data.result;
-		struct docker_req *r = NULL;
+		struct docker_call *r = NULL;
 		curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&r);
 		curl_multi_remove_handle(d->multi, easy);
 		LIST_REMOVE(r, active);
@@ -233,18 +241,18 @@ static void check_multi_info(struct docker *d)
 			if (res == CURLE_COULDNT_CONNECT)
 				d->reachable = false;
 		}
-		r->cb(&resp, r->arg);
+		r->cb(&resp, r->cancelled, r->ctx);
 		req_free(r);
 	}
 }
 
 static void flush_queue(struct docker *d, const char *error)
 {
-	struct docker_req *q = d->queue;
+	struct docker_call *q = d->queue;
 	d->queue = NULL;
 	d->queue_tail = &d->queue;
 	while (q) {
-		struct docker_req *next = q->next;
+		struct docker_call *next = q->next;
 		q->next = NULL;
 		if (error)
 			req_fail_later(q, error);
@@ -261,8 +269,9 @@ static void retry_cb(evutil_socket_t fd, short what, void *arg)
 	negotiate(arg);
 }
 
-static void negotiate_done(const struct docker_response *resp, void *arg)
+static void negotiate_done(const struct docker_response *resp, bool cancelled, void *arg)
 {
+	(void)cancelled;
 	struct docker *d = arg;
 	d->negotiating = false;
 	struct err *e = NULL;
@@ -300,17 +309,18 @@ static void negotiate(struct docker *d)
 	if (d->negotiating || d->version[0])
 		return;
 	d->negotiating = true;
-	struct docker_req *r = xcalloc(1, sizeof(*r));
+	struct docker_call *r = xcalloc(1, sizeof(*r));
 	r->d = d;
 	r->method = xstrdup("GET");
 	r->path = xstrdup("/version");
 	r->cb = negotiate_done;
-	r->arg = d;
+	r->ctx = d;
 	req_start(r, NULL);
 }
 
-static void ping_done(const struct docker_response *resp, void *arg)
+static void ping_done(const struct docker_response *resp, bool cancelled, void *arg)
 {
+	(void)cancelled;
 	struct docker *d = arg;
 	d->pinging = false;
 	bool was = d->reachable;
@@ -330,13 +340,13 @@ static void ping_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	d->pinging = true;
 	/* An engine that accepts but never answers is down too: 2 s, not 120. */
-	struct docker_req *r = xcalloc(1, sizeof(*r));
+	struct docker_call *r = xcalloc(1, sizeof(*r));
 	r->d = d;
 	r->method = xstrdup("GET");
 	r->path = xstrdup("/_ping");
 	r->timeout_ms = 2000;
 	r->cb = ping_done;
-	r->arg = d;
+	r->ctx = d;
 	req_start(r, d->version);
 }
 
@@ -370,14 +380,14 @@ void docker_free(struct docker *d)
 	/* Take every handle out before the multi goes, or curl would call our
 	 * socket callback on a half-freed client. */
 	while (!LIST_EMPTY(&d->active)) {
-		struct docker_req *r = LIST_FIRST(&d->active);
+		struct docker_call *r = LIST_FIRST(&d->active);
 		LIST_REMOVE(r, active);
 		curl_multi_remove_handle(d->multi, r->easy);
 		req_free(r);
 	}
-	struct docker_req *q = d->queue;
+	struct docker_call *q = d->queue;
 	while (q) {
-		struct docker_req *next = q->next;
+		struct docker_call *next = q->next;
 		req_free(q);
 		q = next;
 	}
@@ -389,10 +399,11 @@ void docker_free(struct docker *d)
 	free(d);
 }
 
-void docker_request(struct docker *d, const char *method, const char *path, const char *body,
-		    size_t blen, docker_cb cb, void *arg)
+struct docker_call *docker_call_start(struct docker *d, const char *method, const char *path,
+				      const char *body, size_t blen, docker_raw_cb on_response,
+				      void *ctx, void (*free_ctx)(void *ctx))
 {
-	struct docker_req *r = xcalloc(1, sizeof(*r));
+	struct docker_call *r = xcalloc(1, sizeof(*r));
 	r->d = d;
 	r->method = xstrdup(method);
 	r->path = xstrdup(path);
@@ -402,21 +413,31 @@ void docker_request(struct docker *d, const char *method, const char *path, cons
 		r->body[blen] = '\0';
 		r->blen = blen;
 	}
-	r->cb = cb;
-	r->arg = arg;
+	r->cb = on_response;
+	r->ctx = ctx;
+	r->free_ctx = free_ctx;
 	if (d->version[0]) {
 		req_start(r, d->version);
-		return;
+		return r;
 	}
 	*d->queue_tail = r;
 	d->queue_tail = &r->next;
 	negotiate(d);
+	return r;
+}
+
+/* The transfer goes on: the engine may already be acting on it, and what
+ * it made may have to be undone (docker_api.c sees cancelled). */
+void docker_cancel(struct docker_call *c)
+{
+	if (c)
+		c->cancelled = true;
 }
 
 size_t docker_pending(const struct docker *d)
 {
 	size_t n = 0;
-	const struct docker_req *r;
+	const struct docker_call *r;
 	LIST_FOREACH (r, &d->active, active)
 		n++;
 	for (r = d->queue; r; r = r->next)
@@ -438,16 +459,10 @@ struct err *docker_error(const struct docker_response *resp, const char *what)
 {
 	if (resp->status == 0)
 		return err_new(ERR_UNAVAILABLE, "%s: docker: %s", what, resp->error);
-	struct err *pe = NULL;
-	yajl_val v = json_parse(resp->body, resp->len, &pe);
-	const char *msg = json_get_str(v, "message");
+	AUTOFREE char *msg = docker_json_error_message(resp->body, resp->len);
 	enum err_code code = resp->status == 404   ? ERR_NOT_FOUND
 			     : resp->status >= 500 ? ERR_UNAVAILABLE
 						   : ERR_INTERNAL;
-	struct err *e =
-	    err_new(code, "%s: docker: %ld %.300s", what, resp->status, msg ? msg : "(no message)");
-	err_free(pe);
-	if (v)
-		yajl_tree_free(v);
-	return e;
+	return err_new(code, "%s: docker: %ld %.300s", what, resp->status,
+		       msg ? msg : "(no message)");
 }

@@ -1,6 +1,17 @@
-/* manager_internal.h: what the manager's files share (manager.c: sessions
- * and their flows; manager_pool.c: the warm pool; manager_recovery.c:
- * reconciling Docker and Redis, orphans, shutdown). Not for other modules. */
+/* manager_internal.h: what the manager's files share. Not for other modules.
+ *
+ * The manager is cut by ownership, each file owning one flow and its state:
+ *   manager.c           the session table, a session's runtime (IPC link,
+ *                       clocks), the kernel link's events, queries, set-up
+ *   manager_create.c    creating a session: a cancellable state machine,
+ *                       cold or from the warm pool (pool.c keeps the pool)
+ *   manager_exec.c      executions: deadlines, output, the kernel's death
+ *   manager_teardown.c  ending a session: teardown and tombstones
+ *   manager_recovery.c  restarts (adoption), Redis write-back, orphans and
+ *                       leftovers, shutdown
+ *   manager_oneshot.c   the one-shot execution (create, exec, delete)
+ * A flow's op is owned by its session (ms->create, ms->exec, ms->teardown);
+ * ending a session cancels what is in flight rather than detaching it. */
 #ifndef CI_MANAGER_INTERNAL_H
 #define CI_MANAGER_INTERNAL_H
 
@@ -13,52 +24,14 @@
 #include "files.h"
 #include "kernel.h"
 #include "manager.h"
+#include "pool.h"
 #include "session.h"
 
 #define BUCKETS 4096
 
-struct msession;
-
-struct create_op {
-	struct manager *m;
-	struct msession *ms; /* NULL once the session ended under it */
-	manager_session_cb cb;
-	void *arg;
-	struct event *timeout;
-	enum {
-		CREATE_STORE,
-		CREATE_NETWORK,
-		CREATE_DOCKER_CREATE,
-		CREATE_DOCKER_START,
-		CREATE_INSPECT,
-		CREATE_WAIT_KERNEL
-	} step;
-};
-
-struct exec_op {
-	struct msession *ms;
-	uint64_t id;
-	char *code;
-	size_t len;
-	bool sent;
-	bool timed_out;   /* the deadline passed and SIGINT was sent */
-	bool hard_killed; /* SIGKILL was sent after the grace */
-	bool kernel_lost; /* waiting for the supervisor's exit notice */
-	int64_t start_us;
-	int64_t timeout_s;
-	struct exec_result *result;
-	struct event *deadline;
-	manager_event_cb on_event;
-	manager_exec_cb cb;
-	void *arg;
-};
-
-struct teardown_op {
-	struct msession *ms;
-	int pending;
-	manager_done_cb cb;
-	void *arg;
-};
+struct create_op;
+struct exec_op;
+struct teardown_op;
 
 struct kernel_exit_info {
 	bool valid;
@@ -83,11 +56,10 @@ struct msession {
 	 * other executions; seeded from the clock, so they keep growing across
 	 * restarts. */
 	uint64_t next_exec_id;
-	bool pooled;  /* a warm sandbox, not yet anybody's session */
-	bool in_pool; /* ... and ready in the pool's list */
+	bool pooled;                   /* a warm sandbox, not yet anybody's session */
+	struct pool_entry *pool_entry; /* ... ready in the pool (NULL while starting) */
 	struct msession *hnext;
 	TAILQ_ENTRY(msession) all;
-	TAILQ_ENTRY(msession) pool_link;
 };
 
 struct manager {
@@ -102,6 +74,7 @@ struct manager {
 	size_t count;
 	struct uid_range *uids; /* one host uid per session */
 	char *seccomp;          /* the sandboxes' seccomp profile (JSON), NULL = engine's */
+	struct pool *pool;
 	bool draining;
 	bool recovering, recovered;
 	manager_event_fn listener;
@@ -111,10 +84,6 @@ struct manager {
 	bool orphans_suspected; /* a container removal failed: sweep soon */
 	int64_t last_sweep_ms;
 	struct event *sweep;
-	TAILQ_HEAD(, msession) pool; /* warm and ready, oldest first */
-	size_t pool_ready, pool_filling, pooled_total;
-	uint64_t pool_hits, pool_misses;
-	struct event *pool_retry;
 };
 
 /* Recent endings, kept here too: a call on an ended session gets its 410
@@ -133,31 +102,56 @@ struct tomb {
 	TAILQ_ENTRY(tomb) link;
 };
 
-/* manager.c */
-void manager_emit(struct manager *m, const char *type, const struct session *s, const char *detail);
+/* manager.c: the table and a session's runtime */
 struct msession *manager_find(struct manager *m, const char *id);
+/* The live session id of tenant, or NULL (also while it is ending). */
+struct msession *manager_owned(struct manager *m, const char *id, const char *tenant);
+void manager_emit(struct manager *m, const char *type, const struct session *s, const char *detail);
 size_t manager_client_sessions(const struct manager *m);
-void manager_tomb_write(struct manager *m, struct tomb *t);
+bool manager_any_networked(const struct manager *m);
+/* The runtime side of a session (IPC socket, transfers, timers), in the
+ * table. Takes s (freed on failure). */
+struct msession *msession_new(struct manager *m, struct session *s, struct err **errp);
+/* Out of the table and freed: the end of a teardown. */
+void msession_remove(struct msession *ms);
 void msession_arm_idle(struct msession *ms);
 void msession_touch(struct msession *ms);
 void msession_persist(struct msession *ms);
-void manager_ignore_response(const struct docker_response *resp, void *arg);
-void manager_ignore_net_ready(const struct err *e, void *arg);
-struct msession *msession_new(struct manager *m, struct session *s, struct err **errp);
-void msession_create_start(struct manager *m, struct msession *ms, manager_session_cb cb, void *arg,
-			   bool record);
+
+/* manager_create.c */
+/* Walk a new session through its create steps; with record, it gets its
+ * Redis record first (a warm sandbox has no owner, so none). */
+void create_start(struct msession *ms, manager_session_cb cb, void *arg, bool record);
+/* The runner's supervisor or kernel connected: maybe the create is done. */
+void create_on_runner_up(struct create_op *op);
+/* The session ends while it is being created: cb hears why, what is in
+ * flight is cancelled, the op is freed. */
+void create_abort(struct create_op *op, const char *reason);
+/* After recovery: the warm pool may start filling. */
+void create_pool_init(struct manager *m);
+/* The daemon exits: the op goes, nobody is told. */
+void create_free_at_exit(struct create_op *op);
+
+/* manager_exec.c: what the kernel link reports about executions */
+void exec_on_kernel_up(struct msession *ms);
+void exec_on_kernel_down(struct msession *ms);
+void exec_on_kernel_exit(struct msession *ms);
+void exec_on_stream(struct msession *ms, uint64_t id, bool is_stderr, const char *data, size_t len,
+		    bool tail, uint64_t dropped);
+void exec_on_display(struct msession *ms, uint64_t id, const char *mime, const char *data,
+		     size_t len);
+void exec_on_done(struct msession *ms, uint64_t id, yajl_val header);
+/* The session ends under a running execution: it is answered "killed". */
+void exec_abort(struct exec_op *op, const char *reason);
+/* The daemon exits: answered without touching the session. */
+void exec_abort_at_exit(struct exec_op *op);
+
+/* manager_teardown.c */
 void msession_end(struct msession *ms, enum session_state st, const char *reason,
 		  manager_done_cb cb, void *arg);
-
-/* manager_pool.c */
-bool manager_pool_eligible(const struct manager *m, const struct session *s);
-void manager_pool_retry_cb(evutil_socket_t fd, short what, void *arg);
-void manager_pool_fill(struct manager *m);
-void manager_pool_claim(struct manager *m, struct msession *ms, struct session *s,
-			manager_session_cb cb, void *arg);
-
-/* Whether a session of ours (a warm sandbox too) is on the sandbox network. */
-bool manager_any_networked(const struct manager *m);
+struct tomb *manager_tomb_find(struct manager *m, const char *id);
+void manager_tomb_write(struct manager *m, struct tomb *t);
+void manager_tombs_free(struct manager *m);
 
 /* manager_recovery.c */
 void manager_registry_write_back(void *arg);

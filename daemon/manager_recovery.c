@@ -14,10 +14,8 @@
 #include "session_json.h"
 #include "xalloc.h"
 
-static void containers_path(struct manager *m, char *path, size_t size);
+static struct docker_call *list_containers(struct manager *m, docker_list_cb cb, void *arg);
 static size_t sweep_state_dirs(struct manager *m, bool remove, yajl_gen list);
-static void remove_container(struct manager *m, const char *cid);
-void manager_sweep_cb(evutil_socket_t fd, short what, void *arg);
 
 /* ---- recovery after a restart ----
  *
@@ -27,11 +25,17 @@ void manager_sweep_cb(evutil_socket_t fd, short what, void *arg);
  * kernel keeps its variables); a container without a record is an orphan and
  * is removed; a record without a running container is tombstoned "dead". */
 
+/* A container as the engine listed it, copied out of the driver's answer. */
+struct listed {
+	char *id, *state, *session;
+};
+
 struct recovery {
 	struct manager *m;
 	int pending;
 	bool failed;
-	yajl_val containers;
+	struct listed *containers;
+	size_t n_containers;
 	struct session **records;
 	size_t n_records;
 };
@@ -45,19 +49,16 @@ static void recovery_retry_cb(evutil_socket_t fd, short what, void *arg)
 
 static void recovery_free(struct recovery *r)
 {
-	if (r->containers)
-		yajl_tree_free(r->containers);
+	for (size_t i = 0; i < r->n_containers; i++) {
+		free(r->containers[i].id);
+		free(r->containers[i].state);
+		free(r->containers[i].session);
+	}
+	free(r->containers);
 	for (size_t i = 0; i < r->n_records; i++)
 		session_free(r->records[i]);
 	free(r->records);
 	free(r);
-}
-
-static void remove_container(struct manager *m, const char *cid)
-{
-	char path[256];
-	snprintf(path, sizeof(path), "/containers/%s?force=true&v=true", cid);
-	docker_request(m->docker, "DELETE", path, NULL, 0, manager_ignore_response, NULL);
 }
 
 static void adopt(struct manager *m, struct session *s)
@@ -73,7 +74,7 @@ static void adopt(struct manager *m, struct session *s)
 	}
 	kernel_link_set_container(ms->link, s->container_id);
 	if (s->net_ip[0])
-		net_ensure(m->net, manager_ignore_net_ready, NULL);
+		net_ensure(m->net, NULL, NULL); /* its proxy must listen again */
 	msession_arm_idle(ms);
 	manager_emit(m, "adopted", s, NULL);
 	log_info("session %s: adopted (container %.12s, expires in %llds)", s->id, s->container_id,
@@ -92,14 +93,10 @@ static void recovery_reconcile(struct recovery *r)
 {
 	struct manager *m = r->m;
 	size_t adopted = 0, orphans = 0, dead = 0;
-	yajl_val list = r->containers;
 	bool *claimed = xcalloc(r->n_records + 1, sizeof(bool));
-	for (size_t i = 0; list && i < list->u.array.len; i++) {
-		yajl_val c = list->u.array.values[i];
-		const char *cid = json_get_str(c, "Id"), *state = json_get_str(c, "State");
-		const char *sid = json_get_str(json_get(c, "Labels"), "ci.session");
-		if (cid == NULL || strlen(cid) > 128)
-			continue;
+	for (size_t i = 0; i < r->n_containers; i++) {
+		const char *cid = r->containers[i].id, *state = r->containers[i].state;
+		const char *sid = r->containers[i].session;
 		size_t k = r->n_records;
 		for (size_t j = 0; sid && j < r->n_records; j++)
 			if (r->records[j] && strcmp(r->records[j]->id, sid) == 0)
@@ -109,7 +106,7 @@ static void recovery_reconcile(struct recovery *r)
 		if (k == r->n_records || state == NULL || strcmp(state, "running") != 0) {
 			log_info("recovery: removing %s container %.12s (session %s)",
 				 k == r->n_records ? "orphan" : "stopped", cid, sid ? sid : "?");
-			remove_container(m, cid);
+			docker_container_remove(m->docker, cid, NULL, NULL);
 			orphans++;
 			continue;
 		}
@@ -125,7 +122,7 @@ static void recovery_reconcile(struct recovery *r)
 		struct session *s = r->records[j];
 		if (claimed[j] || s == NULL || manager_find(m, s->id))
 			continue;
-		s->state = SESSION_DEAD;
+		session_set_state(s, SESSION_DEAD);
 		store_session_end(m->store, s,
 				  "node lost: its container was gone when the daemon restarted",
 				  NULL, NULL);
@@ -144,8 +141,8 @@ static void recovery_reconcile(struct recovery *r)
 	 * will use, is a previous run's leftover (with its firewall chain). */
 	if (m->net && !manager_any_networked(m) && m->cfg->pool_network_size == 0)
 		net_collect(m->net, false, true, net_collected_log, NULL);
-	manager_pool_fill(
-	    m); /* after recovery, so the reconcile never sees half-made pool sandboxes */
+	/* After recovery, so the reconcile never sees half-made warm sandboxes. */
+	pool_fill(m->pool);
 }
 
 static void recovery_step_done(struct recovery *r)
@@ -164,19 +161,22 @@ static void recovery_step_done(struct recovery *r)
 	recovery_free(r);
 }
 
-static void recovery_listed(const struct docker_response *resp, void *arg)
+static void recovery_listed(const struct docker_result *res,
+			    const struct docker_container_summary *list, size_t n, void *arg)
 {
 	struct recovery *r = arg;
-	struct err *e = NULL;
-	if (resp->status == 200)
-		r->containers = json_parse(resp->body, resp->len, &e);
-	if (r->containers == NULL || !YAJL_IS_ARRAY(r->containers)) {
-		struct err *de = resp->status == 200 ? NULL : docker_error(resp, "list containers");
-		log_warn("recovery: %s; retrying", de ? de->message : "bad container list");
-		err_free(de);
+	if (res->error) {
+		log_warn("recovery: %s; retrying", res->error->message);
 		r->failed = true;
+	} else {
+		r->containers = xcalloc(n + 1, sizeof(*r->containers));
+		for (size_t i = 0; i < n; i++) {
+			struct listed *c = &r->containers[r->n_containers++];
+			c->id = xstrdup(list[i].id);
+			c->state = list[i].state ? xstrdup(list[i].state) : NULL;
+			c->session = list[i].session ? xstrdup(list[i].session) : NULL;
+		}
 	}
-	err_free(e);
 	recovery_step_done(r);
 }
 
@@ -217,9 +217,7 @@ void manager_recover(struct manager *m)
 	struct recovery *r = xcalloc(1, sizeof(*r));
 	r->m = m;
 	r->pending = 2;
-	char path[2048];
-	containers_path(m, path, sizeof(path));
-	docker_request(m->docker, "GET", path, NULL, 0, recovery_listed, r);
+	list_containers(m, recovery_listed, r);
 	store_node_records(m->store, recovery_records, r);
 }
 
@@ -318,32 +316,14 @@ void manager_shutdown(struct manager *m, const char *reason, bool pool_only, man
 	}
 }
 
-/* GET /containers/json for this node's and prefix's containers. */
-static void containers_path(struct manager *m, char *path, size_t size)
+/* This node's and prefix's containers, in every state. */
+static struct docker_call *list_containers(struct manager *m, docker_list_cb cb, void *arg)
 {
-	AUTOGEN yajl_gen g = json_gen_new();
-	char buf[512];
-	jg_obj(g);
-	jg_str(g, "label");
-	jg_arr(g);
-	snprintf(buf, sizeof(buf), "ci.node=%s", m->cfg->node);
-	jg_str(g, buf);
-	snprintf(buf, sizeof(buf), "ci.prefix=%s", m->cfg->key_prefix);
-	jg_str(g, buf);
-	jg_arr_end(g);
-	jg_obj_end(g);
-	size_t len;
-	const char *filters = jg_text(g, &len);
-	size_t o = (size_t)snprintf(path, size, "/containers/json?all=true&filters=");
-	for (size_t i = 0; i < len && o + 4 < size; i++) {
-		unsigned char ch = (unsigned char)filters[i];
-		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		    (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.')
-			path[o++] = (char)ch;
-		else
-			o += (size_t)snprintf(path + o, size - o, "%%%02X", ch);
-	}
-	path[o] = '\0';
+	char node[300], prefix[128];
+	snprintf(node, sizeof(node), "ci.node=%s", m->cfg->node);
+	snprintf(prefix, sizeof(prefix), "ci.prefix=%s", m->cfg->key_prefix);
+	const char *const labels[] = {node, prefix};
+	return docker_container_list(m->docker, labels, 2, cb, arg);
 }
 
 /* Session directories that no session in the table owns. */
@@ -401,21 +381,13 @@ static void orphans_net_collected(const struct err *e, const struct net_leftover
 	free(op);
 }
 
-static void orphans_answer(const struct docker_response *resp, void *arg)
+static void orphans_answer(const struct docker_result *res,
+			   const struct docker_container_summary *list, size_t n, void *arg)
 {
 	struct orphans_op *op = arg;
 	struct manager *m = op->m;
-	struct err *e = NULL;
-	yajl_val v = resp->status == 200 ? json_parse(resp->body, resp->len, &e) : NULL;
-	if (v == NULL || !YAJL_IS_ARRAY(v)) {
-		struct err *de = resp->status == 200
-				     ? err_new(ERR_UNAVAILABLE, "docker: bad container list")
-				     : docker_error(resp, "list containers");
-		op->cb(de, NULL, 0, op->arg);
-		err_free(de);
-		err_free(e);
-		if (v)
-			yajl_tree_free(v);
+	if (res->error) {
+		op->cb(res->error, NULL, 0, op->arg);
 		free(op);
 		return;
 	}
@@ -423,21 +395,19 @@ static void orphans_answer(const struct docker_response *resp, void *arg)
 	jg_obj(g);
 	jg_str(g, "orphans");
 	jg_arr(g);
-	for (size_t i = 0; i < v->u.array.len; i++) {
-		yajl_val c = v->u.array.values[i];
-		const char *cid = json_get_str(c, "Id"), *state = json_get_str(c, "State");
-		const char *sid = json_get_str(json_get(c, "Labels"), "ci.session");
-		if (cid == NULL || strlen(cid) > 128 || (sid && manager_find(m, sid)))
+	for (size_t i = 0; i < n; i++) {
+		const char *cid = list[i].id, *sid = list[i].session;
+		if (sid && manager_find(m, sid))
 			continue;
 		jg_obj(g);
 		jg_kv_str(g, "container", cid);
 		jg_kv_str(g, "session", sid);
-		jg_kv_str(g, "state", state);
+		jg_kv_str(g, "state", list[i].state);
 		jg_obj_end(g);
 		if (op->remove) {
 			log_info("gc: removing orphan container %.12s (session %s)", cid,
 				 sid ? sid : "?");
-			remove_container(m, cid);
+			docker_container_remove(m->docker, cid, NULL, NULL);
 		}
 	}
 	jg_arr_end(g);
@@ -448,7 +418,6 @@ static void orphans_answer(const struct docker_response *resp, void *arg)
 	jg_arr_end(g);
 	if (op->remove && dirs)
 		log_info("gc: removed %zu stale state directories", dirs);
-	yajl_tree_free(v);
 	op->g = g;
 	g = NULL; /* handed to op: the answer goes on after the network check */
 	if (m->net == NULL) {
@@ -466,9 +435,7 @@ void manager_orphans(struct manager *m, bool remove, manager_orphans_cb cb, void
 	op->remove = remove;
 	op->cb = cb;
 	op->arg = arg;
-	char path[2048];
-	containers_path(m, path, sizeof(path));
-	docker_request(m->docker, "GET", path, NULL, 0, orphans_answer, op);
+	list_containers(m, orphans_answer, op);
 }
 
 static void sweep_done(const struct err *e, const char *json, size_t len, void *arg)
@@ -493,10 +460,4 @@ void manager_sweep_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	m->last_sweep_ms = now;
 	manager_orphans(m, true, sweep_done, m);
-}
-
-void manager_set_listener(struct manager *m, manager_event_fn fn, void *arg)
-{
-	m->listener = fn;
-	m->listener_arg = arg;
 }

@@ -4,17 +4,16 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "json.h"
 #include "log.h"
 #include "proc.h"
 #include "xalloc.h"
 
 enum net_state { NET_DOWN, NET_STARTING, NET_READY, NET_FAILED, NET_REMOVING };
 
-struct waiter {
+struct net_waiter {
 	net_ready_cb cb;
 	void *arg;
-	struct waiter *next;
+	struct net_waiter *next;
 };
 
 struct sandbox_net {
@@ -30,7 +29,7 @@ struct sandbox_net {
 	char proxy_url[128];
 	int port;
 	int step; /* firewall command being run */
-	struct waiter *waiters;
+	struct net_waiter *waiters;
 	struct event *retry_ok;
 };
 
@@ -63,9 +62,9 @@ void net_free(struct sandbox_net *n)
 {
 	if (n == NULL)
 		return;
-	struct waiter *w = n->waiters;
+	struct net_waiter *w = n->waiters;
 	while (w) {
-		struct waiter *next = w->next;
+		struct net_waiter *next = w->next;
 		free(w);
 		w = next;
 	}
@@ -74,12 +73,13 @@ void net_free(struct sandbox_net *n)
 
 static void notify(struct sandbox_net *n, const char *error)
 {
-	struct waiter *w = n->waiters;
+	struct net_waiter *w = n->waiters;
 	n->waiters = NULL;
 	struct err e = {.code = ERR_UNAVAILABLE, .message = (char *)error};
 	while (w) {
-		struct waiter *next = w->next;
-		w->cb(error ? &e : NULL, w->arg);
+		struct net_waiter *next = w->next;
+		if (w->cb)
+			w->cb(error ? &e : NULL, w->arg);
 		free(w);
 		w = next;
 	}
@@ -137,32 +137,19 @@ static void firewall_step(struct sandbox_net *n)
 	proc_run(n->base, cmds[n->step], firewall_done, n);
 }
 
-static void inspected(const struct docker_response *resp, void *arg)
+static void inspected(const struct docker_result *r, const struct docker_network_info *info,
+		      void *arg)
 {
 	struct sandbox_net *n = arg;
-	if (resp->status != 200) {
-		struct err *e = docker_error(resp, "inspect network");
-		fail(n, e->message);
-		err_free(e);
+	if (r->error) {
+		fail(n, r->error->message);
 		return;
 	}
-	struct err *e = NULL;
-	yajl_val v = json_parse(resp->body, resp->len, &e);
-	yajl_val cfgs = json_get(json_get(v, "IPAM"), "Config");
-	const char *gw = cfgs && YAJL_IS_ARRAY(cfgs) && cfgs->u.array.len
-			     ? json_get_str(cfgs->u.array.values[0], "Gateway")
-			     : NULL;
-	yajl_val internal = json_get(v, "Internal");
-	if (gw == NULL || strlen(gw) >= sizeof(n->gateway) || !internal ||
-	    !YAJL_IS_TRUE(internal)) {
-		if (v)
-			yajl_tree_free(v);
-		err_free(e);
+	if (info->gateway[0] == '\0' || !info->internal) {
 		fail(n, "the network has no gateway or is not internal");
 		return;
 	}
-	snprintf(n->gateway, sizeof(n->gateway), "%s", gw);
-	yajl_tree_free(v);
+	snprintf(n->gateway, sizeof(n->gateway), "%s", info->gateway);
 	struct err *le = NULL;
 	/* A fixed port: containers adopted after a restart keep the proxy URL
 	 * they were started with, and the firewall opens the same port. The
@@ -177,18 +164,14 @@ static void inspected(const struct docker_response *resp, void *arg)
 	firewall_step(n);
 }
 
-static void created(const struct docker_response *resp, void *arg)
+static void created(const struct docker_result *r, void *arg)
 {
 	struct sandbox_net *n = arg;
-	if (resp->status != 201 && resp->status != 409) {
-		struct err *e = docker_error(resp, "create network");
-		fail(n, e->message);
-		err_free(e);
+	if (r->error && r->status != 409) { /* 409: it is there already */
+		fail(n, r->error->message);
 		return;
 	}
-	char path[128];
-	snprintf(path, sizeof(path), "/networks/%s", n->name);
-	docker_request(n->docker, "GET", path, NULL, 0, inspected, n);
+	docker_network_inspect(n->docker, n->name, inspected, n);
 }
 
 static void ready_deferred(evutil_socket_t fd, short what, void *arg)
@@ -200,9 +183,9 @@ static void ready_deferred(evutil_socket_t fd, short what, void *arg)
 		notify(n, NULL);
 }
 
-void net_ensure(struct sandbox_net *n, net_ready_cb cb, void *arg)
+struct net_waiter *net_ensure(struct sandbox_net *n, net_ready_cb cb, void *arg)
 {
-	struct waiter *w = xcalloc(1, sizeof(*w));
+	struct net_waiter *w = xcalloc(1, sizeof(*w));
 	w->cb = cb;
 	w->arg = arg;
 	w->next = n->waiters;
@@ -210,32 +193,28 @@ void net_ensure(struct sandbox_net *n, net_ready_cb cb, void *arg)
 	if (n->state == NET_READY) {
 		struct timeval zero = {0, 0};
 		event_base_once(n->base, -1, EV_TIMEOUT, ready_deferred, n, &zero);
-		return;
+		return w;
 	}
 	if (n->state == NET_STARTING || n->state == NET_REMOVING)
-		return; /* collect_finish starts it again for the waiters */
+		return w; /* collect_finish starts it again for the waiters */
 	n->state = NET_STARTING;
-	AUTOGEN yajl_gen g = json_gen_new();
-	jg_obj(g);
-	jg_kv_str(g, "Name", n->name);
-	jg_kv_str(g, "Driver", "bridge");
-	jg_kv_bool(g, "Internal", true);
-	jg_kv_bool(g, "CheckDuplicate", true);
-	jg_str(g, "Options");
-	jg_obj(g);
-	jg_kv_str(g, "com.docker.network.bridge.enable_icc", "false");
-	jg_kv_str(g, "com.docker.network.bridge.name", n->bridge);
-	jg_obj_end(g);
-	jg_str(g, "Labels");
-	jg_obj(g);
-	jg_kv_str(g, "ci.managed", "true");
-	jg_kv_str(g, "ci.node", n->cfg->node);
-	jg_kv_str(g, "ci.prefix", n->cfg->key_prefix);
-	jg_obj_end(g);
-	jg_obj_end(g);
-	size_t len;
-	const char *body = jg_text(g, &len);
-	docker_request(n->docker, "POST", "/networks/create", body, len, created, n);
+	const struct docker_kv labels[] = {
+	    {"ci.managed", "true"}, {"ci.node", n->cfg->node}, {"ci.prefix", n->cfg->key_prefix}};
+	struct docker_network_config nc = {.name = n->name,
+					   .bridge_name = n->bridge,
+					   .internal = true,
+					   .icc = false,
+					   .labels = labels,
+					   .n_labels = 3};
+	docker_network_create(n->docker, &nc, created, n);
+	return w;
+}
+
+void net_cancel(struct sandbox_net *n, struct net_waiter *w)
+{
+	(void)n;
+	if (w)
+		w->cb = NULL; /* freed when the waiters are told */
 }
 
 const char *net_name(const struct sandbox_net *n)
@@ -272,10 +251,10 @@ static void collect_finish(struct collect_op *op, const struct err *e)
 		n->gateway[0] = n->proxy_url[0] = '\0';
 		if (n->waiters) {
 			/* A networked create came while we removed: build it again. */
-			struct waiter *w = n->waiters;
+			struct net_waiter *w = n->waiters;
 			n->waiters = NULL;
 			while (w) {
-				struct waiter *next = w->next;
+				struct net_waiter *next = w->next;
 				net_ensure(n, w->cb, w->arg);
 				free(w);
 				w = next;
@@ -330,14 +309,12 @@ static void collect_chain_step(struct collect_op *op)
 	proc_run(n->base, cmds[op->step], collect_chain_done, op);
 }
 
-static void collect_network_removed(const struct docker_response *resp, void *arg)
+static void collect_network_removed(const struct docker_result *r, void *arg)
 {
 	struct collect_op *op = arg;
-	if (resp->status != 204 && resp->status != 404) {
+	if (r->error) {
 		/* A container joined meanwhile (403, active endpoints): in use. */
-		struct err *e = docker_error(resp, "remove network");
-		log_info("gc: sandbox network %s stays: %s", op->n->name, e->message);
-		err_free(e);
+		log_info("gc: sandbox network %s stays: %s", op->n->name, r->error->message);
 		op->found.network = op->found.chain = false;
 		collect_finish(op, NULL);
 		return;
@@ -353,9 +330,7 @@ static void collect_remove(struct collect_op *op)
 	if (n->gateway[0])
 		egress_unlisten(n->egress, n->gateway);
 	if (op->found.network) {
-		char path[128];
-		snprintf(path, sizeof(path), "/networks/%s", n->name);
-		docker_request(n->docker, "DELETE", path, NULL, 0, collect_network_removed, op);
+		docker_network_remove(n->docker, n->name, collect_network_removed, op);
 		return;
 	}
 	op->step = 0;
@@ -373,29 +348,21 @@ static void collect_chain_listed(int status, void *arg)
 	collect_finish(op, NULL);
 }
 
-static void collect_inspected(const struct docker_response *resp, void *arg)
+static void collect_inspected(const struct docker_result *r, const struct docker_network_info *info,
+			      void *arg)
 {
 	struct collect_op *op = arg;
 	struct sandbox_net *n = op->n;
-	if (resp->status == 200) {
-		struct err *e = NULL;
-		yajl_val v = json_parse(resp->body, resp->len, &e);
-		yajl_val ctrs = json_get(v, "Containers");
-		bool empty =
-		    v && (ctrs == NULL || (YAJL_IS_OBJECT(ctrs) && ctrs->u.object.len == 0));
-		if (v)
-			yajl_tree_free(v);
-		err_free(e);
-		if (!empty) {
+	if (r->error && r->status != 404) {
+		collect_finish(op, r->error);
+		return;
+	}
+	if (r->error == NULL) {
+		if (info->n_containers > 0) {
 			collect_finish(op, NULL); /* someone is on it */
 			return;
 		}
 		op->found.network = true;
-	} else if (resp->status != 404) {
-		struct err *e = docker_error(resp, "inspect network");
-		collect_finish(op, e);
-		err_free(e);
-		return;
 	}
 	/* Is the chain there (the network may be gone, the chain not)? */
 	char *cmd[] = {"iptables", "-w", "-n", "-L", n->chain, NULL};
@@ -417,7 +384,5 @@ void net_collect(struct sandbox_net *n, bool in_use, bool remove, net_collect_cb
 		collect_later(op);
 		return;
 	}
-	char path[128];
-	snprintf(path, sizeof(path), "/networks/%s", n->name);
-	docker_request(n->docker, "GET", path, NULL, 0, collect_inspected, op);
+	docker_network_inspect(n->docker, n->name, collect_inspected, op);
 }

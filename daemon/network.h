@@ -26,9 +26,16 @@ struct sandbox_net *net_new(struct event_base *base, const struct config *cfg,
 			    struct docker *docker, struct egress *egress);
 void net_free(struct sandbox_net *n);
 
+/* One caller waiting for the network. */
+struct net_waiter;
+
 /* Make sure the network, proxy and firewall are up; cb runs once, from the
- * loop, with NULL or the reason it failed. */
-void net_ensure(struct sandbox_net *n, net_ready_cb cb, void *arg);
+ * loop, with NULL or the reason it failed, unless cancelled. cb may be NULL
+ * (bring it up, tell nobody). */
+struct net_waiter *net_ensure(struct sandbox_net *n, net_ready_cb cb, void *arg);
+
+/* w's callback will not run (w must not have been called yet). NULL-safe. */
+void net_cancel(struct sandbox_net *n, struct net_waiter *w);
 
 /* Valid once ready: the Docker network's name, and the proxy URL sandboxes use. */
 const char *net_name(const struct sandbox_net *n);

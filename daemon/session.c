@@ -23,6 +23,28 @@ const char *session_state_name(enum session_state st)
 									   : "dead";
 }
 
+static const bool transitions[5][5] = {
+    /* to:                  starting ready  busy   expired dead */
+    [SESSION_STARTING] = {false, true, false, true, true},
+    [SESSION_READY] = {false, false, true, true, true},
+    [SESSION_BUSY] = {false, true, false, true, true},
+    [SESSION_EXPIRED] = {false, false, false, false, false},
+    [SESSION_DEAD] = {false, false, false, false, false},
+};
+
+bool session_state_allowed(enum session_state from, enum session_state to)
+{
+	return (unsigned)from < 5 && (unsigned)to < 5 && transitions[from][to];
+}
+
+bool session_set_state(struct session *s, enum session_state to)
+{
+	if (!session_state_allowed(s->state, to))
+		return false;
+	s->state = to;
+	return true;
+}
+
 void session_new_id(char *buf)
 {
 	uuid_t u;

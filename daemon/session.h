@@ -122,6 +122,16 @@ bool session_id_valid(const char *s);
 
 const char *session_state_name(enum session_state st);
 
+/* Every change of a session's state goes through here, and only the changes
+ * the life of a session allows are made:
+ *   starting → ready                   (created)
+ *   ready ⇄ busy                       (an execution starts, ends)
+ *   starting, ready, busy → expired    (a clock ended it)
+ *   starting, ready, busy → dead       (deleted, failed, lost)
+ * Expired and dead are final. false, and no change, for any other. */
+bool session_state_allowed(enum session_state from, enum session_state to);
+bool session_set_state(struct session *s, enum session_state to);
+
 /* Record activity at now_ms: the idle clock slides, but never past the
  * end of the session's lifetime. */
 void session_touch(struct session *s, int64_t now_ms);

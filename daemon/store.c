@@ -213,6 +213,8 @@ bool store_connected(const struct store *st)
 	return st->connected && st->ac != NULL;
 }
 
+/* A write in flight; store_cancel clears its callback (the reply, when it
+ * comes, frees it). */
 struct store_op {
 	struct store *st;
 	store_done_cb cb;
@@ -300,12 +302,20 @@ static void put_record(struct store *st, const struct session *s, struct store_o
 	redisAsyncCommand(st->ac, op ? exec_reply : NULL, op, "EXEC");
 }
 
-void store_session_put(struct store *st, const struct session *s, store_done_cb cb, void *arg)
+struct store_op *store_session_put(struct store *st, const struct session *s, store_done_cb cb,
+				   void *arg)
 {
 	struct store_op *op = op_new(st, cb, arg);
 	if (op_unavailable(op))
-		return;
+		return op;
 	put_record(st, s, op);
+	return op;
+}
+
+void store_cancel(struct store_op *op)
+{
+	if (op)
+		op->cb = NULL;
 }
 
 void store_session_touch(struct store *st, const struct session *s)

@@ -34,8 +34,15 @@ bool store_connected(const struct store *st);
  * never inside the call that started it. */
 typedef void (*store_done_cb)(const struct err *e, void *arg);
 
+/* A write in flight, until its callback ran. */
+struct store_op;
+
 /* Write the session record and its clock. */
-void store_session_put(struct store *st, const struct session *s, store_done_cb cb, void *arg);
+struct store_op *store_session_put(struct store *st, const struct session *s, store_done_cb cb,
+				   void *arg);
+
+/* op's callback will not run (op must not have completed). NULL-safe. */
+void store_cancel(struct store_op *op);
 
 /* Slide the clock after activity; fire and forget. Only the clock moves
  * (the record's TTL and its score in the expiry set): rewriting the whole

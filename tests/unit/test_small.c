@@ -5,6 +5,7 @@
 #include "api_requests.h"
 #include "capbuf.h"
 #include "container_spec.h"
+#include "docker_json.h"
 #include "exec_result.h"
 #include "frame.h"
 #include "http_server.h"
@@ -167,7 +168,10 @@ TEST(container_spec_is_hardened)
 	struct container_spec_args args = {.image_tag = "ci/python:latest",
 					   .ipc_dir = "/var/lib/ci/s/x",
 					   .seccomp = "{\"defaultAction\":\"SCMP_ACT_ERRNO\"}"};
-	char *spec = container_spec_json(s, &cfg, &args, &len);
+	struct container_spec cs;
+	container_spec_build(&cs, s, &cfg, &args);
+	char *spec = docker_json_container_config(&cs.docker, &len);
+	container_spec_release(&cs);
 	yajl_val v = json_parse(spec, len, &e);
 	CHECK(v != NULL);
 	yajl_val hc = json_get(v, "HostConfig");

@@ -1,0 +1,257 @@
+/* manager_teardown.c: the end of a session, for whatever reason (delete,
+ * expiry, death, shutdown): the flows under it are cancelled, the container
+ * removed, and a tombstone written, so later calls get a 410 that says when
+ * and why rather than a bare 404. A warm sandbox, nobody's session, gets no
+ * tombstone. */
+#include <stdio.h>
+#include <string.h>
+
+#include "clock.h"
+#include "egress.h"
+#include "log.h"
+#include "manager_internal.h"
+#include "network.h"
+#include "store.h"
+#include "xalloc.h"
+
+struct teardown_op {
+	struct msession *ms;
+	int pending; /* the container's removal and the tombstone's write */
+	manager_done_cb cb;
+	void *arg;
+};
+
+/* ---- local tombstones ---- */
+
+struct tomb *manager_tomb_find(struct manager *m, const char *id)
+{
+	struct tomb *t;
+	TAILQ_FOREACH (t, &m->tombs, link)
+		if (strcmp(t->id, id) == 0)
+			return t;
+	return NULL;
+}
+
+static void tomb_add(struct manager *m, const struct session *s, const char *reason)
+{
+	struct tomb *t = xcalloc(1, sizeof(*t));
+	snprintf(t->id, sizeof(t->id), "%s", s->id);
+	snprintf(t->tenant, sizeof(t->tenant), "%s", s->tenant);
+	snprintf(t->node, sizeof(t->node), "%s", s->node ? s->node : "");
+	t->state = s->state;
+	t->reason = xstrdup(reason);
+	t->at_ms = clock_now_ms();
+	t->unwritten = true;
+	TAILQ_INSERT_HEAD(&m->tombs, t, link);
+	if (++m->n_tombs > TOMBS_MAX) {
+		struct tomb *old = TAILQ_LAST(&m->tombs, tomb_head_);
+		TAILQ_REMOVE(&m->tombs, old, link);
+		free(old->reason);
+		free(old);
+		m->n_tombs--;
+	}
+}
+
+struct tomb_write {
+	struct manager *m;
+	char id[SESSION_ID_LEN + 1];
+};
+
+static void tomb_written(const struct err *e, void *arg)
+{
+	struct tomb_write *w = arg;
+	struct tomb *t = e ? NULL : manager_tomb_find(w->m, w->id);
+	if (t)
+		t->unwritten = false;
+	free(w);
+}
+
+/* Write the ending of t to Redis (record and clock removed, tombstone set). */
+void manager_tomb_write(struct manager *m, struct tomb *t)
+{
+	struct session stub = {.tenant = t->tenant, .node = t->node, .state = t->state};
+	memcpy(stub.id, t->id, sizeof(stub.id));
+	struct tomb_write *w = xcalloc(1, sizeof(*w));
+	w->m = m;
+	memcpy(w->id, t->id, sizeof(w->id));
+	store_session_end(m->store, &stub, t->reason, tomb_written, w);
+}
+
+void manager_tombs_free(struct manager *m)
+{
+	while (!TAILQ_EMPTY(&m->tombs)) {
+		struct tomb *t = TAILQ_FIRST(&m->tombs);
+		TAILQ_REMOVE(&m->tombs, t, link);
+		free(t->reason);
+		free(t);
+	}
+}
+
+/* ---- teardown ---- */
+
+static void teardown_step_done(struct teardown_op *op)
+{
+	if (--op->pending > 0)
+		return;
+	struct msession *ms = op->ms;
+	log_info("session %s: removed (%s)", ms->s->id, ms->end_reason);
+	manager_emit(ms->m, "removed", ms->s, ms->end_reason);
+	manager_done_cb cb = op->cb;
+	void *arg = op->arg;
+	ms->teardown = NULL;
+	free(op);
+	msession_remove(ms);
+	if (cb)
+		cb(NULL, arg);
+}
+
+static void teardown_deferred_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct teardown_op *op = arg;
+	op->pending = 1;
+	teardown_step_done(op);
+}
+
+static void container_removed(const struct docker_result *r, void *arg)
+{
+	struct teardown_op *op = arg;
+	if (r->error) {
+		log_warn("session %s: %s (the orphan sweep will retry)", op->ms->s->id,
+			 r->error->message);
+		op->ms->m->orphans_suspected = true;
+	}
+	teardown_step_done(op);
+}
+
+static void tomb_stored(const struct err *e, void *arg)
+{
+	struct teardown_op *op = arg;
+	struct tomb *t = manager_tomb_find(op->ms->m, op->ms->s->id);
+	if (e)
+		log_warn(
+		    "session %s: tombstone not written yet (%s); it will be when Redis is back",
+		    op->ms->s->id, e->message);
+	else if (t)
+		t->unwritten = false;
+	teardown_step_done(op);
+}
+
+void msession_end(struct msession *ms, enum session_state st, const char *reason,
+		  manager_done_cb cb, void *arg)
+{
+	if (ms->teardown)
+		return;
+	struct manager *m = ms->m;
+	bool was_pooled = ms->pooled;
+	if (ms->pooled) {
+		if (ms->pool_entry)
+			pool_forget(m->pool, ms->pool_entry); /* and replace it */
+		ms->pool_entry = NULL;
+		ms->pooled = false;
+	}
+	session_set_state(ms->s, st);
+	ms->end_reason = xstrdup(reason);
+	egress_session_ended(net_egress(m->net), ms->s->id);
+	manager_emit(m, st == SESSION_EXPIRED ? "expired" : "ended", ms->s, reason);
+	struct teardown_op *op = xcalloc(1, sizeof(*op));
+	op->ms = ms;
+	op->cb = cb;
+	op->arg = arg;
+	op->pending = 2;
+	ms->teardown = op;
+	evtimer_del(ms->idle_timer);
+	evtimer_del(ms->supervisor_timer);
+	if (ms->create)
+		create_abort(ms->create, reason);
+	if (ms->exec)
+		exec_abort(ms->exec, reason);
+	files_free(ms->files, reason);
+	ms->files = NULL;
+	kernel_link_free(ms->link);
+	ms->link = NULL;
+	if (ms->s->container_id)
+		docker_container_remove(m->docker, ms->s->container_id, container_removed, op);
+	else
+		op->pending--;
+	if (was_pooled) {
+		op->pending--; /* nobody's session: no record, no tombstone */
+		if (op->pending == 0) {
+			/* Nothing was in flight: finish from the loop. */
+			struct timeval zero = {0, 0};
+			event_base_once(m->base, -1, EV_TIMEOUT, teardown_deferred_cb, op, &zero);
+		}
+		return;
+	}
+	tomb_add(m, ms->s, reason);
+	store_session_end(m->store, ms->s, reason, tomb_stored, op);
+}
+
+/* ---- why a session is not here ---- */
+
+struct explain_op {
+	manager_done_cb cb;
+	void *arg;
+	char id[SESSION_ID_LEN + 1];
+	struct err *answer; /* known at once: delivered from the loop */
+};
+
+static void explain_deliver(struct explain_op *op)
+{
+	op->cb(op->answer, op->arg);
+	err_free(op->answer);
+	free(op);
+}
+
+static void explain_deferred(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	explain_deliver(arg);
+}
+
+static struct err *ended_error(const char *id, const char *reason, int64_t ended_at_ms,
+			       const char *state)
+{
+	char when[32];
+	return err_new(ERR_EXPIRED, "session %s ended at %s (%s): %s", id,
+		       clock_format_rfc3339(ended_at_ms, when, sizeof(when)),
+		       state ? state : "dead", reason);
+}
+
+static void explain_tomb(bool found, const char *reason, int64_t ended_at_ms, const char *state,
+			 void *arg)
+{
+	struct explain_op *op = arg;
+	op->answer = found ? ended_error(op->id, reason, ended_at_ms, state)
+			   : err_new(ERR_NOT_FOUND, "no session %s", op->id);
+	explain_deliver(op);
+}
+
+void manager_explain_missing(struct manager *m, const char *id, manager_done_cb cb, void *arg)
+{
+	struct explain_op *op = xcalloc(1, sizeof(*op));
+	op->cb = cb;
+	op->arg = arg;
+	snprintf(op->id, sizeof(op->id), "%s", id);
+	struct msession *ms = manager_find(m, id);
+	struct tomb *t = manager_tomb_find(m, id);
+	if (ms && ms->teardown) /* ending right now: the tombstone may not be written yet */
+		op->answer = ended_error(id, ms->end_reason, clock_now_ms(),
+					 session_state_name(ms->s->state));
+	else if (t)
+		op->answer = ended_error(id, t->reason, t->at_ms, session_state_name(t->state));
+	else if (!store_connected(m->store))
+		/* Without the registry a 404 would be a guess, and maybe a lie. */
+		op->answer = err_new(ERR_UNAVAILABLE,
+				     "session %s is not on this node and the registry (redis) is "
+				     "unreachable; retry shortly",
+				     id);
+	if (op->answer == NULL) {
+		store_tombstone_get(m->store, id, explain_tomb, op);
+		return;
+	}
+	struct timeval zero = {0, 0};
+	event_base_once(m->base, -1, EV_TIMEOUT, explain_deferred, op, &zero);
+}

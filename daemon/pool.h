@@ -1,0 +1,58 @@
+/* pool.h: the warm pool: sandboxes started ahead of demand, of two kinds
+ * (without network, and on the sandbox network), handed out on create.
+ *
+ * A one-way module: the manager calls the pool; the pool never reaches into
+ * the manager, only asks it to start a sandbox through the ops it was given,
+ * and holds the sandboxes as opaque pointers. The pool owns the bookkeeping:
+ * what is ready, what is starting, hits and misses, the retry after a
+ * failure. */
+#ifndef CI_POOL_H
+#define CI_POOL_H
+
+#include <event2/event.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct pool;
+struct pool_entry; /* a ready sandbox's place in the pool */
+
+struct pool_ops {
+	/* Whether a sandbox may be started now (not draining, recovered, room
+	 * for one more session on this node). */
+	bool (*may_start)(void *arg);
+	/* Start a warm sandbox of this kind. The manager answers later with
+	 * pool_started or pool_start_failed, from the loop. 0 when started,
+	 * -1 when it could not even begin (then the pool retries later). */
+	int (*start)(void *arg, bool networked);
+};
+
+/* Sizes are read from *size and *network_size at every fill, so a config
+ * reload takes effect. Caller frees (pool_free, NULL-safe). */
+struct pool *pool_new(struct event_base *base, const int64_t *size, const int64_t *network_size,
+		      const struct pool_ops *ops, void *arg);
+void pool_free(struct pool *p);
+
+/* Start what is missing, one sandbox at a time (filling competes with
+ * clients' creates for the engine). */
+void pool_fill(struct pool *p);
+
+/* A sandbox pool_ops.start began is ready: into the pool. The entry is the
+ * caller's handle for pool_forget. */
+struct pool_entry *pool_started(struct pool *p, void *sandbox, bool networked);
+/* ... or it failed: the pool tries again in 2 s. */
+void pool_start_failed(struct pool *p, bool networked);
+
+/* A ready sandbox of this kind, out of the pool (it is the caller's now), or
+ * NULL. Counts a hit or a miss. */
+void *pool_take(struct pool *p, bool networked);
+
+/* A ready sandbox ended before it was taken; another is started in 2 s. */
+void pool_forget(struct pool *p, struct pool_entry *e);
+
+/* Warm sandboxes in all, ready and starting (they are no client's sessions). */
+size_t pool_total(const struct pool *p);
+
+void pool_stats(const struct pool *p, size_t *ready, uint64_t *hits, uint64_t *misses);
+
+#endif

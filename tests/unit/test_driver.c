@@ -1,0 +1,192 @@
+/* test_driver.c: the Docker driver's JSON (both ways), the session state
+ * table and the warm pool's bookkeeping. */
+#include <event2/event.h>
+#include <stdlib.h>
+
+#include "docker_json.h"
+#include "json.h"
+#include "pool.h"
+#include "session.h"
+#include "unit.h"
+
+TEST(docker_json_reads_a_container_state_and_its_address)
+{
+	const char *body = "{\"Id\":\"abc\",\"State\":{\"Running\":false,\"OOMKilled\":true,"
+			   "\"ExitCode\":137},\"NetworkSettings\":{\"Networks\":{\"ci-egress-1\":"
+			   "{\"IPAddress\":\"172.18.0.5\"}}}}";
+	struct docker_container_state st;
+	CHECK(docker_json_container_state(body, strlen(body), "ci-egress-1", &st) == 0);
+	CHECK(!st.running && st.oom_killed && st.exit_code == 137);
+	CHECK_STR(st.ip, "172.18.0.5");
+	CHECK(docker_json_container_state(body, strlen(body), "other", &st) == 0 && st.ip[0] == 0);
+	CHECK(docker_json_container_state("{}", 2, NULL, &st) < 0);
+	CHECK(docker_json_container_state("[1", 2, NULL, &st) < 0);
+	/* A hostile address that would not fit is dropped, not cut. */
+	char big[512];
+	snprintf(big, sizeof(big),
+		 "{\"State\":{\"Running\":true},\"NetworkSettings\":{\"Networks\":{\"n\":"
+		 "{\"IPAddress\":\"%0100d\"}}}}",
+		 1);
+	CHECK(docker_json_container_state(big, strlen(big), "n", &st) == 0 && st.ip[0] == 0);
+}
+
+TEST(docker_json_lists_containers_and_skips_the_unnameable)
+{
+	const char *body =
+	    "[{\"Id\":\"c1\",\"State\":\"running\",\"Labels\":{\"ci.session\":\"s1\"}},"
+	    "{\"State\":\"exited\"},{\"Id\":\"c3\",\"Labels\":null}]";
+	struct docker_json_list *l = docker_json_container_list(body, strlen(body));
+	CHECK(l != NULL);
+	size_t n = 0;
+	const struct docker_container_summary *items = docker_json_list_items(l, &n);
+	CHECK(n == 2);
+	CHECK_STR(items[0].id, "c1");
+	CHECK_STR(items[0].state, "running");
+	CHECK_STR(items[0].session, "s1");
+	CHECK_STR(items[1].id, "c3");
+	CHECK(items[1].session == NULL && items[1].state == NULL);
+	docker_json_list_free(l);
+	CHECK(docker_json_container_list("{}", 2) == NULL);
+	docker_json_list_free(NULL);
+}
+
+TEST(docker_json_network_info_and_created_ids)
+{
+	const char *body =
+	    "{\"Internal\":true,\"IPAM\":{\"Config\":[{\"Gateway\":\"172.19.0.1\"}]},"
+	    "\"Containers\":{\"a\":{},\"b\":{}}}";
+	struct docker_network_info info;
+	CHECK(docker_json_network_info(body, strlen(body), &info) == 0);
+	CHECK(info.internal && info.n_containers == 2);
+	CHECK_STR(info.gateway, "172.19.0.1");
+	CHECK(docker_json_network_info("null", 4, &info) < 0);
+	char id[DOCKER_ID_MAX + 1];
+	CHECK(docker_json_created_id("{\"Id\":\"deadbeef\"}", 17, id, sizeof(id)) == 0);
+	CHECK_STR(id, "deadbeef");
+	CHECK(docker_json_created_id("{\"Id\":\"\"}", 9, id, sizeof(id)) < 0);
+	CHECK(docker_json_created_id("{}", 2, id, sizeof(id)) < 0);
+	char *msg = docker_json_error_message("{\"message\":\"No such image\"}", 27);
+	CHECK_STR(msg, "No such image");
+	free(msg);
+	CHECK(docker_json_error_message("oops", 4) == NULL);
+}
+
+TEST(docker_json_filters_and_bodies)
+{
+	const char *const labels[] = {"ci.node=n 1", "ci.prefix=ci:"};
+	char out[256];
+	CHECK(docker_json_label_filter(labels, 2, out, sizeof(out)) == 0);
+	CHECK_STR(out, "%7B%22label%22%3A%5B%22ci.node%3Dn%201%22%2C%22ci.prefix%3Dci%3A%22%5D%7D");
+	CHECK(docker_json_label_filter(labels, 2, out, 10) < 0);
+	struct docker_limits lim = {.memory = 1, .memory_swap = 2, .nano_cpus = 3, .pids_limit = 4};
+	size_t len;
+	char *b = docker_json_limits(&lim, &len);
+	CHECK_STR(b, "{\"Memory\":1,\"MemorySwap\":2,\"NanoCpus\":3,\"PidsLimit\":4}");
+	free(b);
+	const struct docker_kv l[] = {{"ci.managed", "true"}};
+	struct docker_network_config nc = {
+	    .name = "n", .bridge_name = "br", .internal = true, .labels = l, .n_labels = 1};
+	b = docker_json_network_config(&nc, &len);
+	struct err *e = NULL;
+	yajl_val v = json_parse(b, len, &e);
+	CHECK(v && YAJL_IS_TRUE(json_get(v, "Internal")));
+	CHECK_STR(json_get_str(json_get(v, "Options"), "com.docker.network.bridge.enable_icc"),
+		  "false");
+	CHECK_STR(json_get_str(json_get(v, "Labels"), "ci.managed"), "true");
+	yajl_tree_free(v);
+	free(b);
+}
+
+TEST(session_state_table)
+{
+	CHECK(session_state_allowed(SESSION_STARTING, SESSION_READY));
+	CHECK(session_state_allowed(SESSION_READY, SESSION_BUSY));
+	CHECK(session_state_allowed(SESSION_BUSY, SESSION_READY));
+	CHECK(session_state_allowed(SESSION_BUSY, SESSION_EXPIRED));
+	CHECK(session_state_allowed(SESSION_STARTING, SESSION_DEAD));
+	CHECK(!session_state_allowed(SESSION_STARTING, SESSION_BUSY));
+	CHECK(!session_state_allowed(SESSION_READY, SESSION_STARTING));
+	CHECK(!session_state_allowed(SESSION_DEAD, SESSION_READY));
+	CHECK(!session_state_allowed(SESSION_EXPIRED, SESSION_DEAD));
+	CHECK(!session_state_allowed(SESSION_READY, SESSION_READY));
+	CHECK(!session_state_allowed((enum session_state)9, SESSION_READY));
+	struct session s = {.state = SESSION_DEAD};
+	CHECK(!session_set_state(&s, SESSION_READY) && s.state == SESSION_DEAD);
+	s.state = SESSION_READY;
+	CHECK(session_set_state(&s, SESSION_BUSY) && s.state == SESSION_BUSY);
+}
+
+/* The pool against fake ops: what it asks to start, and what it hands out. */
+struct fake {
+	int started[2];
+	bool may;
+	int fail_next;
+};
+
+static bool fake_may(void *arg)
+{
+	return ((struct fake *)arg)->may;
+}
+
+static int fake_start(void *arg, bool networked)
+{
+	struct fake *f = arg;
+	if (f->fail_next) {
+		f->fail_next--;
+		return -1;
+	}
+	f->started[networked]++;
+	return 0;
+}
+
+TEST(pool_fills_one_at_a_time_and_hands_out_by_kind)
+{
+	struct event_base *base = event_base_new();
+	static const struct pool_ops ops = {.may_start = fake_may, .start = fake_start};
+	int64_t size = 2, nsize = 1;
+	struct fake f = {.may = true};
+	struct pool *p = pool_new(base, &size, &nsize, &ops, &f);
+	pool_fill(p);
+	pool_fill(p); /* one at a time: nothing more while one starts */
+	CHECK(f.started[0] == 1 && f.started[1] == 0);
+	int a, b, c;
+	pool_started(p, &a, false); /* fills on: the second plain one */
+	CHECK(f.started[0] == 2);
+	pool_started(p, &b, false); /* then the networked one */
+	CHECK(f.started[1] == 1);
+	pool_started(p, &c, true);
+	CHECK(pool_total(p) == 3);
+	CHECK(pool_take(p, true) == &c);
+	CHECK(pool_take(p, true) == NULL); /* a miss; a new start was asked */
+	CHECK(f.started[1] == 2);
+	CHECK(pool_take(p, false) == &a); /* oldest first */
+	size_t ready;
+	uint64_t hits, misses;
+	pool_stats(p, &ready, &hits, &misses);
+	CHECK(ready == 1 && hits == 2 && misses == 1);
+	pool_start_failed(p, true);
+	f.may = false;
+	pool_fill(p);
+	CHECK(f.started[0] == 2 && f.started[1] == 2);
+	pool_free(p);
+	event_base_free(base);
+}
+
+TEST(pool_forgets_an_ended_sandbox)
+{
+	struct event_base *base = event_base_new();
+	static const struct pool_ops ops = {.may_start = fake_may, .start = fake_start};
+	int64_t size = 1, nsize = 0;
+	struct fake f = {.may = true, .fail_next = 1};
+	struct pool *p = pool_new(base, &size, &nsize, &ops, &f);
+	pool_fill(p); /* the start fails: retried later, nothing counted */
+	CHECK(f.started[0] == 0 && pool_total(p) == 0);
+	pool_fill(p);
+	int a;
+	struct pool_entry *e = pool_started(p, &a, false);
+	CHECK(pool_total(p) == 1);
+	pool_forget(p, e);
+	CHECK(pool_total(p) == 0 && pool_take(p, false) == NULL);
+	pool_free(p);
+	event_base_free(base);
+}
