@@ -15,6 +15,8 @@
 #include "json.h"
 #include "util.h"
 
+struct err;
+
 struct client;
 struct client_req;
 struct client_resp;
@@ -126,8 +128,9 @@ int cli_call(struct cli_ctx *ctx, const struct client_req *req, struct client_re
 /*
  * cli_call, then the answer, the same for every command that shows a JSON
  * object: with --json it is printed as is and *doc stays NULL; otherwise it
- * is parsed into *doc (freed by the caller with json_free). An answer that
- * is not a JSON object is reported and gives CLI_EXIT_API.
+ * is parsed (depth-capped, lib/json.h) into *doc (freed by the caller with
+ * json_free). An answer that is not a JSON object is reported and gives
+ * CLI_EXIT_API.
  */
 int cli_call_doc(struct cli_ctx *ctx, const struct client_req *req, struct client_resp *resp,
 		 yajl_val *doc);
@@ -135,10 +138,24 @@ int cli_call_doc(struct cli_ctx *ctx, const struct client_req *req, struct clien
 /*
  * Prints "ci-ctl: [what: ]code: message (HTTP 404)" or a transport error
  * to stderr; in --json mode an API error document in resp (may be NULL)
- * also goes to stdout as is.  Returns e->code.
+ * also goes to stdout as is.  Returns the exit status (cli_exit_status).
  */
 int cli_report(struct cli_ctx *ctx, const struct err *e, const struct client_resp *resp,
 	       const char *what);
+
+/*
+ * An {"error":{...}} event inside a 200 stream (exec, events): the call
+ * failed after the answer started.  Gives *err (see err_give) an error with
+ * the event's message and code (peer_code, "internal" when it has none), so
+ * cli_report prints it like an answer's and it exits CLI_EXIT_API.
+ * Returns -1.
+ */
+int cli_stream_error(struct err **err, const char *code, const char *msg);
+
+/* Text for the request body must be valid UTF-8: the server refuses it
+ * otherwise, so ci-ctl refuses it first, as a usage error with this text. */
+#define CLI_NOT_UTF8 "text is not valid UTF-8"
+int cli_utf8(const char *s);
 
 /* "/v1/sessions/ID" + suffix with ID escaped; caller frees. */
 char *cli_session_path(const char *id, const char *suffix);

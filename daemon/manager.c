@@ -12,6 +12,7 @@
 
 #include "clock.h"
 #include "container_spec.h"
+#include "defer.h"
 #include "egress.h"
 #include "fdbudget.h"
 #include "ipc_dir.h"
@@ -993,8 +994,7 @@ static void teardown_deferred_cb(evutil_socket_t fd, short what, void *arg)
 /* Finish a teardown that had nothing in flight, from the loop. */
 static void teardown_step_done_deferred(struct teardown_op *op)
 {
-	struct timeval zero = {0, 0};
-	event_base_once(op->ms->m->base, -1, EV_TIMEOUT, teardown_deferred_cb, op, &zero);
+	defer_call(op->ms->m->base, teardown_deferred_cb, op);
 }
 
 static void teardown_container_removed(const struct docker_response *resp, void *arg)
