@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "client.h"
 #include "codec.h"
 #include "err.h"
@@ -128,6 +129,16 @@ int cli_no_options(struct cli_ctx *ctx, int argc, char **argv)
 	return 0;
 }
 
+int cli_operands(struct cli_ctx *ctx, int argc, char **argv, int min, int max, int flags)
+{
+	if (cli_no_options(ctx, argc, argv) < 0)
+		return -1;
+	ctx->rc = cli_want_args(ctx, argc - optind, min, max);
+	if (ctx->rc == 0 && (flags & CLI_ARGS_ID))
+		ctx->rc = cli_check_id(ctx, argv[optind]);
+	return ctx->rc != 0 ? -1 : 0;
+}
+
 struct client *cli_client(struct cli_ctx *ctx)
 {
 	struct err *e = NULL;
@@ -235,6 +246,29 @@ int cli_stream_error(struct err **err, const char *code, const char *msg)
 	err_set_peer(e, 0, code != NULL ? code : "internal");
 	err_give(err, e);
 	return -1;
+}
+
+int cli_lines_feed(struct buf *line, const char *data, size_t len, const char *what, cli_line_fn fn,
+		   void *arg, struct err **err)
+{
+	char *nl;
+
+	if (buf_append(line, data, len) < 0) {
+		if (line->max >= (size_t)1 << 20)
+			return err_set(err, ERR_UNAVAILABLE, "%s longer than the %zu MiB cap", what,
+				       line->max >> 20);
+		return err_set(err, ERR_UNAVAILABLE, "%s longer than the %zu KiB cap", what,
+			       line->max >> 10);
+	}
+	while (line->len > 0 && (nl = memchr(line->data, '\n', line->len)) != NULL) {
+		size_t n = (size_t)(nl - line->data);
+
+		*nl = '\0';
+		if (fn(arg, line->data, n, err) < 0)
+			return -1;
+		buf_consume(line, n + 1);
+	}
+	return 0;
 }
 
 int cli_utf8(const char *s)

@@ -15,6 +15,7 @@
 #include "json.h"
 #include "util.h"
 
+struct buf;
 struct err;
 
 struct client;
@@ -101,6 +102,15 @@ void cli_print_version(void);
  * -1 when the command must return ctx->rc (help shown, usage error). */
 int cli_no_options(struct cli_ctx *ctx, int argc, char **argv);
 
+/*
+ * The start of a command without options of its own: cli_no_options, then
+ * min..max operands (max < 0: no limit), the first one a session id when
+ * flags has CLI_ARGS_ID.  Returns 0 to go on, or -1 when the command must
+ * return ctx->rc now (help shown, or a usage error reported).
+ */
+#define CLI_ARGS_ID 1
+int cli_operands(struct cli_ctx *ctx, int argc, char **argv, int min, int max, int flags);
+
 /* Prints "usage: ci-ctl NAME USAGE", the summary and the help text. */
 void cli_cmd_help(const struct cli_cmd *cmd, FILE *out);
 /* Reports a usage error for the current command; returns CLI_EXIT_USAGE. */
@@ -151,6 +161,18 @@ int cli_report(struct cli_ctx *ctx, const struct err *e, const struct client_res
  * Returns -1.
  */
 int cli_stream_error(struct err **err, const char *code, const char *msg);
+
+/*
+ * Cuts a stream of lines (NDJSON) as it arrives: appends data to line
+ * (capped by line->max) and hands each complete line to fn, NUL-terminated
+ * in place of its '\n'.  Returns 0, or -1 with fn's error, or with
+ * "WHAT longer than the 64 KiB cap" (unavailable) when a line would pass
+ * the cap.  What stays in line once the stream ends is a last line without
+ * its newline.
+ */
+typedef int (*cli_line_fn)(void *arg, const char *line, size_t len, struct err **err);
+int cli_lines_feed(struct buf *line, const char *data, size_t len, const char *what, cli_line_fn fn,
+		   void *arg, struct err **err);
 
 /* Text for the request body must be valid UTF-8: the server refuses it
  * otherwise, so ci-ctl refuses it first, as a usage error with this text. */

@@ -145,10 +145,8 @@ static int drain_run(struct cli_ctx *ctx, int argc, char **argv)
 	struct client_resp resp = {0};
 	int rc;
 
-	if (cli_no_options(ctx, argc, argv) < 0)
+	if (cli_operands(ctx, argc, argv, 0, 0, 0) < 0)
 		return ctx->rc;
-	if ((rc = cli_want_args(ctx, argc - optind, 0, 0)) != 0)
-		return rc;
 	rc = cli_call(
 	    ctx, &(struct client_req){.method = "POST", .path = "/v1/admin/drain", .timeout_s = 60},
 	    &resp, NULL);
@@ -208,8 +206,9 @@ static void events_print(yajl_val ev, const char *type)
 }
 
 /* Handles one NDJSON line of the event stream. */
-static int events_line(struct events_stream *st, const char *line, size_t len, struct err **err)
+static int events_line(void *arg, const char *line, size_t len, struct err **err)
 {
+	struct events_stream *st = arg;
 	struct err *e = NULL;
 	const char *type;
 	yajl_val ev;
@@ -253,22 +252,8 @@ static int events_line(struct events_stream *st, const char *line, size_t len, s
 static int events_data(const char *data, size_t len, void *arg, struct err **err)
 {
 	struct events_stream *st = arg;
-	char *nl;
 
-	if (buf_append(&st->line, data, len) < 0) {
-		err_set(err, ERR_UNAVAILABLE, "event line longer than the %zu KiB cap",
-			st->line.max >> 10);
-		return -1;
-	}
-	while (st->line.len > 0 && (nl = memchr(st->line.data, '\n', st->line.len)) != NULL) {
-		size_t n = (size_t)(nl - st->line.data);
-
-		*nl = '\0';
-		if (events_line(st, st->line.data, n, err) < 0)
-			return -1;
-		buf_consume(&st->line, n + 1);
-	}
-	return 0;
+	return cli_lines_feed(&st->line, data, len, "event line", events_line, st, err);
 }
 
 static int events_run(struct cli_ctx *ctx, int argc, char **argv)
@@ -280,10 +265,8 @@ static int events_run(struct cli_ctx *ctx, int argc, char **argv)
 	struct err *e = NULL;
 	int rc, failed;
 
-	if (cli_no_options(ctx, argc, argv) < 0)
+	if (cli_operands(ctx, argc, argv, 0, 0, 0) < 0)
 		return ctx->rc;
-	if ((rc = cli_want_args(ctx, argc - optind, 0, 0)) != 0)
-		return rc;
 	client = cli_client(ctx);
 	if (client == NULL)
 		return CLI_EXIT_USAGE;

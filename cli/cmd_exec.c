@@ -288,8 +288,9 @@ static int exec_report(struct cli_ctx *ctx, yajl_val r, int print_streams, const
 }
 
 /* Handles one NDJSON line of a streamed execution. */
-static int exec_stream_line(struct exec_stream *st, const char *line, size_t len, struct err **err)
+static int exec_stream_line(void *arg, const char *line, size_t len, struct err **err)
 {
+	struct exec_stream *st = arg;
 	struct err *e = NULL;
 	const char *type, *text;
 	yajl_val ev;
@@ -345,22 +346,8 @@ static int exec_stream_line(struct exec_stream *st, const char *line, size_t len
 static int exec_stream_data(const char *data, size_t len, void *arg, struct err **err)
 {
 	struct exec_stream *st = arg;
-	char *nl;
 
-	if (buf_append(&st->line, data, len) < 0) {
-		err_set(err, ERR_UNAVAILABLE, "exec stream line longer than the %zu MiB cap",
-			st->line.max >> 20);
-		return -1;
-	}
-	while (st->line.len > 0 && (nl = memchr(st->line.data, '\n', st->line.len)) != NULL) {
-		size_t n = (size_t)(nl - st->line.data);
-
-		*nl = '\0';
-		if (exec_stream_line(st, st->line.data, n, err) < 0)
-			return -1;
-		buf_consume(&st->line, n + 1);
-	}
-	return 0;
+	return cli_lines_feed(&st->line, data, len, "exec stream line", exec_stream_line, st, err);
 }
 
 /* Reads the code from a file, or stdin for NULL or "-"; caller frees. */

@@ -45,11 +45,8 @@ static int put_run(struct cli_ctx *ctx, int argc, char **argv)
 	double rsize;
 	int rc;
 
-	if (cli_no_options(ctx, argc, argv) < 0)
+	if (cli_operands(ctx, argc, argv, 2, 3, CLI_ARGS_ID) < 0)
 		return ctx->rc;
-	if ((rc = cli_want_args(ctx, argc - optind, 2, 3)) != 0 ||
-	    (rc = cli_check_id(ctx, argv[optind])) != 0)
-		return rc;
 	id = argv[optind];
 	local = argv[optind + 1];
 	remote = argc - optind == 3 ? argv[optind + 2] : util_basename(local);
@@ -146,11 +143,8 @@ static int get_run(struct cli_ctx *ctx, int argc, char **argv)
 	int rc, fd, to_stdout;
 	mode_t mask;
 
-	if (cli_no_options(ctx, argc, argv) < 0)
+	if (cli_operands(ctx, argc, argv, 2, 3, CLI_ARGS_ID) < 0)
 		return ctx->rc;
-	if ((rc = cli_want_args(ctx, argc - optind, 2, 3)) != 0 ||
-	    (rc = cli_check_id(ctx, argv[optind])) != 0)
-		return rc;
 	id = argv[optind];
 	remote = argv[optind + 1];
 	local = argc - optind == 3 ? argv[optind + 2] : util_basename(remote);
@@ -277,11 +271,8 @@ static int files_run(struct cli_ctx *ctx, int argc, char **argv)
 	size_t i;
 	int rc;
 
-	if (cli_no_options(ctx, argc, argv) < 0)
+	if (cli_operands(ctx, argc, argv, 1, 1, CLI_ARGS_ID) < 0)
 		return ctx->rc;
-	if ((rc = cli_want_args(ctx, argc - optind, 1, 1)) != 0 ||
-	    (rc = cli_check_id(ctx, argv[optind])) != 0)
-		return rc;
 	path = cli_session_path(argv[optind], "/files");
 	rc = cli_call(ctx, &(struct client_req){.method = "GET", .path = path, .timeout_s = 60},
 		      &resp, NULL);
@@ -344,11 +335,8 @@ static int rmfile_run(struct cli_ctx *ctx, int argc, char **argv)
 	char *path;
 	int rc;
 
-	if (cli_no_options(ctx, argc, argv) < 0)
+	if (cli_operands(ctx, argc, argv, 2, 2, CLI_ARGS_ID) < 0)
 		return ctx->rc;
-	if ((rc = cli_want_args(ctx, argc - optind, 2, 2)) != 0 ||
-	    (rc = cli_check_id(ctx, argv[optind])) != 0)
-		return rc;
 	if (argv[optind + 1][0] == '\0')
 		return cli_usage_error(ctx, "empty REMOTE path");
 	path = files_path(argv[optind], argv[optind + 1]);

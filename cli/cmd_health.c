@@ -130,10 +130,8 @@ static int health_run(struct cli_ctx *ctx, int argc, char **argv)
 	size_t i, len;
 	int rc, ready = 1;
 
-	if (cli_no_options(ctx, argc, argv) < 0)
+	if (cli_operands(ctx, argc, argv, 0, 0, 0) < 0)
 		return ctx->rc;
-	if ((rc = cli_want_args(ctx, argc - optind, 0, 0)) != 0)
-		return rc;
 	client = cli_client(ctx);
 	if (client == NULL)
 		return CLI_EXIT_USAGE;

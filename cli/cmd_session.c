@@ -429,10 +429,8 @@ static int ls_run(struct cli_ctx *ctx, int argc, char **argv)
 	size_t i;
 	int rc;
 
-	if (cli_no_options(ctx, argc, argv) < 0)
+	if (cli_operands(ctx, argc, argv, 0, 0, 0) < 0)
 		return ctx->rc;
-	if ((rc = cli_want_args(ctx, argc - optind, 0, 0)) != 0)
-		return rc;
 	rc = cli_call_doc(
 	    ctx, &(struct client_req){.method = "GET", .path = "/v1/sessions", .timeout_s = 60},
 	    &resp, &doc);
@@ -484,11 +482,8 @@ static int session_one(struct cli_ctx *ctx, int argc, char **argv, const char *m
 	char *path;
 	int rc;
 
-	if (cli_no_options(ctx, argc, argv) < 0)
+	if (cli_operands(ctx, argc, argv, 1, 1, CLI_ARGS_ID) < 0)
 		return ctx->rc;
-	if ((rc = cli_want_args(ctx, argc - optind, 1, 1)) != 0 ||
-	    (rc = cli_check_id(ctx, argv[optind])) != 0)
-		return rc;
 	path = cli_session_path(argv[optind], suffix);
 	rc =
 	    cli_call_doc(ctx, &(struct client_req){.method = method, .path = path, .timeout_s = 60},
@@ -550,10 +545,8 @@ static int rm_run(struct cli_ctx *ctx, int argc, char **argv)
 {
 	int rc, i, failed = 0;
 
-	if (cli_no_options(ctx, argc, argv) < 0)
+	if (cli_operands(ctx, argc, argv, 1, -1, 0) < 0)
 		return ctx->rc;
-	if ((rc = cli_want_args(ctx, argc - optind, 1, -1)) != 0)
-		return rc;
 	for (i = optind; i < argc; i++)
 		if ((rc = cli_check_id(ctx, argv[i])) != 0)
 			return rc;

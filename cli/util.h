@@ -1,5 +1,5 @@
 /*
- * util.h: what is ci-ctl's own under lib/: the version, the exit statuses
+ * util.h: ci-ctl's own small pieces beside lib/: the version, the exit statuses
  * and how an error maps to one, and a path helper.  Allocation, errors,
  * JSON, buffers and codecs come from lib/ (xalloc.h, err.h, json.h, buf.h,
  * codec.h), shared with the daemon.
