@@ -32,8 +32,13 @@ LLHTTP_OBJS := $(LLHTTP_NAMES:%=$(BUILD)/obj/llhttp/%.o)
 
 ALL_CFLAGS := -std=gnu11 -D_GNU_SOURCE -fno-strict-aliasing $(WARN) $(CFLAGS) $(PKG_CFLAGS) $(LLHTTP_CFLAGS) -MMD -MP
 
+# lib/: what the daemon and ci-ctl share (errors, allocation, bounded JSON,
+# capped buffers, codecs, clocks, deferred calls), one static archive that
+# both programs, the unit tests and the fuzz targets link; docs/architecture.md.
+LIB_SRCS := lib/err.c lib/xalloc.c lib/clock.c lib/json.c lib/buf.c lib/codec.c lib/defer.c
+
 # One file per responsibility; see docs/architecture.md.
-DAEMON_LIB_SRCS := daemon/err.c daemon/log.c daemon/clock.c daemon/json.c daemon/config.c \
+DAEMON_LIB_SRCS := daemon/log.c daemon/config.c \
 	daemon/session.c daemon/session_json.c daemon/api_requests.c daemon/frame.c daemon/capbuf.c daemon/exec_result.c \
 	daemon/container_spec.c daemon/seccomp.c daemon/uid_range.c daemon/ipc_dir.c daemon/kernel.c daemon/files.c \
 	daemon/netpolicy.c daemon/resolver.c daemon/egress_head.c daemon/egress.c daemon/proc.c daemon/network.c \
@@ -43,13 +48,16 @@ DAEMON_SRCS := $(DAEMON_LIB_SRCS) daemon/main.c
 include cli/cli.mk
 UNIT_SRCS := $(wildcard tests/unit/*.c)
 
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+LIB_A := $(BUILD)/lib/libci.a
 DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(BUILD)/obj/%.o)
 DAEMON_LIB_OBJS := $(DAEMON_LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/seccomp_profile.o
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
 UNIT_OBJS := $(UNIT_SRCS:%.c=$(BUILD)/obj/%.o)
 
-.PHONY: all run test unit image setup bench fuzz clean format format-check
+.PHONY: all lib run test unit image setup bench fuzz clean format format-check
 all: $(BUILD)/ci-daemon $(BUILD)/ci-ctl
+lib: $(LIB_A)
 
 # V=1 shows the full commands.
 ifeq ($(V),1)
@@ -58,27 +66,36 @@ else
 Q := @
 endif
 
-$(BUILD)/ci-daemon: $(DAEMON_OBJS) $(BUILD)/obj/gen/seccomp_profile.o $(LLHTTP_OBJS)
+$(BUILD)/ci-daemon: $(DAEMON_OBJS) $(BUILD)/obj/gen/seccomp_profile.o $(LLHTTP_OBJS) $(LIB_A)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
-$(BUILD)/ci-ctl: $(CLI_OBJS)
+$(BUILD)/ci-ctl: $(CLI_OBJS) $(LIB_A)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
-$(BUILD)/unit-tests: $(UNIT_OBJS) $(DAEMON_LIB_OBJS) $(LLHTTP_OBJS)
+$(BUILD)/unit-tests: $(UNIT_OBJS) $(DAEMON_LIB_OBJS) $(LLHTTP_OBJS) $(LIB_A)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+$(LIB_A): $(LIB_OBJS)
+	@mkdir -p $(dir $@)
+	@echo "  AR      $@"
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
 $(BUILD)/obj/llhttp/%.o: $(LLHTTP_SRC_DIR)/%.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $< (third-party)"
 	$(Q)$(CC) -std=gnu11 $(CFLAGS) $(LLHTTP_CFLAGS) -MMD -MP -c -o $@ $<
 
+# lib/ and cli/ see lib/ only, so neither reaches into the daemon; the
+# daemon and its tests see both (daemon files keep `#include "err.h"`).
+SRC_INCLUDES = -Ilib $(if $(filter lib/% cli/%,$<),,-Idaemon)
+
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
-	$(Q)$(CC) $(ALL_CFLAGS) -Idaemon -c -o $@ $<
+	$(Q)$(CC) $(ALL_CFLAGS) $(SRC_INCLUDES) -c -o $@ $<
 
 # The sandbox's seccomp profile is a JSON file in the repository, embedded in
 # the daemon as a C string (no tool beyond sed).
@@ -123,8 +140,10 @@ bench: setup all
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=build/fuzz/%)
 FUZZ_CFLAGS := -std=gnu11 -D_GNU_SOURCE -fno-strict-aliasing -g -O1 -fno-omit-frame-pointer \
-	-fsanitize=address,undefined -fno-sanitize-recover=undefined $(PKG_CFLAGS) $(LLHTTP_CFLAGS) -Idaemon
+	-fsanitize=address,undefined -fno-sanitize-recover=undefined $(PKG_CFLAGS) $(LLHTTP_CFLAGS) \
+	-Ilib -Idaemon
 FUZZ_LIB_OBJS := $(DAEMON_LIB_SRCS:daemon/%.c=build/fuzz/obj/%.o) \
+	$(LIB_SRCS:lib/%.c=build/fuzz/obj/lib/%.o) \
 	$(LLHTTP_NAMES:%=build/fuzz/obj/llhttp/%.o) build/fuzz/obj/gen/seccomp_profile.o
 
 build/fuzz/obj/llhttp/%.o: $(LLHTTP_SRC_DIR)/%.c
@@ -133,6 +152,11 @@ build/fuzz/obj/llhttp/%.o: $(LLHTTP_SRC_DIR)/%.c
 	$(Q)clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
 
 build/fuzz/obj/%.o: daemon/%.c
+	@mkdir -p $(dir $@)
+	@echo "  CLANG   $<"
+	$(Q)clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
+
+build/fuzz/obj/lib/%.o: lib/%.c
 	@mkdir -p $(dir $@)
 	@echo "  CLANG   $<"
 	$(Q)clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
@@ -149,7 +173,8 @@ build/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_OBJS)
 fuzz: $(FUZZ_BINS)
 	@tests/fuzz/run.sh $(FUZZ_SECONDS)
 
-FORMAT_SRCS = $(DAEMON_SRCS) $(CLI_SRCS) $(UNIT_SRCS) $(FUZZ_SRCS) $(wildcard daemon/*.h cli/*.h tests/unit/*.h)
+FORMAT_SRCS = $(LIB_SRCS) $(DAEMON_SRCS) $(CLI_SRCS) $(UNIT_SRCS) $(FUZZ_SRCS) \
+	$(wildcard lib/*.h daemon/*.h cli/*.h tests/unit/*.h)
 format:
 	clang-format -i $(FORMAT_SRCS)
 

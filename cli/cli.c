@@ -7,9 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "client.h"
+#include "codec.h"
+#include "err.h"
 #include "json.h"
 #include "output.h"
+#include "xalloc.h"
 
 void cli_print_version(void)
 {
@@ -125,6 +129,16 @@ int cli_no_options(struct cli_ctx *ctx, int argc, char **argv)
 	return 0;
 }
 
+int cli_operands(struct cli_ctx *ctx, int argc, char **argv, int min, int max, int flags)
+{
+	if (cli_no_options(ctx, argc, argv) < 0)
+		return -1;
+	ctx->rc = cli_want_args(ctx, argc - optind, min, max);
+	if (ctx->rc == 0 && (flags & CLI_ARGS_ID))
+		ctx->rc = cli_check_id(ctx, argv[optind]);
+	return ctx->rc != 0 ? -1 : 0;
+}
+
 struct client *cli_client(struct cli_ctx *ctx)
 {
 	struct err *e = NULL;
@@ -149,30 +163,30 @@ int cli_report(struct cli_ctx *ctx, const struct err *e, const struct client_res
 		what = "";
 	/* Scripts reading --json get the error document too, but only when it
 	 * is one: a proxy's HTML page would break their parser. */
-	if (ctx->json && e->http_status != 0 && resp != NULL && resp->body != NULL &&
+	if (ctx->json && e->peer_status != 0 && resp != NULL && resp->body != NULL &&
 	    resp->len > 0) {
-		yajl_val doc = json_parse(resp->body, NULL);
+		yajl_val doc = json_parse(resp->body, strlen(resp->body), NULL);
 
 		if (doc != NULL)
 			output_json_doc(resp->body, resp->len);
 		json_free(doc);
 	}
 	/* The message may quote a path or name chosen by sandboxed code. */
-	msg = output_clean(e->msg);
-	code = e->api_code != NULL ? output_clean(e->api_code) : NULL;
+	msg = output_clean(e->message);
+	code = e->peer_code != NULL ? output_clean(e->peer_code) : NULL;
 	fflush(stdout);
-	if (code != NULL && e->http_status != 0)
-		fprintf(stderr, "%s: %s%s%s: %s (HTTP %ld)\n", CLI_PROG, what, sep, code, msg,
-			e->http_status);
+	if (code != NULL && e->peer_status != 0)
+		fprintf(stderr, "%s: %s%s%s: %s (HTTP %d)\n", CLI_PROG, what, sep, code, msg,
+			e->peer_status);
 	else if (code != NULL) /* an error event inside a 200 stream */
 		fprintf(stderr, "%s: %s%s%s: %s\n", CLI_PROG, what, sep, code, msg);
-	else if (e->http_status != 0)
-		fprintf(stderr, "%s: %s%sHTTP %ld: %s\n", CLI_PROG, what, sep, e->http_status, msg);
+	else if (e->peer_status != 0)
+		fprintf(stderr, "%s: %s%sHTTP %d: %s\n", CLI_PROG, what, sep, e->peer_status, msg);
 	else
 		fprintf(stderr, "%s: %s%s%s\n", CLI_PROG, what, sep, msg);
 	free(msg);
 	free(code);
-	return e->code;
+	return cli_exit_status(e);
 }
 
 int cli_call(struct cli_ctx *ctx, const struct client_req *req, struct client_resp *resp,
@@ -207,23 +221,64 @@ int cli_call_doc(struct cli_ctx *ctx, const struct client_req *req, struct clien
 		output_json_doc(resp->body, resp->len);
 		return CLI_EXIT_OK;
 	}
-	*doc = json_parse(resp->body, &e);
+	*doc = json_parse(resp->body, strlen(resp->body), &e);
 	if (*doc != NULL && !YAJL_IS_OBJECT(*doc)) {
 		json_free(*doc);
 		*doc = NULL;
-		err_set(&e, CLI_EXIT_API, 0, "not a JSON object");
+		err_set(&e, ERR_UNAVAILABLE, "not a JSON object");
 	}
 	if (*doc == NULL) {
-		output_note("%s: unexpected answer from the server: %s\n", CLI_PROG, e->msg);
+		output_note("%s: unexpected answer from the server: %s\n", CLI_PROG, e->message);
 		err_free(e);
 		return CLI_EXIT_API;
 	}
 	return CLI_EXIT_OK;
 }
 
+int cli_stream_error(struct err **err, const char *code, const char *msg)
+{
+	enum err_code ec = ERR_INTERNAL;
+	struct err *e;
+
+	if (code != NULL)
+		err_code_from_name(code, &ec);
+	e = err_new(ec, "%s", msg);
+	err_set_peer(e, 0, code != NULL ? code : "internal");
+	err_give(err, e);
+	return -1;
+}
+
+int cli_lines_feed(struct buf *line, const char *data, size_t len, const char *what, cli_line_fn fn,
+		   void *arg, struct err **err)
+{
+	char *nl;
+
+	if (buf_append(line, data, len) < 0) {
+		if (line->max >= (size_t)1 << 20)
+			return err_set(err, ERR_UNAVAILABLE, "%s longer than the %zu MiB cap", what,
+				       line->max >> 20);
+		return err_set(err, ERR_UNAVAILABLE, "%s longer than the %zu KiB cap", what,
+			       line->max >> 10);
+	}
+	while (line->len > 0 && (nl = memchr(line->data, '\n', line->len)) != NULL) {
+		size_t n = (size_t)(nl - line->data);
+
+		*nl = '\0';
+		if (fn(arg, line->data, n, err) < 0)
+			return -1;
+		buf_consume(line, n + 1);
+	}
+	return 0;
+}
+
+int cli_utf8(const char *s)
+{
+	return json_utf8_valid(s, strlen(s));
+}
+
 char *cli_session_path(const char *id, const char *suffix)
 {
-	char *esc = util_url_escape(id, 0);
+	char *esc = codec_url_escape(id, 0);
 	char *path = xasprintf("/v1/sessions/%s%s", esc, suffix);
 
 	free(esc);

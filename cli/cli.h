@@ -15,6 +15,9 @@
 #include "json.h"
 #include "util.h"
 
+struct buf;
+struct err;
+
 struct client;
 struct client_req;
 struct client_resp;
@@ -99,6 +102,15 @@ void cli_print_version(void);
  * -1 when the command must return ctx->rc (help shown, usage error). */
 int cli_no_options(struct cli_ctx *ctx, int argc, char **argv);
 
+/*
+ * The start of a command without options of its own: cli_no_options, then
+ * min..max operands (max < 0: no limit), the first one a session id when
+ * flags has CLI_ARGS_ID.  Returns 0 to go on, or -1 when the command must
+ * return ctx->rc now (help shown, or a usage error reported).
+ */
+#define CLI_ARGS_ID 1
+int cli_operands(struct cli_ctx *ctx, int argc, char **argv, int min, int max, int flags);
+
 /* Prints "usage: ci-ctl NAME USAGE", the summary and the help text. */
 void cli_cmd_help(const struct cli_cmd *cmd, FILE *out);
 /* Reports a usage error for the current command; returns CLI_EXIT_USAGE. */
@@ -126,8 +138,9 @@ int cli_call(struct cli_ctx *ctx, const struct client_req *req, struct client_re
 /*
  * cli_call, then the answer, the same for every command that shows a JSON
  * object: with --json it is printed as is and *doc stays NULL; otherwise it
- * is parsed into *doc (freed by the caller with json_free). An answer that
- * is not a JSON object is reported and gives CLI_EXIT_API.
+ * is parsed (depth-capped, lib/json.h) into *doc (freed by the caller with
+ * json_free). An answer that is not a JSON object is reported and gives
+ * CLI_EXIT_API.
  */
 int cli_call_doc(struct cli_ctx *ctx, const struct client_req *req, struct client_resp *resp,
 		 yajl_val *doc);
@@ -135,10 +148,36 @@ int cli_call_doc(struct cli_ctx *ctx, const struct client_req *req, struct clien
 /*
  * Prints "ci-ctl: [what: ]code: message (HTTP 404)" or a transport error
  * to stderr; in --json mode an API error document in resp (may be NULL)
- * also goes to stdout as is.  Returns e->code.
+ * also goes to stdout as is.  Returns the exit status (cli_exit_status).
  */
 int cli_report(struct cli_ctx *ctx, const struct err *e, const struct client_resp *resp,
 	       const char *what);
+
+/*
+ * An {"error":{...}} event inside a 200 stream (exec, events): the call
+ * failed after the answer started.  Gives *err (see err_give) an error with
+ * the event's message and code (peer_code, "internal" when it has none), so
+ * cli_report prints it like an answer's and it exits CLI_EXIT_API.
+ * Returns -1.
+ */
+int cli_stream_error(struct err **err, const char *code, const char *msg);
+
+/*
+ * Cuts a stream of lines (NDJSON) as it arrives: appends data to line
+ * (capped by line->max) and hands each complete line to fn, NUL-terminated
+ * in place of its '\n'.  Returns 0, or -1 with fn's error, or with
+ * "WHAT longer than the 64 KiB cap" (unavailable) when a line would pass
+ * the cap.  What stays in line once the stream ends is a last line without
+ * its newline.
+ */
+typedef int (*cli_line_fn)(void *arg, const char *line, size_t len, struct err **err);
+int cli_lines_feed(struct buf *line, const char *data, size_t len, const char *what, cli_line_fn fn,
+		   void *arg, struct err **err);
+
+/* Text for the request body must be valid UTF-8: the server refuses it
+ * otherwise, so ci-ctl refuses it first, as a usage error with this text. */
+#define CLI_NOT_UTF8 "text is not valid UTF-8"
+int cli_utf8(const char *s);
 
 /* "/v1/sessions/ID" + suffix with ID escaped; caller frees. */
 char *cli_session_path(const char *id, const char *suffix);

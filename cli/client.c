@@ -16,8 +16,11 @@
 
 #include <curl/curl.h>
 
+#include "buf.h"
+#include "err.h"
 #include "json.h"
 #include "util.h"
+#include "xalloc.h"
 
 /* A dead server should fail fast; the request itself may take long. */
 #define CLIENT_CONNECT_TIMEOUT_S 5L
@@ -58,8 +61,8 @@ static int client_parse_server(struct client *c, const char *server, struct err 
 		if (strncmp(rest, "//", 2) == 0 && rest[2] == '/')
 			rest += 2;
 		if (*rest == '\0') {
-			err_set(err, CLI_EXIT_USAGE, 0,
-				"bad server '%s': unix: needs a socket path", server);
+			err_set(err, ERR_BAD_REQUEST, "bad server '%s': unix: needs a socket path",
+				server);
 			return -1;
 		}
 		c->unix_path = xstrdup(rest);
@@ -74,7 +77,7 @@ static int client_parse_server(struct client *c, const char *server, struct err 
 		/* host:port, the daemon's own --listen spelling */
 		c->base_url = xasprintf("http://%s", server);
 	} else {
-		err_set(err, CLI_EXIT_USAGE, 0,
+		err_set(err, ERR_BAD_REQUEST,
 			"bad server '%s': want http://HOST:PORT or unix:/PATH", server);
 		return -1;
 	}
@@ -92,8 +95,7 @@ static int client_parse_server(struct client *c, const char *server, struct err 
 	uc = curl_url_set(u, CURLUPART_URL, c->base_url, 0);
 	curl_url_cleanup(u);
 	if (uc != CURLUE_OK) {
-		err_set(err, CLI_EXIT_USAGE, 0, "bad server '%s': %s", server,
-			curl_url_strerror(uc));
+		err_set(err, ERR_BAD_REQUEST, "bad server '%s': %s", server, curl_url_strerror(uc));
 		return -1;
 	}
 	return 0;
@@ -105,7 +107,7 @@ struct client *client_new(const char *server, const char *api_key, struct err **
 
 	/* curl_global_init is reference counted; client_free undoes it. */
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-		err_set(err, CLI_EXIT_API, 0, "cannot initialise libcurl");
+		err_set(err, ERR_UNAVAILABLE, "cannot initialise libcurl");
 		free(c);
 		return NULL;
 	}
@@ -118,7 +120,7 @@ struct client *client_new(const char *server, const char *api_key, struct err **
 		c->auth = xasprintf("Authorization: Bearer %s", api_key);
 	c->curl = curl_easy_init();
 	if (c->curl == NULL) {
-		err_set(err, CLI_EXIT_API, 0, "cannot create a libcurl handle");
+		err_set(err, ERR_UNAVAILABLE, "cannot create a libcurl handle");
 		client_free(c);
 		return NULL;
 	}
@@ -175,7 +177,7 @@ static size_t client_on_write(char *ptr, size_t size, size_t nmemb, void *arg)
 	if (x->streaming) {
 		if (n > 0 && x->req->on_data(ptr, n, x->req->arg, &x->cb_err) < 0) {
 			if (x->cb_err == NULL)
-				err_set(&x->cb_err, CLI_EXIT_API, 0, "transfer aborted");
+				err_set(&x->cb_err, ERR_UNAVAILABLE, "transfer aborted");
 			return 0; /* short count: curl stops with CURLE_WRITE_ERROR */
 		}
 		return n;
@@ -346,44 +348,45 @@ static void client_transport_error(struct client *c, CURLcode rc, const char *er
 	case CURLE_COULDNT_CONNECT:
 	case CURLE_COULDNT_RESOLVE_HOST:
 		/* strerror says "Connection refused", curl's own text buries it. */
-		err_set(err, CLI_EXIT_API, 0, "cannot reach %s: %s", c->server,
+		err_set(err, ERR_UNAVAILABLE, "cannot reach %s: %s", c->server,
 			os_errno ? strerror((int)os_errno) : why);
 		break;
 	case CURLE_OPERATION_TIMEDOUT:
 		if (sent_us == 0)
-			err_set(err, CLI_EXIT_API, 0, "cannot reach %s: no connection after %ld s",
+			err_set(err, ERR_UNAVAILABLE, "cannot reach %s: no connection after %ld s",
 				c->server, CLIENT_CONNECT_TIMEOUT_S);
 		else if (timeout_s > 0)
-			err_set(err, CLI_EXIT_API, 0, "%s: no complete answer within %ld s",
+			err_set(err, ERR_UNAVAILABLE, "%s: no complete answer within %ld s",
 				c->server, timeout_s);
 		else
-			err_set(err, CLI_EXIT_API, 0, "%s: transfer stalled for %ld s", c->server,
+			err_set(err, ERR_UNAVAILABLE, "%s: transfer stalled for %ld s", c->server,
 				CLIENT_STALL_S);
 		break;
 	case CURLE_PARTIAL_FILE:
 		/* curl: "transfer closed with outstanding read data remaining" */
-		err_set(err, CLI_EXIT_API, 0, "%s: the connection closed before the answer ended",
+		err_set(err, ERR_UNAVAILABLE, "%s: the connection closed before the answer ended",
 			c->server);
 		break;
 	case CURLE_GOT_NOTHING:
-		err_set(err, CLI_EXIT_API, 0, "%s: server closed the connection without answering",
+		err_set(err, ERR_UNAVAILABLE, "%s: server closed the connection without answering",
 			c->server);
 		break;
-	default: err_set(err, CLI_EXIT_API, 0, "%s: %s", c->server, why); break;
+	default: err_set(err, ERR_UNAVAILABLE, "%s: %s", c->server, why); break;
 	}
 }
 
 /* Fills err from a non-2xx answer, preferring the API's error object. */
 static void client_answer_error(long status, const char *body, struct err **err)
 {
-	yajl_val doc = NULL;
+	AUTOJSON yajl_val doc = NULL;
 	const char *code = NULL, *msg = NULL;
-	char *line = NULL;
-	struct err *e = NULL;
+	AUTOFREE char *line = NULL;
+	enum err_code ec = ERR_UNAVAILABLE;
+	struct err *e;
 
-	if (body[0] != '\0' && (doc = json_parse(body, NULL)) != NULL) {
-		code = json_get_str(doc, "error.code");
-		msg = json_get_str(doc, "error.message");
+	if (body[0] != '\0' && (doc = json_parse(body, strlen(body), NULL)) != NULL) {
+		code = json_path_str(doc, "error.code");
+		msg = json_path_str(doc, "error.message");
 	}
 	if (msg == NULL && body[0] != '\0' && doc == NULL) {
 		/* Not ours (a proxy page?): show the start of it. */
@@ -391,15 +394,12 @@ static void client_answer_error(long status, const char *body, struct err **err)
 
 		line = xstrndup(body, n > 200 ? 200 : n);
 	}
-	err_set(&e, CLI_EXIT_API, status, "%s",
-		msg    ? msg
-		: line ? line
-		       : "no error message in the answer");
+	/* A code this build does not know still shows as sent (peer_code). */
 	if (code != NULL)
-		e->api_code = xstrdup(code);
+		err_code_from_name(code, &ec);
+	e = err_new(ec, "%s", msg ? msg : line ? line : "no error message in the answer");
+	err_set_peer(e, (int)status, code);
 	err_give(err, e);
-	free(line);
-	json_free(doc);
 }
 
 int client_do(struct client *c, const struct client_req *req, struct client_resp *resp,
@@ -430,16 +430,15 @@ int client_do(struct client *c, const struct client_req *req, struct client_resp
 	curl_easy_setopt(c->curl, CURLOPT_XFERINFODATA, NULL);
 
 	if (rc != CURLE_OK && req->cancel != NULL && *req->cancel != 0) {
-		err_set(err, CLI_EXIT_API, 0, "%s: interrupted", c->server);
+		err_set(err, ERR_UNAVAILABLE, "%s: interrupted", c->server);
 		err_free(x.cb_err);
 	} else if (x.cb_err != NULL) {
-		err_give(err, x.cb_err);
-		x.cb_err = NULL;
+		err_give(err, steal_pointer(&x.cb_err));
 	} else if (x.too_big) {
-		err_set(err, CLI_EXIT_API, 0, "%s: answer larger than the %zu MiB cap", c->server,
+		err_set(err, ERR_UNAVAILABLE, "%s: answer larger than the %zu MiB cap", c->server,
 			CLIENT_BODY_MAX >> 20);
 	} else if (x.read_errno != 0) {
-		err_set(err, CLI_EXIT_FAIL, 0, "reading upload: %s", strerror(x.read_errno));
+		err_set(err, ERR_INTERNAL, "reading upload: %s", strerror(x.read_errno));
 	} else if (rc != CURLE_OK) {
 		client_transport_error(c, rc, errbuf, req->timeout_s, err);
 	} else if (resp->status < 200 || resp->status > 299) {

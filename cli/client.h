@@ -56,7 +56,7 @@ struct client_resp {
  * Makes a client for `server`: "http://host:port[/prefix]",
  * "https://...", "host:port", or "unix:/path/to.sock" (also
  * "unix:///path").  api_key may be NULL.  Returns NULL with err
- * (CLI_EXIT_USAGE) on a bad URL.  Free with client_free().
+ * (bad_request: a usage error) on a bad URL.  Free with client_free().
  */
 struct client *client_new(const char *server, const char *api_key, struct err **err);
 void client_free(struct client *c);
@@ -67,10 +67,11 @@ const char *client_server(const struct client *c);
 /*
  * Performs one request and fills resp (release it with
  * client_resp_release(), also after a failure).  Returns 0 for a 2xx
- * answer.  Returns -1 with err set for a transport failure (err->code
- * CLI_EXIT_API, http_status 0), for a non-2xx answer (http_status set,
- * api_code and msg taken from the {"error":{...}} body when there is one,
- * and the raw body left in resp), or for a failure reported by on_data.
+ * answer.  Returns -1 with err set for a transport failure (unavailable,
+ * peer_status 0), for a non-2xx answer (peer_status set, peer_code and the
+ * message taken from the {"error":{...}} body when there is one, code the
+ * matching err_code or unavailable, and the raw body left in resp), or for
+ * a failure reported by on_data.
  */
 int client_do(struct client *c, const struct client_req *req, struct client_resp *resp,
 	      struct err **err);

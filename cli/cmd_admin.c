@@ -5,10 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "cli.h"
 #include "client.h"
+#include "err.h"
 #include "json.h"
 #include "output.h"
+#include "xalloc.h"
 
 /* One event is a few hundred bytes; anything this long is not one. */
 #define EVENTS_LINE_MAX ((size_t)64 << 10)
@@ -29,12 +32,12 @@ static const struct option gc_options[] = {
  * and sandbox networks (with their firewall chains) that nothing uses. */
 static void print_leftovers(yajl_val doc, int force)
 {
-	yajl_val dirs = json_get_arr(doc, "state_dirs"), nets = json_get_arr(doc, "networks");
+	yajl_val dirs = json_path_arr(doc, "state_dirs"), nets = json_path_arr(doc, "networks");
 	size_t nd = json_arr_len(dirs), nn = json_arr_len(nets), i;
 
 	for (i = 0; i < nn; i++) {
 		yajl_val o = json_arr_at(nets, i);
-		const char *name = json_get_str(o, "network"), *chain = json_get_str(o, "chain");
+		const char *name = json_path_str(o, "network"), *chain = json_path_str(o, "chain");
 
 		printf("%s unused sandbox network %s%s%s\n", force ? "removed" : "found",
 		       name ? name : "-", chain ? " and firewall chain " : "", chain ? chain : "");
@@ -77,7 +80,7 @@ static int gc_run(struct cli_ctx *ctx, int argc, char **argv)
 	if (rc != CLI_EXIT_OK || doc == NULL)
 		goto out;
 	rc = CLI_EXIT_API;
-	list = json_get_arr(doc, "orphans");
+	list = json_path_arr(doc, "orphans");
 	if (list == NULL) {
 		output_note("%s: the server's answer has no orphans list\n", CLI_PROG);
 		goto out;
@@ -94,14 +97,15 @@ static int gc_run(struct cli_ctx *ctx, int argc, char **argv)
 	t = table_new(3, headers);
 	for (i = 0; i < n; i++) {
 		yajl_val o = json_arr_at(list, i);
-		const char *cid = json_get_str(o, "container");
+		const char *cid = json_path_str(o, "container");
 		char shortid[13];
 
 		/* Docker's own short form: the first 12 hex digits. */
 		if (cid != NULL)
 			snprintf(shortid, sizeof(shortid), "%s", cid);
-		table_add(t, (const char *const[]){cid ? shortid : NULL, json_get_str(o, "session"),
-						   json_get_str(o, "state")});
+		table_add(t,
+			  (const char *const[]){cid ? shortid : NULL, json_path_str(o, "session"),
+						json_path_str(o, "state")});
 	}
 	table_print(t, stdout);
 out:
@@ -141,10 +145,8 @@ static int drain_run(struct cli_ctx *ctx, int argc, char **argv)
 	struct client_resp resp = {0};
 	int rc;
 
-	if (cli_no_options(ctx, argc, argv) < 0)
+	if (cli_operands(ctx, argc, argv, 0, 0, 0) < 0)
 		return ctx->rc;
-	if ((rc = cli_want_args(ctx, argc - optind, 0, 0)) != 0)
-		return rc;
 	rc = cli_call(
 	    ctx, &(struct client_req){.method = "POST", .path = "/v1/admin/drain", .timeout_s = 60},
 	    &resp, NULL);
@@ -190,8 +192,8 @@ struct events_stream {
 /* Prints one event as a line: AT TYPE SESSION STATE DETAIL. */
 static void events_print(yajl_val ev, const char *type)
 {
-	const char *fields[] = {json_get_str(ev, "at"), type, json_get_str(ev, "session"),
-				json_get_str(ev, "state"), json_get_str(ev, "detail")};
+	const char *fields[] = {json_path_str(ev, "at"), type, json_path_str(ev, "session"),
+				json_path_str(ev, "state"), json_path_str(ev, "detail")};
 	char *f[5];
 	size_t i;
 
@@ -204,35 +206,33 @@ static void events_print(yajl_val ev, const char *type)
 }
 
 /* Handles one NDJSON line of the event stream. */
-static int events_line(struct events_stream *st, const char *line, size_t len, struct err **err)
+static int events_line(void *arg, const char *line, size_t len, struct err **err)
 {
+	struct events_stream *st = arg;
 	struct err *e = NULL;
 	const char *type;
 	yajl_val ev;
 
 	if (strspn(line, " \t\r") == len)
 		return 0;
-	ev = json_parse(line, &e);
+	ev = json_parse(line, strlen(line), &e);
 	if (ev == NULL || !YAJL_IS_OBJECT(ev)) {
-		err_set(err, CLI_EXIT_API, 0, "bad event in the event stream: %s",
-			e ? e->msg : "not a JSON object");
+		err_set(err, ERR_UNAVAILABLE, "bad event in the event stream: %s",
+			e ? e->message : "not a JSON object");
 		err_free(e);
 		json_free(ev);
 		return -1;
 	}
-	type = json_get_str(ev, "type");
+	type = json_path_str(ev, "type");
 	if (st->ctx->json)
 		output_json_doc(line, len);
 	if ((type != NULL && strcmp(type, "error") == 0) ||
-	    (type == NULL && json_get_obj(ev, "error") != NULL)) {
+	    (type == NULL && json_path_obj(ev, "error") != NULL)) {
 		/* The daemon gave up on the stream: an API error, in the stream. */
-		const char *code = json_get_str(ev, "error.code");
-		const char *msg = json_get_str(ev, "error.message");
-		struct err *api = NULL;
+		const char *code = json_path_str(ev, "error.code");
+		const char *msg = json_path_str(ev, "error.message");
 
-		err_set(&api, CLI_EXIT_API, 0, "%s", msg ? msg : "error in the event stream");
-		api->api_code = xstrdup(code ? code : "internal");
-		err_give(err, api);
+		cli_stream_error(err, code, msg ? msg : "error in the event stream");
 		json_free(ev);
 		return -1;
 	}
@@ -243,7 +243,7 @@ static int events_line(struct events_stream *st, const char *line, size_t len, s
 	/* Each event is worth seeing now, not when a buffer fills. */
 	if (fflush(stdout) != 0 || ferror(stdout)) {
 		st->write_failed = 1;
-		err_set(err, CLI_EXIT_FAIL, 0, "writing output failed");
+		err_set(err, ERR_INTERNAL, "writing output failed");
 		return -1;
 	}
 	return 0;
@@ -252,22 +252,8 @@ static int events_line(struct events_stream *st, const char *line, size_t len, s
 static int events_data(const char *data, size_t len, void *arg, struct err **err)
 {
 	struct events_stream *st = arg;
-	char *nl;
 
-	if (buf_append(&st->line, data, len) < 0) {
-		err_set(err, CLI_EXIT_API, 0, "event line longer than the %zu KiB cap",
-			st->line.max >> 10);
-		return -1;
-	}
-	while (st->line.len > 0 && (nl = memchr(st->line.data, '\n', st->line.len)) != NULL) {
-		size_t n = (size_t)(nl - st->line.data);
-
-		*nl = '\0';
-		if (events_line(st, st->line.data, n, err) < 0)
-			return -1;
-		buf_consume(&st->line, n + 1);
-	}
-	return 0;
+	return cli_lines_feed(&st->line, data, len, "event line", events_line, st, err);
 }
 
 static int events_run(struct cli_ctx *ctx, int argc, char **argv)
@@ -279,10 +265,8 @@ static int events_run(struct cli_ctx *ctx, int argc, char **argv)
 	struct err *e = NULL;
 	int rc, failed;
 
-	if (cli_no_options(ctx, argc, argv) < 0)
+	if (cli_operands(ctx, argc, argv, 0, 0, 0) < 0)
 		return ctx->rc;
-	if ((rc = cli_want_args(ctx, argc - optind, 0, 0)) != 0)
-		return rc;
 	client = cli_client(ctx);
 	if (client == NULL)
 		return CLI_EXIT_USAGE;

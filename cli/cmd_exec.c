@@ -7,10 +7,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "cli.h"
 #include "client.h"
+#include "codec.h"
+#include "err.h"
 #include "json.h"
 #include "output.h"
+#include "xalloc.h"
 
 /* With no --timeout the server's deadline (60 s by default) rules; this
  * only keeps the CLI from hanging on a daemon that never answers. */
@@ -99,14 +103,14 @@ static int exec_save_display(const char *dir, size_t n, const char *mime, const 
  * when one could not be saved. */
 static int exec_displays(struct cli_ctx *ctx, yajl_val r, const char *dir)
 {
-	yajl_val list = json_get_arr(r, "display");
+	yajl_val list = json_path_arr(r, "display");
 	size_t i;
 	int ret = 0;
 
 	for (i = 0; i < json_arr_len(list); i++) {
 		yajl_val d = json_arr_at(list, i);
-		const char *mime = json_get_str(d, "mime");
-		const char *data = json_get_str(d, "data");
+		const char *mime = json_path_str(d, "mime");
+		const char *data = json_path_str(d, "data");
 		struct buf raw;
 		char *saved = NULL;
 
@@ -114,7 +118,7 @@ static int exec_displays(struct cli_ctx *ctx, yajl_val r, const char *dir)
 		    strspn(mime, "abcdefghijklmnopqrstuvwxyz0123456789+-./") != strlen(mime))
 			mime = "application/octet-stream"; /* also keeps it safe to print */
 		buf_init(&raw, CLIENT_BODY_MAX);
-		if (data == NULL || util_base64_decode(data, &raw) < 0) {
+		if (data == NULL || codec_base64_decode(data, &raw) < 0) {
 			if (!ctx->json)
 				output_note("[display %s, undecodable data]\n", mime);
 			buf_release(&raw);
@@ -137,14 +141,14 @@ static int exec_displays(struct cli_ctx *ctx, yajl_val r, const char *dir)
 
 static void exec_files(yajl_val r)
 {
-	yajl_val list = json_get_arr(r, "files");
+	yajl_val list = json_path_arr(r, "files");
 	size_t i;
-	int flag;
+	bool flag;
 
 	for (i = 0; i < json_arr_len(list); i++) {
 		yajl_val f = json_arr_at(list, i);
-		const char *path = json_get_str(f, "path");
-		const char *change = json_get_str(f, "change");
+		const char *path = json_path_str(f, "path");
+		const char *change = json_path_str(f, "change");
 		double size;
 		char *name, *what;
 
@@ -152,25 +156,25 @@ static void exec_files(yajl_val r)
 			continue;
 		name = output_clean(path);
 		what = output_clean(change != NULL ? change : "changed");
-		if (strcmp(what, "deleted") != 0 && json_get_num(f, "size", &size) == 0)
+		if (strcmp(what, "deleted") != 0 && json_path_num(f, "size", &size))
 			output_note("[file %s %s (%.0f bytes)]\n", what, name, size);
 		else
 			output_note("[file %s %s]\n", what, name);
 		free(name);
 		free(what);
 	}
-	if (json_get_bool(r, "files_truncated", &flag) == 0 && flag)
+	if (json_path_bool(r, "files_truncated", &flag) && flag)
 		output_note("[more files changed; the server truncated the list]\n");
 }
 
 static void exec_error(yajl_val r)
 {
-	yajl_val tb = json_get_arr(r, "error.traceback");
-	const char *ename = json_get_str(r, "error.ename");
-	const char *evalue = json_get_str(r, "error.evalue");
+	yajl_val tb = json_path_arr(r, "error.traceback");
+	const char *ename = json_path_str(r, "error.ename");
+	const char *evalue = json_path_str(r, "error.evalue");
 	size_t i;
 
-	if (json_get_obj(r, "error") == NULL)
+	if (json_path_obj(r, "error") == NULL)
 		return;
 	fflush(stdout);
 	for (i = 0; i < json_arr_len(tb); i++) {
@@ -196,8 +200,8 @@ static void exec_error(yajl_val r)
  */
 static void exec_ending(yajl_val r, int timed_out, const char *took)
 {
-	const char *kernel = json_get_str(r, "kernel");
-	const char *reason = json_get_str(r, "reason");
+	const char *kernel = json_path_str(r, "kernel");
+	const char *reason = json_path_str(r, "reason");
 	const char *state = "kernel state unknown";
 	char *why = NULL;
 
@@ -222,23 +226,24 @@ static void exec_ending(yajl_val r, int timed_out, const char *took)
  */
 static int exec_report(struct cli_ctx *ctx, yajl_val r, int print_streams, const char *save_dir)
 {
-	const char *status = json_get_str(r, "status");
-	yajl_val result = json_get(r, "result");
+	const char *status = json_path_str(r, "status");
+	yajl_val result = json_path(r, "result");
 	double ms = -1;
 	char took[64] = "";
-	int flag, rc, saved;
+	bool flag;
+	int rc, saved;
 
 	if (status == NULL) {
 		output_note("%s: the server's exec result has no status\n", CLI_PROG);
 		return CLI_EXIT_API;
 	}
-	if (json_get_num(r, "duration_ms", &ms) == 0 && ms >= 0)
+	if (json_path_num(r, "duration_ms", &ms) && ms >= 0)
 		snprintf(took, sizeof(took), " after %.1f s", ms / 1000.0);
 
 	if (!ctx->json) {
 		if (print_streams) {
-			const char *out = json_get_str(r, "stdout");
-			const char *err = json_get_str(r, "stderr");
+			const char *out = json_path_str(r, "stdout");
+			const char *err = json_path_str(r, "stderr");
 
 			if (out != NULL)
 				fputs(out, stdout);
@@ -247,12 +252,12 @@ static int exec_report(struct cli_ctx *ctx, yajl_val r, int print_streams, const
 				fputs(err, stderr);
 			}
 		}
-		if (json_get_bool(r, "stdout_truncated", &flag) == 0 && flag)
+		if (json_path_bool(r, "stdout_truncated", &flag) && flag)
 			output_note("[stdout truncated by the server]\n");
-		if (json_get_bool(r, "stderr_truncated", &flag) == 0 && flag)
+		if (json_path_bool(r, "stderr_truncated", &flag) && flag)
 			output_note("[stderr truncated by the server]\n");
 		if (result != NULL && !YAJL_IS_NULL(result)) {
-			char *text = json_text(result);
+			char *text = output_json_text(result);
 
 			printf("%s\n", text);
 			free(text);
@@ -283,35 +288,34 @@ static int exec_report(struct cli_ctx *ctx, yajl_val r, int print_streams, const
 }
 
 /* Handles one NDJSON line of a streamed execution. */
-static int exec_stream_line(struct exec_stream *st, const char *line, size_t len, struct err **err)
+static int exec_stream_line(void *arg, const char *line, size_t len, struct err **err)
 {
+	struct exec_stream *st = arg;
 	struct err *e = NULL;
 	const char *type, *text;
 	yajl_val ev;
 
 	if (strspn(line, " \t\r") == len)
 		return 0;
-	ev = json_parse(line, &e);
+	ev = json_parse(line, strlen(line), &e);
 	if (ev == NULL) {
-		err_set(err, CLI_EXIT_API, 0, "bad event in the exec stream: %s", e->msg);
+		err_set(err, ERR_UNAVAILABLE, "bad event in the exec stream: %s", e->message);
 		err_free(e);
 		return -1;
 	}
-	type = json_get_str(ev, "type");
-	text = json_get_str(ev, "text");
+	type = json_path_str(ev, "type");
+	text = json_path_str(ev, "text");
 	if ((type != NULL && strcmp(type, "error") == 0) ||
-	    (type == NULL && json_get_obj(ev, "error") != NULL && json_get(ev, "status") == NULL)) {
+	    (type == NULL && json_path_obj(ev, "error") != NULL &&
+	     json_path(ev, "status") == NULL)) {
 		/* The call failed after the 200 went out (the session expired,
 		 * the daemon lost the runner...): an API error, in the stream. */
-		const char *code = json_get_str(ev, "error.code");
-		const char *msg = json_get_str(ev, "error.message");
-		struct err *api = NULL;
+		const char *code = json_path_str(ev, "error.code");
+		const char *msg = json_path_str(ev, "error.message");
 
 		if (st->ctx->json)
 			output_json_doc(line, len);
-		err_set(&api, CLI_EXIT_API, 0, "%s", msg ? msg : "error in the exec stream");
-		api->api_code = xstrdup(code ? code : "internal");
-		err_give(err, api);
+		cli_stream_error(err, code, msg ? msg : "error in the exec stream");
 		json_free(ev);
 		return -1;
 	}
@@ -342,22 +346,8 @@ static int exec_stream_line(struct exec_stream *st, const char *line, size_t len
 static int exec_stream_data(const char *data, size_t len, void *arg, struct err **err)
 {
 	struct exec_stream *st = arg;
-	char *nl;
 
-	if (buf_append(&st->line, data, len) < 0) {
-		err_set(err, CLI_EXIT_API, 0, "exec stream line longer than the %zu MiB cap",
-			st->line.max >> 20);
-		return -1;
-	}
-	while (st->line.len > 0 && (nl = memchr(st->line.data, '\n', st->line.len)) != NULL) {
-		size_t n = (size_t)(nl - st->line.data);
-
-		*nl = '\0';
-		if (exec_stream_line(st, st->line.data, n, err) < 0)
-			return -1;
-		buf_consume(&st->line, n + 1);
-	}
-	return 0;
+	return cli_lines_feed(&st->line, data, len, "exec stream line", exec_stream_line, st, err);
 }
 
 /* Reads the code from a file, or stdin for NULL or "-"; caller frees. */
@@ -371,7 +361,7 @@ static char *exec_read_code(const char *file, size_t *len, struct err **err)
 	if (file != NULL && strcmp(file, "-") != 0) {
 		f = fopen(file, "rb");
 		if (f == NULL) {
-			err_set(err, CLI_EXIT_USAGE, 0, "%s: %s", file, strerror(errno));
+			err_set(err, ERR_BAD_REQUEST, "%s: %s", file, strerror(errno));
 			return NULL;
 		}
 		what = file;
@@ -380,7 +370,7 @@ static char *exec_read_code(const char *file, size_t *len, struct err **err)
 	}
 	/* The code travels in one JSON body, so it is held in memory anyway. */
 	buf_init(&b, CLIENT_BODY_MAX);
-	r = util_read_all(f, &b, what, err);
+	r = buf_read_file(&b, f, what, err);
 	if (f != stdin)
 		fclose(f);
 	if (r < 0) {
@@ -394,7 +384,7 @@ static int exec_run(struct cli_ctx *ctx, int argc, char **argv)
 {
 	const char *file = NULL, *code, *save_dir = NULL, *body;
 	char *code_buf = NULL, *path = NULL;
-	struct json_gen *g = NULL;
+	AUTOGEN yajl_gen g = NULL;
 	struct exec_stream st = {.ctx = ctx};
 	struct client_resp resp = {0};
 	struct client *client;
@@ -411,7 +401,7 @@ static int exec_run(struct cli_ctx *ctx, int argc, char **argv)
 		case CLI_GETOPT_STOP: rc = ctx->rc; goto out;
 		case 'f': file = optarg; break;
 		case EXEC_TIMEOUT:
-			if (util_parse_double(optarg, 1e-3, 86400, &timeout) < 0) {
+			if (codec_parse_double(optarg, 1e-3, 86400, &timeout) < 0) {
 				cli_usage_error(ctx, "--timeout: want seconds > 0");
 				goto out;
 			}
@@ -444,22 +434,23 @@ static int exec_run(struct cli_ctx *ctx, int argc, char **argv)
 	if (stream < 0)
 		stream = !ctx->json && isatty(STDOUT_FILENO);
 
-	g = json_gen_new();
-	json_gen_map_open(g);
-	json_gen_key(g, "code");
-	json_gen_strn(g, code, code_len);
-	if (timeout > 0) {
-		json_gen_key(g, "timeout_s");
-		json_gen_num(g, timeout);
-	}
-	json_gen_key(g, "stream");
-	json_gen_bool(g, stream);
-	json_gen_map_close(g);
-	body = json_gen_finish(g, &body_len, &e);
-	if (body == NULL) {
-		cli_usage_error(ctx, "code: %s", e->msg);
+	/* The server refuses invalid UTF-8; say so here, naming the argument,
+	 * rather than have the generator repair the code. */
+	if (!json_utf8_valid(code, code_len)) {
+		cli_usage_error(ctx, "code: %s", CLI_NOT_UTF8);
 		goto out;
 	}
+	g = json_gen_new();
+	jg_obj(g);
+	jg_str(g, "code");
+	jg_strn(g, code, code_len);
+	if (timeout > 0) {
+		jg_str(g, "timeout_s");
+		jg_number(g, timeout);
+	}
+	jg_kv_bool(g, "stream", stream);
+	jg_obj_end(g);
+	body = jg_text(g, &body_len);
 
 	request_s =
 	    timeout > 0 ? (long)timeout + 1 + EXEC_REQUEST_MARGIN_S : EXEC_DEFAULT_REQUEST_S;
@@ -500,9 +491,9 @@ static int exec_run(struct cli_ctx *ctx, int argc, char **argv)
 	}
 	if (ctx->json)
 		output_json_doc(resp.body, resp.len);
-	doc = json_parse(resp.body, &e);
+	doc = json_parse(resp.body, strlen(resp.body), &e);
 	if (doc == NULL) {
-		output_note("%s: unexpected answer from the server: %s\n", CLI_PROG, e->msg);
+		output_note("%s: unexpected answer from the server: %s\n", CLI_PROG, e->message);
 		goto out;
 	}
 	rc = exec_report(ctx, doc, 1, save_dir);
@@ -513,7 +504,6 @@ out:
 	buf_release(&st.line);
 	client_resp_release(&resp);
 	err_free(e);
-	json_gen_free(g);
 	free(code_buf);
 	free(path);
 	return rc;

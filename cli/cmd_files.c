@@ -12,14 +12,17 @@
 
 #include "cli.h"
 #include "client.h"
+#include "codec.h"
+#include "err.h"
 #include "json.h"
 #include "output.h"
+#include "xalloc.h"
 
 /* "/v1/sessions/ID/files/REMOTE", each segment of REMOTE escaped on its
  * own so names with spaces, '?' or '#' survive; caller frees. */
 static char *files_path(const char *id, const char *remote)
 {
-	char *esc = util_url_escape(remote, 1);
+	char *esc = codec_url_escape(remote, 1);
 	char *suffix = xasprintf("/files/%s", esc);
 	char *path = cli_session_path(id, suffix);
 
@@ -42,11 +45,8 @@ static int put_run(struct cli_ctx *ctx, int argc, char **argv)
 	double rsize;
 	int rc;
 
-	if (cli_no_options(ctx, argc, argv) < 0)
+	if (cli_operands(ctx, argc, argv, 2, 3, CLI_ARGS_ID) < 0)
 		return ctx->rc;
-	if ((rc = cli_want_args(ctx, argc - optind, 2, 3)) != 0 ||
-	    (rc = cli_check_id(ctx, argv[optind])) != 0)
-		return rc;
 	id = argv[optind];
 	local = argv[optind + 1];
 	remote = argc - optind == 3 ? argv[optind + 2] : util_basename(local);
@@ -88,10 +88,10 @@ static int put_run(struct cli_ctx *ctx, int argc, char **argv)
 	}
 	/* Prefer the server's view (its normalised path, the size it stored)
 	 * and fall back to ours if the answer is thin. */
-	doc = json_parse(resp.body, NULL);
-	if (json_get_num(doc, "size", &rsize) == 0)
+	doc = json_parse(resp.body, strlen(resp.body), NULL);
+	if (json_path_num(doc, "size", &rsize))
 		size = (long long)rsize;
-	printf("%s %lld\n", json_get_str(doc, "path") ? json_get_str(doc, "path") : remote, size);
+	printf("%s %lld\n", json_path_str(doc, "path") ? json_path_str(doc, "path") : remote, size);
 out:
 	json_free(doc);
 	client_resp_release(&resp);
@@ -124,7 +124,7 @@ static int get_on_data(const char *data, size_t len, void *arg, struct err **err
 	struct get_sink *s = arg;
 
 	if (fwrite(data, 1, len, s->f) != len) {
-		err_set(err, CLI_EXIT_FAIL, 0, "writing %s: %s", s->name, strerror(errno));
+		err_set(err, ERR_INTERNAL, "writing %s: %s", s->name, strerror(errno));
 		return -1;
 	}
 	s->bytes += len;
@@ -143,11 +143,8 @@ static int get_run(struct cli_ctx *ctx, int argc, char **argv)
 	int rc, fd, to_stdout;
 	mode_t mask;
 
-	if (cli_no_options(ctx, argc, argv) < 0)
+	if (cli_operands(ctx, argc, argv, 2, 3, CLI_ARGS_ID) < 0)
 		return ctx->rc;
-	if ((rc = cli_want_args(ctx, argc - optind, 2, 3)) != 0 ||
-	    (rc = cli_check_id(ctx, argv[optind])) != 0)
-		return rc;
 	id = argv[optind];
 	remote = argv[optind + 1];
 	local = argc - optind == 3 ? argv[optind + 2] : util_basename(remote);
@@ -274,11 +271,8 @@ static int files_run(struct cli_ctx *ctx, int argc, char **argv)
 	size_t i;
 	int rc;
 
-	if (cli_no_options(ctx, argc, argv) < 0)
+	if (cli_operands(ctx, argc, argv, 1, 1, CLI_ARGS_ID) < 0)
 		return ctx->rc;
-	if ((rc = cli_want_args(ctx, argc - optind, 1, 1)) != 0 ||
-	    (rc = cli_check_id(ctx, argv[optind])) != 0)
-		return rc;
 	path = cli_session_path(argv[optind], "/files");
 	rc = cli_call(ctx, &(struct client_req){.method = "GET", .path = path, .timeout_s = 60},
 		      &resp, NULL);
@@ -289,8 +283,8 @@ static int files_run(struct cli_ctx *ctx, int argc, char **argv)
 		goto out;
 	}
 	rc = CLI_EXIT_API;
-	doc = json_parse(resp.body, NULL);
-	list = json_get_arr(doc, "files");
+	doc = json_parse(resp.body, strlen(resp.body), NULL);
+	list = json_path_arr(doc, "files");
 	if (list == NULL) {
 		output_note("%s: the server's answer has no files list\n", CLI_PROG);
 		goto out;
@@ -298,20 +292,20 @@ static int files_run(struct cli_ctx *ctx, int argc, char **argv)
 	t = table_new(4, headers);
 	for (i = 0; i < json_arr_len(list); i++) {
 		yajl_val f = json_arr_at(list, i);
-		yajl_val mtime = json_get(f, "mtime");
-		char *size = json_text(json_get(f, "size"));
+		yajl_val mtime = json_path(f, "mtime");
+		char *size = output_json_text(json_path(f, "size"));
 		char when[64];
 		double secs;
 
 		/* mtime as RFC 3339 like every other time, or epoch seconds. */
 		if (YAJL_IS_STRING(mtime))
 			output_when(mtime->u.string, when, sizeof(when));
-		else if (json_get_num(f, "mtime", &secs) == 0)
+		else if (json_path_num(f, "mtime", &secs))
 			output_age((time_t)secs, time(NULL), when, sizeof(when));
 		else
 			snprintf(when, sizeof(when), "-");
-		table_add(t, (const char *const[]){json_get_str(f, "path"), size[0] ? size : NULL,
-						   when, json_get_str(f, "type")});
+		table_add(t, (const char *const[]){json_path_str(f, "path"), size[0] ? size : NULL,
+						   when, json_path_str(f, "type")});
 		free(size);
 	}
 	table_print(t, stdout);
@@ -341,11 +335,8 @@ static int rmfile_run(struct cli_ctx *ctx, int argc, char **argv)
 	char *path;
 	int rc;
 
-	if (cli_no_options(ctx, argc, argv) < 0)
+	if (cli_operands(ctx, argc, argv, 2, 2, CLI_ARGS_ID) < 0)
 		return ctx->rc;
-	if ((rc = cli_want_args(ctx, argc - optind, 2, 2)) != 0 ||
-	    (rc = cli_check_id(ctx, argv[optind])) != 0)
-		return rc;
 	if (argv[optind + 1][0] == '\0')
 		return cli_usage_error(ctx, "empty REMOTE path");
 	path = files_path(argv[optind], argv[optind + 1]);

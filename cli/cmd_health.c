@@ -4,10 +4,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "cli.h"
 #include "client.h"
+#include "err.h"
 #include "json.h"
 #include "output.h"
+#include "xalloc.h"
 
 /* A probe should answer at once; a slow one is as good as down. */
 #define HEALTH_TIMEOUT_S 10L
@@ -27,13 +30,13 @@ struct health_probe {
  */
 static char *health_reason(const char *body, long status)
 {
-	yajl_val doc = json_parse(body, NULL);
-	const char *msg = json_get_str(doc, "error.message");
+	yajl_val doc = json_parse(body, strlen(body), NULL);
+	const char *msg = json_path_str(doc, "error.message");
 	struct buf b;
 	size_t i;
 
 	if (msg == NULL)
-		msg = json_get_str(doc, "message");
+		msg = json_path_str(doc, "message");
 	if (msg != NULL) {
 		char *r = xstrdup(msg);
 
@@ -43,7 +46,7 @@ static char *health_reason(const char *body, long status)
 	buf_init(&b, 4096);
 	for (i = 0; YAJL_IS_OBJECT(doc) && i < doc->u.object.len; i++) {
 		yajl_val v = doc->u.object.values[i];
-		char *text = json_text(v);
+		char *text = output_json_text(v);
 
 		if (!YAJL_IS_TRUE(v) && strcmp(text, "ok") != 0 &&
 		    strcmp(doc->u.object.keys[i], "status") != 0) {
@@ -83,7 +86,7 @@ static int health_probe(struct cli_ctx *ctx, struct client *client, struct healt
 						     "text/plain",
 					   .timeout_s = HEALTH_TIMEOUT_S},
 		      &resp, &e) < 0) {
-		if (e->http_status == 0) {
+		if (e->peer_status == 0) {
 			cli_report(ctx, e, NULL, NULL);
 			r = -1;
 		} else {
@@ -94,46 +97,41 @@ static int health_probe(struct cli_ctx *ctx, struct client *client, struct healt
 		}
 	}
 	p->status = resp.status;
-	p->body = resp.body; /* taken over */
+	p->body = steal_pointer(&resp.body);
 	p->len = resp.len;
-	resp.body = NULL;
 	client_resp_release(&resp);
 	err_free(e);
 	return r;
 }
 
-static void health_gen_probe(struct json_gen *g, const struct health_probe *p)
+static void health_gen_probe(yajl_gen g, const struct health_probe *p)
 {
-	yajl_val doc = p->len > 0 ? json_parse(p->body, NULL) : NULL;
+	AUTOJSON yajl_val doc = p->len > 0 ? json_parse(p->body, strlen(p->body), NULL) : NULL;
 
-	json_gen_key(g, p->path + 1);
-	json_gen_map_open(g);
-	json_gen_key(g, "http_status");
-	json_gen_num(g, (double)p->status);
-	json_gen_key(g, "body");
+	jg_str(g, p->path + 1);
+	jg_obj(g);
+	jg_kv_int(g, "http_status", p->status);
+	jg_str(g, "body");
 	if (doc != NULL)
-		json_gen_value(g, doc);
-	else if (p->len > 0)
-		json_gen_strn(g, p->body, strlen(p->body));
+		jg_value(g, doc);
+	else if (p->len > 0) /* a text body; a byte that is not UTF-8 shows as U+FFFD */
+		jg_strn(g, p->body, strlen(p->body));
 	else
-		json_gen_null(g);
-	json_gen_map_close(g);
-	json_free(doc);
+		jg_null(g);
+	jg_obj_end(g);
 }
 
 static int health_run(struct cli_ctx *ctx, int argc, char **argv)
 {
 	struct health_probe probes[2] = {{.path = "/healthz"}, {.path = "/readyz"}};
 	struct client *client;
-	struct json_gen *g;
+	AUTOGEN yajl_gen g = NULL;
 	const char *doc;
 	size_t i, len;
 	int rc, ready = 1;
 
-	if (cli_no_options(ctx, argc, argv) < 0)
+	if (cli_operands(ctx, argc, argv, 0, 0, 0) < 0)
 		return ctx->rc;
-	if ((rc = cli_want_args(ctx, argc - optind, 0, 0)) != 0)
-		return rc;
 	client = cli_client(ctx);
 	if (client == NULL)
 		return CLI_EXIT_USAGE;
@@ -149,16 +147,13 @@ static int health_run(struct cli_ctx *ctx, int argc, char **argv)
 		/* The two answers are two documents; wrap them as one, each with
 		 * its status and its body as sent (text bodies as strings). */
 		g = json_gen_new();
-		json_gen_map_open(g);
+		jg_obj(g);
 		for (i = 0; i < 2; i++)
 			health_gen_probe(g, &probes[i]);
-		json_gen_key(g, "ready");
-		json_gen_bool(g, ready);
-		json_gen_map_close(g);
-		doc = json_gen_finish(g, &len, NULL);
-		if (doc != NULL)
-			output_json_doc(doc, len);
-		json_gen_free(g);
+		jg_kv_bool(g, "ready", ready);
+		jg_obj_end(g);
+		doc = jg_text(g, &len);
+		output_json_doc(doc, len);
 	} else {
 		for (i = 0; i < 2; i++)
 			printf("%s: %s\n", probes[i].path + 1,

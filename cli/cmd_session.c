@@ -4,10 +4,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "cli.h"
 #include "client.h"
+#include "codec.h"
+#include "err.h"
 #include "json.h"
 #include "output.h"
+#include "xalloc.h"
 
 /* A K=V list from repeated options; a later K replaces an earlier one, so
  * the body never carries duplicate keys (which JSON leaves undefined). */
@@ -52,19 +56,28 @@ static void session_kv_release(struct session_kv *kv)
 	memset(kv, 0, sizeof(*kv));
 }
 
-static void session_kv_gen(struct json_gen *g, const char *name, const struct session_kv *kv)
+/* Whether every key and value is valid UTF-8 (create_run checks first). */
+static int session_kv_utf8(const struct session_kv *kv)
+{
+	size_t i;
+
+	for (i = 0; i < kv->n; i++)
+		if (!cli_utf8(kv->keys[i]) || !cli_utf8(kv->vals[i]))
+			return 0;
+	return 1;
+}
+
+static void session_kv_gen(yajl_gen g, const char *name, const struct session_kv *kv)
 {
 	size_t i;
 
 	if (kv->n == 0)
 		return;
-	json_gen_key(g, name);
-	json_gen_map_open(g);
-	for (i = 0; i < kv->n; i++) {
-		json_gen_key(g, kv->keys[i]);
-		json_gen_str(g, kv->vals[i]);
-	}
-	json_gen_map_close(g);
+	jg_str(g, name);
+	jg_obj(g);
+	for (i = 0; i < kv->n; i++)
+		jg_kv_str(g, kv->keys[i], kv->vals[i]);
+	jg_obj_end(g);
 }
 
 /* Adds "key: value" lines for a session to t: the known fields in a
@@ -80,12 +93,12 @@ static void session_describe(struct table *t, yajl_val s)
 	size_t i, j;
 
 	for (i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
-		yajl_val v = json_get(s, order[i]);
+		yajl_val v = json_path(s, order[i]);
 		char *text, *val;
 
 		if (v == NULL)
 			continue;
-		text = json_text(v);
+		text = output_json_text(v);
 		if (YAJL_IS_STRING(v) && strstr(order[i], "_at") != NULL &&
 		    strcmp(output_when_exact(text, when, sizeof(when)), text) != 0)
 			val = xasprintf("%s (%s)", text, when);
@@ -97,12 +110,12 @@ static void session_describe(struct table *t, yajl_val s)
 		free(val);
 	}
 	for (i = 0; i < sizeof(nested) / sizeof(nested[0]); i++) {
-		yajl_val o = json_get(s, nested[i]);
+		yajl_val o = json_path(s, nested[i]);
 
 		if (o == NULL)
 			continue;
 		if (!YAJL_IS_OBJECT(o) || o->u.object.len == 0) {
-			char *text = json_text(o);
+			char *text = output_json_text(o);
 
 			snprintf(key, sizeof(key), "%s:", nested[i]);
 			table_add(t, (const char *const[]){key, YAJL_IS_OBJECT(o) ? "-" : text});
@@ -121,7 +134,7 @@ static void session_describe(struct table *t, yajl_val s)
 
 				buf_init(&b, CLIENT_BODY_MAX);
 				for (k = 0; k < v->u.array.len; k++) {
-					char *item = json_text(v->u.array.values[k]);
+					char *item = output_json_text(v->u.array.values[k]);
 
 					if (k > 0)
 						buf_append(&b, ", ", 2);
@@ -134,7 +147,7 @@ static void session_describe(struct table *t, yajl_val s)
 					text = xstrdup("none");
 				}
 			} else {
-				text = json_text(v);
+				text = output_json_text(v);
 			}
 			table_add(t, (const char *const[]){key, text});
 			free(text);
@@ -152,7 +165,7 @@ static void session_describe(struct table *t, yajl_val s)
 			known |= strcmp(k, nested[j]) == 0;
 		if (known)
 			continue;
-		text = json_text(s->u.object.values[i]);
+		text = output_json_text(s->u.object.values[i]);
 		snprintf(key, sizeof(key), "%s:", k);
 		table_add(t, (const char *const[]){key, text});
 		free(text);
@@ -230,13 +243,13 @@ static int create_limit_opt(struct cli_ctx *ctx, int c, const char *arg, double 
 	if (i == CREATE_NLIMITS)
 		return -1;
 	if (create_limits[i].whole) {
-		if (util_parse_long(arg, 1, 1L << 30, &n) < 0) {
+		if (codec_parse_long(arg, 1, 1L << 30, &n) < 0) {
 			cli_usage_error(ctx, "--%s: want a whole number > 0",
 					create_limits[i].flag);
 			return -1;
 		}
 		value[i] = (double)n;
-	} else if (util_parse_double(arg, 1e-3, 1e6, &value[i]) < 0) {
+	} else if (codec_parse_double(arg, 1e-3, 1e6, &value[i]) < 0) {
 		cli_usage_error(ctx, "--%s: want a number > 0", create_limits[i].flag);
 		return -1;
 	}
@@ -251,10 +264,9 @@ static int create_run(struct cli_ctx *ctx, int argc, char **argv)
 	size_t nallow = 0, i, body_len;
 	const char *image = NULL, *runtime = NULL, *body;
 	double idle = -1;
-	int verbose = 0, have_limits = 0, c, rc = CLI_EXIT_USAGE;
-	struct json_gen *g = NULL;
+	int verbose = 0, have_limits = 0, text_ok, c, rc = CLI_EXIT_USAGE;
+	AUTOGEN yajl_gen g = NULL;
 	struct client_resp resp = {0};
-	struct err *e = NULL;
 	yajl_val doc = NULL;
 	const char *id;
 	long n;
@@ -266,7 +278,7 @@ static int create_run(struct cli_ctx *ctx, int argc, char **argv)
 		case CREATE_IMAGE: image = optarg; break;
 		case CREATE_RUNTIME: runtime = optarg; break;
 		case CREATE_IDLE:
-			if (util_parse_long(optarg, 1, 365L * 86400, &n) < 0) {
+			if (codec_parse_long(optarg, 1, 365L * 86400, &n) < 0) {
 				cli_usage_error(ctx, "--idle-timeout: want seconds > 0");
 				goto out;
 			}
@@ -298,51 +310,54 @@ static int create_run(struct cli_ctx *ctx, int argc, char **argv)
 	if ((rc = cli_want_args(ctx, argc - optind, 0, 0)) != 0)
 		goto out;
 
+	/* The server refuses invalid UTF-8; say so here rather than have the
+	 * generator repair an argument. */
+	text_ok = (image == NULL || cli_utf8(image)) && (runtime == NULL || cli_utf8(runtime)) &&
+		  session_kv_utf8(&env) && session_kv_utf8(&meta);
+	for (i = 0; text_ok && i < nallow; i++)
+		text_ok = cli_utf8(allow[i]);
+	if (!text_ok) {
+		rc = cli_usage_error(ctx, "%s", CLI_NOT_UTF8);
+		goto out;
+	}
+
 	g = json_gen_new();
-	json_gen_map_open(g);
-	if (image != NULL) {
-		json_gen_key(g, "image");
-		json_gen_str(g, image);
-	}
-	if (runtime != NULL) {
-		json_gen_key(g, "runtime");
-		json_gen_str(g, runtime);
-	}
+	jg_obj(g);
+	if (image != NULL)
+		jg_kv_str(g, "image", image);
+	if (runtime != NULL)
+		jg_kv_str(g, "runtime", runtime);
 	if (idle > 0) {
-		json_gen_key(g, "idle_timeout_s");
-		json_gen_num(g, idle);
+		jg_str(g, "idle_timeout_s");
+		jg_number(g, idle);
 	}
 	for (i = 0; i < CREATE_NLIMITS; i++)
 		have_limits |= limits[i] > 0;
 	if (have_limits) {
-		json_gen_key(g, "limits");
-		json_gen_map_open(g);
+		jg_str(g, "limits");
+		jg_obj(g);
 		for (i = 0; i < CREATE_NLIMITS; i++) {
 			if (limits[i] > 0) {
-				json_gen_key(g, create_limits[i].key);
-				json_gen_num(g, limits[i]);
+				jg_str(g, create_limits[i].key);
+				jg_number(g, limits[i]);
 			}
 		}
-		json_gen_map_close(g);
+		jg_obj_end(g);
 	}
 	if (nallow > 0) {
-		json_gen_key(g, "network");
-		json_gen_map_open(g);
-		json_gen_key(g, "allow");
-		json_gen_array_open(g);
+		jg_str(g, "network");
+		jg_obj(g);
+		jg_str(g, "allow");
+		jg_arr(g);
 		for (i = 0; i < nallow; i++)
-			json_gen_str(g, allow[i]);
-		json_gen_array_close(g);
-		json_gen_map_close(g);
+			jg_str(g, allow[i]);
+		jg_arr_end(g);
+		jg_obj_end(g);
 	}
 	session_kv_gen(g, "env", &env);
 	session_kv_gen(g, "metadata", &meta);
-	json_gen_map_close(g);
-	body = json_gen_finish(g, &body_len, &e);
-	if (body == NULL) {
-		rc = cli_usage_error(ctx, "%s", e->msg);
-		goto out;
-	}
+	jg_obj_end(g);
+	body = jg_text(g, &body_len);
 
 	rc = cli_call_doc(ctx,
 			  &(struct client_req){.method = "POST",
@@ -357,7 +372,7 @@ static int create_run(struct cli_ctx *ctx, int argc, char **argv)
 	if (rc != CLI_EXIT_OK || doc == NULL)
 		goto out;
 	rc = CLI_EXIT_API;
-	id = json_get_str(doc, "id");
+	id = json_path_str(doc, "id");
 	if (id == NULL) {
 		fprintf(stderr, "%s: the server's answer has no session id\n", CLI_PROG);
 		goto out;
@@ -372,8 +387,6 @@ static int create_run(struct cli_ctx *ctx, int argc, char **argv)
 out:
 	json_free(doc);
 	client_resp_release(&resp);
-	err_free(e);
-	json_gen_free(g);
 	session_kv_release(&env);
 	session_kv_release(&meta);
 	free(allow);
@@ -416,17 +429,15 @@ static int ls_run(struct cli_ctx *ctx, int argc, char **argv)
 	size_t i;
 	int rc;
 
-	if (cli_no_options(ctx, argc, argv) < 0)
+	if (cli_operands(ctx, argc, argv, 0, 0, 0) < 0)
 		return ctx->rc;
-	if ((rc = cli_want_args(ctx, argc - optind, 0, 0)) != 0)
-		return rc;
 	rc = cli_call_doc(
 	    ctx, &(struct client_req){.method = "GET", .path = "/v1/sessions", .timeout_s = 60},
 	    &resp, &doc);
 	if (rc != CLI_EXIT_OK || doc == NULL)
 		goto out;
 	rc = CLI_EXIT_API;
-	list = json_get_arr(doc, "sessions");
+	list = json_path_arr(doc, "sessions");
 	if (list == NULL) {
 		fprintf(stderr, "%s: the server's answer has no sessions list\n", CLI_PROG);
 		goto out;
@@ -437,11 +448,11 @@ static int ls_run(struct cli_ctx *ctx, int argc, char **argv)
 		char created[64], expires[64];
 
 		table_add(
-		    t,
-		    (const char *const[]){
-			json_get_str(s, "id"), json_get_str(s, "state"), json_get_str(s, "image"),
-			output_when(json_get_str(s, "created_at"), created, sizeof(created)),
-			output_when(json_get_str(s, "expires_at"), expires, sizeof(expires))});
+		    t, (const char *const[]){
+			   json_path_str(s, "id"), json_path_str(s, "state"),
+			   json_path_str(s, "image"),
+			   output_when(json_path_str(s, "created_at"), created, sizeof(created)),
+			   output_when(json_path_str(s, "expires_at"), expires, sizeof(expires))});
 	}
 	table_print(t, stdout);
 	rc = CLI_EXIT_OK;
@@ -471,11 +482,8 @@ static int session_one(struct cli_ctx *ctx, int argc, char **argv, const char *m
 	char *path;
 	int rc;
 
-	if (cli_no_options(ctx, argc, argv) < 0)
+	if (cli_operands(ctx, argc, argv, 1, 1, CLI_ARGS_ID) < 0)
 		return ctx->rc;
-	if ((rc = cli_want_args(ctx, argc - optind, 1, 1)) != 0 ||
-	    (rc = cli_check_id(ctx, argv[optind])) != 0)
-		return rc;
 	path = cli_session_path(argv[optind], suffix);
 	rc =
 	    cli_call_doc(ctx, &(struct client_req){.method = method, .path = path, .timeout_s = 60},
@@ -485,7 +493,7 @@ static int session_one(struct cli_ctx *ctx, int argc, char **argv, const char *m
 		goto out;
 	rc = CLI_EXIT_API;
 	if (brief) {
-		const char *expires = json_get_str(doc, "expires_at");
+		const char *expires = json_path_str(doc, "expires_at");
 		char when[64];
 
 		printf("%s expires_at %s (%s)\n", argv[optind], expires ? expires : "-",
@@ -537,10 +545,8 @@ static int rm_run(struct cli_ctx *ctx, int argc, char **argv)
 {
 	int rc, i, failed = 0;
 
-	if (cli_no_options(ctx, argc, argv) < 0)
+	if (cli_operands(ctx, argc, argv, 1, -1, 0) < 0)
 		return ctx->rc;
-	if ((rc = cli_want_args(ctx, argc - optind, 1, -1)) != 0)
-		return rc;
 	for (i = optind; i < argc; i++)
 		if ((rc = cli_check_id(ctx, argv[i])) != 0)
 			return rc;

@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util.h"
+#include "json.h"
+#include "xalloc.h"
 
 struct table {
 	size_t ncols;
@@ -252,4 +253,25 @@ void output_note(const char *fmt, ...)
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
+}
+
+char *output_json_text(yajl_val v)
+{
+	AUTOGEN yajl_gen g = NULL;
+	const char *doc;
+
+	if (v == NULL)
+		return xstrdup("");
+	switch (v->type) {
+	case yajl_t_string: return xstrdup(v->u.string);
+	case yajl_t_number: return xstrdup(v->u.number.r);
+	case yajl_t_true: return xstrdup("true");
+	case yajl_t_false: return xstrdup("false");
+	case yajl_t_null: return xstrdup("null");
+	default: break;
+	}
+	g = json_gen_new();
+	jg_value(g, v);
+	doc = jg_text(g, NULL);
+	return xstrdup(doc);
 }

@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <time.h>
 
+#include <yajl/yajl_tree.h>
+
 /* A table of text cells printed with aligned columns. */
 struct table;
 
@@ -43,6 +45,11 @@ char *output_age_exact(time_t t, time_t now, char *buf, size_t len);
 char *output_when(const char *rfc3339, char *buf, size_t len);
 /* The same with output_age_exact. */
 char *output_when_exact(const char *rfc3339, char *buf, size_t len);
+
+/* Text of a value for display: strings as they are, numbers as the server
+ * wrote them, true/false/null, "" for NULL; objects and arrays re-encoded as
+ * JSON.  Caller frees. */
+char *output_json_text(yajl_val v);
 
 /* Prints a server document as is, one per line, for --json. */
 void output_json_doc(const char *body, size_t len);

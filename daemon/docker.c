@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "defer.h"
 #include "docker_json.h"
 #include "json.h"
 #include "log.h"
@@ -169,8 +170,7 @@ static void req_fail_later(struct docker_call *r, const char *error)
 	struct deferred_fail *f = xcalloc(1, sizeof(*f));
 	f->r = r;
 	snprintf(f->error, sizeof(f->error), "%s", error);
-	struct timeval zero = {0, 0};
-	event_base_once(r->d->base, -1, EV_TIMEOUT, fail_deferred_cb, f, &zero);
+	defer_call(r->d->base, fail_deferred_cb, f);
 }
 
 static void req_start(struct docker_call *r, const char *version)

@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "codec.h"
 #include "json.h"
 #include "xalloc.h"
 
@@ -61,39 +62,13 @@ size_t exec_result_on_stream(struct exec_result *r, bool is_stderr, const char *
 	return capbuf_append(cb, data, len);
 }
 
-char *base64_encode(const unsigned char *data, size_t len)
-{
-	static const char tbl[] =
-	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-	size_t olen = 4 * ((len + 2) / 3);
-	char *out = xmalloc(olen + 1), *o = out;
-	size_t i = 0;
-	for (; i + 2 < len; i += 3) {
-		uint32_t v = (uint32_t)data[i] << 16 | (uint32_t)data[i + 1] << 8 | data[i + 2];
-		*o++ = tbl[v >> 18];
-		*o++ = tbl[(v >> 12) & 63];
-		*o++ = tbl[(v >> 6) & 63];
-		*o++ = tbl[v & 63];
-	}
-	if (i < len) {
-		uint32_t v =
-		    (uint32_t)data[i] << 16 | (i + 1 < len ? (uint32_t)data[i + 1] << 8 : 0);
-		*o++ = tbl[v >> 18];
-		*o++ = tbl[(v >> 12) & 63];
-		*o++ = i + 1 < len ? tbl[(v >> 6) & 63] : '=';
-		*o++ = '=';
-	}
-	*o = '\0';
-	return out;
-}
-
 bool exec_result_on_display(struct exec_result *r, const char *mime, const char *data, size_t len)
 {
 	if (r->n_display >= EXEC_MAX_DISPLAY)
 		return false;
 	r->display = xrealloc(r->display, (r->n_display + 1) * sizeof(*r->display));
 	r->display[r->n_display].mime = xstrndup(mime, 128);
-	r->display[r->n_display].b64 = base64_encode((const unsigned char *)data, len);
+	r->display[r->n_display].b64 = codec_base64_encode((const unsigned char *)data, len);
 	r->n_display++;
 	return true;
 }

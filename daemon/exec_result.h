@@ -72,7 +72,4 @@ const char *exec_status_name(enum exec_status st);
 /* The exec result object of the API (docs/api.md). */
 void exec_result_to_json(const struct exec_result *r, yajl_gen g);
 
-/* Standard base64 of len bytes; malloc'd, NUL-terminated. */
-char *base64_encode(const unsigned char *data, size_t len);
-
 #endif

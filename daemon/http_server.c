@@ -26,6 +26,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "defer.h"
 #include "fdbudget.h"
 #include "json.h"
 #include "listen_guard.h"
@@ -993,8 +994,7 @@ void http_req_resume_body(struct http_req *req)
 	 * deliver them from the loop, not inside the caller's stack. */
 	if (req->resume_ev == NULL)
 		req->resume_ev = evtimer_new(req->base, req_resume_cb, req);
-	struct timeval zero = {0, 0};
-	evtimer_add(req->resume_ev, &zero);
+	defer_event(req->resume_ev);
 }
 
 /* The body cannot be taken: answer the request with the error, then tell
@@ -1140,8 +1140,7 @@ static void req_finish(struct http_req *req)
 	if (req->conn == NULL) {
 		if (!req->freeing) {
 			req->freeing = true;
-			struct timeval zero = {0, 0};
-			event_base_once(req->base, -1, EV_TIMEOUT, req_free_deferred, req, &zero);
+			defer_call(req->base, req_free_deferred, req);
 		}
 		return;
 	}
@@ -1152,8 +1151,7 @@ static void req_finish(struct http_req *req)
 	if (!req->keep_alive)
 		bufferevent_disable(req->conn->bev, EV_READ);
 	if (evbuffer_get_length(bufferevent_get_output(req->conn->bev)) == 0) {
-		struct timeval zero = {0, 0};
-		evtimer_add(req->conn->kick, &zero);
+		defer_event(req->conn->kick);
 	}
 }
 

@@ -17,6 +17,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "defer.h"
 #include "fdbudget.h"
 #include "frame.h"
 #include "json.h"
@@ -108,8 +109,7 @@ static void conn_close(struct kernel_conn *c)
 	if (link->depth > 0) {
 		bufferevent_disable(c->bev, EV_READ | EV_WRITE);
 		bufferevent_setcb(c->bev, NULL, NULL, NULL, NULL);
-		struct timeval zero = {0, 0};
-		event_base_once(link->base, -1, EV_TIMEOUT, conn_destroy_deferred, c, &zero);
+		defer_call(link->base, conn_destroy_deferred, c);
 		return;
 	}
 	conn_destroy(c);
@@ -152,8 +152,7 @@ void kernel_link_free(struct kernel_link *link)
 		listen_guard_unwatch(link->listener);
 		if (link->listener)
 			evconnlistener_disable(link->listener);
-		struct timeval zero = {0, 0};
-		event_base_once(link->base, -1, EV_TIMEOUT, link_release_deferred, link, &zero);
+		defer_call(link->base, link_release_deferred, link);
 		return;
 	}
 	link_release(link);

@@ -10,6 +10,7 @@
 
 #include "clock.h"
 #include "config.h"
+#include "defer.h"
 #include "docker.h"
 #include "egress.h"
 #include "fdbudget.h"
@@ -188,8 +189,7 @@ static void begin_drain(struct daemon_ctx *d, const char *why)
 	manager_set_draining(d->mgr, true);
 	d->drain_deadline_ms = clock_mono_ms() + d->cfg->drain_timeout_s * 1000;
 	d->drain_timer = evtimer_new(d->base, drain_check, d);
-	struct timeval zero = {0, 0};
-	evtimer_add(d->drain_timer, &zero);
+	defer_event(d->drain_timer);
 }
 
 /* POST /v1/admin/drain (ci-ctl drain). */

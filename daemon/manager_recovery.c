@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "defer.h"
 #include "ipc_dir.h"
 #include "json.h"
 #include "log.h"
@@ -311,8 +312,7 @@ void manager_shutdown(struct manager *m, const char *reason, bool pool_only, man
 	if (--op->pending == 0) {
 		/* Nothing to wait for; still answer through the loop. */
 		op->pending = 1;
-		struct timeval zero = {0, 0};
-		event_base_once(m->base, -1, EV_TIMEOUT, shutdown_deferred, op, &zero);
+		defer_call(m->base, shutdown_deferred, op);
 	}
 }
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "defer.h"
 #include "egress.h"
 #include "log.h"
 #include "manager_internal.h"
@@ -176,12 +177,9 @@ void msession_end(struct msession *ms, enum session_state st, const char *reason
 	else
 		op->pending--;
 	if (was_pooled) {
-		op->pending--; /* nobody's session: no record, no tombstone */
-		if (op->pending == 0) {
-			/* Nothing was in flight: finish from the loop. */
-			struct timeval zero = {0, 0};
-			event_base_once(m->base, -1, EV_TIMEOUT, teardown_deferred_cb, op, &zero);
-		}
+		op->pending--;        /* nobody's session: no record, no tombstone */
+		if (op->pending == 0) /* nothing was in flight: finish from the loop */
+			defer_call(m->base, teardown_deferred_cb, op);
 		return;
 	}
 	tomb_add(m, ms->s, reason);
@@ -252,6 +250,5 @@ void manager_explain_missing(struct manager *m, const char *id, manager_done_cb 
 		store_tombstone_get(m->store, id, explain_tomb, op);
 		return;
 	}
-	struct timeval zero = {0, 0};
-	event_base_once(m->base, -1, EV_TIMEOUT, explain_deferred, op, &zero);
+	defer_call(m->base, explain_deferred, op);
 }

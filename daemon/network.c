@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "defer.h"
 #include "log.h"
 #include "proc.h"
 #include "xalloc.h"
@@ -191,8 +192,7 @@ struct net_waiter *net_ensure(struct sandbox_net *n, net_ready_cb cb, void *arg)
 	w->next = n->waiters;
 	n->waiters = w;
 	if (n->state == NET_READY) {
-		struct timeval zero = {0, 0};
-		event_base_once(n->base, -1, EV_TIMEOUT, ready_deferred, n, &zero);
+		defer_call(n->base, ready_deferred, n);
 		return w;
 	}
 	if (n->state == NET_STARTING || n->state == NET_REMOVING)
@@ -274,8 +274,7 @@ static void collect_deferred(evutil_socket_t fd, short what, void *arg)
 
 static void collect_later(struct collect_op *op)
 {
-	struct timeval zero = {0, 0};
-	event_base_once(op->n->base, -1, EV_TIMEOUT, collect_deferred, op, &zero);
+	defer_call(op->n->base, collect_deferred, op);
 }
 
 /* The chain goes last: the jump from INPUT (may be gone already), its rules,

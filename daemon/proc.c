@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "defer.h"
 #include "log.h"
 #include "xalloc.h"
 
@@ -69,8 +70,7 @@ void proc_run(struct event_base *base, char *const argv[], proc_done_cb cb, void
 		p->pidfd = (int)syscall(SYS_pidfd_open, p->pid, 0);
 	if (rc != 0 || p->pidfd < 0) {
 		log_warn("cannot run %s: %s", argv[0], strerror(rc ? rc : errno));
-		struct timeval zero = {0, 0};
-		event_base_once(base, -1, EV_TIMEOUT, failed_cb, p, &zero);
+		defer_call(base, failed_cb, p);
 		return;
 	}
 	p->ev = event_new(base, p->pidfd, EV_READ, exited_cb, p);

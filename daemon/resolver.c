@@ -18,6 +18,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "defer.h"
 #include "netpolicy.h"
 #include "xalloc.h"
 
@@ -588,8 +589,7 @@ static void try_read(evutil_socket_t fd, short what, void *arg)
 	/* Both questions settled: go on from the loop, not from inside this
 	 * event's callback. */
 	if (q->t[0].state != T_PENDING && q->t[1].state != T_PENDING) {
-		struct timeval zero = {0, 0};
-		evtimer_add(q->timer, &zero);
+		defer_event(q->timer);
 	}
 }
 

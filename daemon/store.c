@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "defer.h"
 #include "json.h"
 #include "log.h"
 #include "session_json.h"
@@ -251,8 +252,7 @@ static bool op_unavailable(struct store_op *op)
 	if (op->st->ac != NULL && op->st->connected)
 		return false;
 	snprintf(op->error, sizeof(op->error), "redis is not reachable");
-	struct timeval zero = {0, 0};
-	event_base_once(op->st->base, -1, EV_TIMEOUT, op_fail_deferred, op, &zero);
+	defer_call(op->st->base, op_fail_deferred, op);
 	return true;
 }
 

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "xalloc.h"
 
@@ -24,12 +25,16 @@ static const struct {
     [ERR_INTERNAL] = {"internal", 500},
 };
 
+#define ERR_NCODES (sizeof(err_table) / sizeof(err_table[0]))
+
+static struct err *err_vnew(enum err_code code, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+
 static struct err *err_vnew(enum err_code code, const char *fmt, va_list ap)
 {
 	struct err *e = xcalloc(1, sizeof(*e));
 	e->code = code;
-	if (vasprintf(&e->message, fmt, ap) < 0)
-		abort();
+	e->message = xvasprintf(fmt, ap);
 	return e;
 }
 
@@ -57,17 +62,29 @@ void err_wrap(struct err **errp, const char *fmt, ...)
 {
 	if (errp == NULL || *errp == NULL)
 		return;
-	char *ctx = NULL, *joined = NULL;
 	va_list ap;
 	va_start(ap, fmt);
-	if (vasprintf(&ctx, fmt, ap) < 0)
-		abort();
+	char *ctx = xvasprintf(fmt, ap);
 	va_end(ap);
-	if (asprintf(&joined, "%s: %s", ctx, (*errp)->message) < 0)
-		abort();
+	char *joined = xasprintf("%s: %s", ctx, (*errp)->message);
 	free(ctx);
 	free((*errp)->message);
 	(*errp)->message = joined;
+}
+
+void err_give(struct err **errp, struct err *e)
+{
+	if (errp != NULL && *errp == NULL)
+		*errp = e;
+	else
+		err_free(e);
+}
+
+void err_set_peer(struct err *e, int status, const char *code)
+{
+	e->peer_status = status;
+	free(e->peer_code);
+	e->peer_code = code != NULL ? xstrdup(code) : NULL;
 }
 
 void err_free(struct err *e)
@@ -75,6 +92,7 @@ void err_free(struct err *e)
 	if (e == NULL)
 		return;
 	free(e->message);
+	free(e->peer_code);
 	free(e);
 }
 
@@ -86,14 +104,25 @@ void err_cleanup(struct err **errp)
 
 const char *err_code_name(enum err_code code)
 {
-	if ((unsigned)code >= sizeof(err_table) / sizeof(err_table[0]))
+	if ((unsigned)code >= ERR_NCODES)
 		return "internal";
 	return err_table[code].name;
 }
 
 int err_code_status(enum err_code code)
 {
-	if ((unsigned)code >= sizeof(err_table) / sizeof(err_table[0]))
+	if ((unsigned)code >= ERR_NCODES)
 		return 500;
 	return err_table[code].status;
+}
+
+int err_code_from_name(const char *name, enum err_code *out)
+{
+	for (size_t i = 0; i < ERR_NCODES; i++) {
+		if (strcmp(err_table[i].name, name) == 0) {
+			*out = (enum err_code)i;
+			return 0;
+		}
+	}
+	return -1;
 }

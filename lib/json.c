@@ -2,7 +2,9 @@
 #include "json.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "clock.h"
@@ -65,6 +67,18 @@ yajl_val json_parse(const char *text, size_t len, struct err **errp)
 	return tree;
 }
 
+void json_free(yajl_val v)
+{
+	if (v != NULL)
+		yajl_tree_free(v);
+}
+
+void json_cleanup(yajl_val *v)
+{
+	json_free(*v);
+	*v = NULL;
+}
+
 yajl_val json_get(yajl_val obj, const char *key)
 {
 	if (obj == NULL || !YAJL_IS_OBJECT(obj))
@@ -88,6 +102,82 @@ bool json_get_int(yajl_val obj, const char *key, int64_t *out)
 		return false;
 	*out = YAJL_GET_INTEGER(v);
 	return true;
+}
+
+/* The member whose name is key[0..keylen) (a path segment, not terminated). */
+static yajl_val json_member(yajl_val obj, const char *key, size_t keylen)
+{
+	if (obj == NULL || !YAJL_IS_OBJECT(obj))
+		return NULL;
+	for (size_t i = 0; i < obj->u.object.len; i++) {
+		const char *k = obj->u.object.keys[i];
+		if (strncmp(k, key, keylen) == 0 && k[keylen] == '\0')
+			return obj->u.object.values[i];
+	}
+	return NULL;
+}
+
+yajl_val json_path(yajl_val v, const char *path)
+{
+	while (v != NULL && *path != '\0') {
+		size_t n = strcspn(path, ".");
+		v = json_member(v, path, n);
+		path += n;
+		if (*path == '.')
+			path++;
+	}
+	return v;
+}
+
+const char *json_path_str(yajl_val v, const char *path)
+{
+	yajl_val s = json_path(v, path);
+	return YAJL_IS_STRING(s) ? s->u.string : NULL;
+}
+
+bool json_path_num(yajl_val v, const char *path, double *out)
+{
+	yajl_val n = json_path(v, path);
+	if (!YAJL_IS_NUMBER(n))
+		return false;
+	if (YAJL_IS_DOUBLE(n))
+		*out = n->u.number.d;
+	else if (YAJL_IS_INTEGER(n))
+		*out = (double)n->u.number.i;
+	else /* too large for either: yajl keeps the text */
+		*out = strtod(n->u.number.r, NULL);
+	return true;
+}
+
+bool json_path_bool(yajl_val v, const char *path, bool *out)
+{
+	yajl_val b = json_path(v, path);
+	if (!YAJL_IS_TRUE(b) && !YAJL_IS_FALSE(b))
+		return false;
+	*out = YAJL_IS_TRUE(b);
+	return true;
+}
+
+yajl_val json_path_obj(yajl_val v, const char *path)
+{
+	yajl_val o = json_path(v, path);
+	return YAJL_IS_OBJECT(o) ? o : NULL;
+}
+
+yajl_val json_path_arr(yajl_val v, const char *path)
+{
+	yajl_val a = json_path(v, path);
+	return YAJL_IS_ARRAY(a) ? a : NULL;
+}
+
+size_t json_arr_len(yajl_val arr)
+{
+	return YAJL_IS_ARRAY(arr) ? arr->u.array.len : 0;
+}
+
+yajl_val json_arr_at(yajl_val arr, size_t i)
+{
+	return i < json_arr_len(arr) ? arr->u.array.values[i] : NULL;
 }
 
 const char *json_type_name(yajl_val v)
@@ -159,6 +249,11 @@ size_t json_utf8_valid_prefix(const unsigned char *s, size_t len)
 	return len;
 }
 
+bool json_utf8_valid(const char *s, size_t len)
+{
+	return json_utf8_valid_prefix((const unsigned char *)s, len) == len;
+}
+
 void jg_strn(yajl_gen g, const char *s, size_t len)
 {
 	const unsigned char *u = (const unsigned char *)s;
@@ -201,6 +296,26 @@ void jg_double(yajl_gen g, double v)
 	char buf[64];
 	int n = snprintf(buf, sizeof(buf), "%.6g", v);
 	yajl_gen_number(g, buf, (size_t)n);
+}
+
+void jg_number(yajl_gen g, double v)
+{
+	char text[64];
+	if (!isfinite(v)) {
+		yajl_gen_null(g);
+		return;
+	}
+	/* yajl_gen_double prints %.20g ("0.10000000000000000555") and appends
+	 * ".0" to integers. Below 2^53 every integer is exact in a double; 17
+	 * significant digits always read back to the same double. */
+	if (v > -9007199254740992.0 && v < 9007199254740992.0 && v == (double)(long long)v)
+		snprintf(text, sizeof(text), "%lld", (long long)v);
+	else {
+		snprintf(text, sizeof(text), "%.15g", v);
+		if (strtod(text, NULL) != v)
+			snprintf(text, sizeof(text), "%.17g", v);
+	}
+	yajl_gen_number(g, text, strlen(text));
 }
 
 void jg_bool(yajl_gen g, bool v)
@@ -258,6 +373,35 @@ void jg_kv_time(yajl_gen g, const char *key, int64_t epoch_ms)
 {
 	char buf[32];
 	jg_kv_str(g, key, clock_format_rfc3339(epoch_ms, buf, sizeof(buf)));
+}
+
+void jg_value(yajl_gen g, yajl_val v)
+{
+	if (v == NULL) {
+		jg_null(g);
+		return;
+	}
+	switch (v->type) {
+	case yajl_t_string: jg_str(g, v->u.string); break;
+	case yajl_t_number: yajl_gen_number(g, v->u.number.r, strlen(v->u.number.r)); break;
+	case yajl_t_object:
+		jg_obj(g);
+		for (size_t i = 0; i < v->u.object.len; i++) {
+			jg_str(g, v->u.object.keys[i]);
+			jg_value(g, v->u.object.values[i]);
+		}
+		jg_obj_end(g);
+		break;
+	case yajl_t_array:
+		jg_arr(g);
+		for (size_t i = 0; i < v->u.array.len; i++)
+			jg_value(g, v->u.array.values[i]);
+		jg_arr_end(g);
+		break;
+	case yajl_t_true: jg_bool(g, true); break;
+	case yajl_t_false: jg_bool(g, false); break;
+	default: jg_null(g); break;
+	}
 }
 
 const char *jg_text(yajl_gen g, size_t *len)
