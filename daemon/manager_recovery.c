@@ -345,13 +345,37 @@ static size_t sweep_state_dirs(struct manager *m, bool remove, yajl_gen list)
 			     list);
 }
 
+/* A listing of leftovers, and with remove their removal: answered once
+ * every removal has come back, so that after the answer they are gone. */
 struct orphans_op {
 	struct manager *m;
 	bool remove;
 	manager_orphans_cb cb;
 	void *arg;
-	yajl_gen g; /* the answer so far */
+	yajl_gen g;  /* the answer, complete once the network is looked at */
+	int pending; /* removals in flight, and the network check */
 };
+
+static void orphans_step_done(struct orphans_op *op)
+{
+	if (--op->pending > 0)
+		return;
+	size_t len;
+	const char *t = jg_text(op->g, &len);
+	op->cb(NULL, t, len, op->arg);
+	json_gen_cleanup(&op->g);
+	free(op);
+}
+
+static void orphan_removed(const struct docker_result *r, void *arg)
+{
+	struct orphans_op *op = arg;
+	if (r->error) {
+		log_warn("gc: %s (the sweep will retry)", r->error->message);
+		op->m->orphans_suspected = true;
+	}
+	orphans_step_done(op);
+}
 
 static void orphans_net_collected(const struct err *e, const struct net_leftovers *found, void *arg)
 {
@@ -359,29 +383,19 @@ static void orphans_net_collected(const struct err *e, const struct net_leftover
 	yajl_gen g = op->g;
 	jg_str(g, "networks");
 	jg_arr(g);
-	if (e == NULL && found->network) {
+	if (e == NULL && (found->network || found->chain)) {
 		jg_obj(g);
-		jg_kv_str(g, "network", found->network_name);
+		jg_kv_str(g, "network", found->network ? found->network_name : NULL);
 		jg_kv_str(g, "bridge", found->bridge);
 		jg_kv_str(g, "chain", found->chain ? found->chain_name : NULL);
-		jg_obj_end(g);
-	} else if (e == NULL && found->chain) {
-		jg_obj(g);
-		jg_kv_str(g, "network", NULL);
-		jg_kv_str(g, "bridge", found->bridge);
-		jg_kv_str(g, "chain", found->chain_name);
 		jg_obj_end(g);
 	}
 	jg_arr_end(g);
 	jg_obj_end(g);
-	size_t len;
-	const char *t = jg_text(g, &len);
-	op->cb(NULL, t, len, op->arg);
-	json_gen_cleanup(&op->g);
-	free(op);
+	orphans_step_done(op);
 }
 
-static void orphans_answer(const struct docker_result *res,
+static void orphans_listed(const struct docker_result *res,
 			   const struct docker_container_summary *list, size_t n, void *arg)
 {
 	struct orphans_op *op = arg;
@@ -391,7 +405,9 @@ static void orphans_answer(const struct docker_result *res,
 		free(op);
 		return;
 	}
-	AUTOGEN yajl_gen g = json_gen_new();
+	op->g = json_gen_new();
+	yajl_gen g = op->g;
+	op->pending = 1; /* the network check */
 	jg_obj(g);
 	jg_str(g, "orphans");
 	jg_arr(g);
@@ -407,7 +423,8 @@ static void orphans_answer(const struct docker_result *res,
 		if (op->remove) {
 			log_info("gc: removing orphan container %.12s (session %s)", cid,
 				 sid ? sid : "?");
-			docker_container_remove(m->docker, cid, NULL, NULL);
+			op->pending++;
+			docker_container_remove(m->docker, cid, orphan_removed, op);
 		}
 	}
 	jg_arr_end(g);
@@ -418,8 +435,6 @@ static void orphans_answer(const struct docker_result *res,
 	jg_arr_end(g);
 	if (op->remove && dirs)
 		log_info("gc: removed %zu stale state directories", dirs);
-	op->g = g;
-	g = NULL; /* handed to op: the answer goes on after the network check */
 	if (m->net == NULL) {
 		struct net_leftovers none = {0};
 		orphans_net_collected(NULL, &none, op);
@@ -435,7 +450,7 @@ void manager_orphans(struct manager *m, bool remove, manager_orphans_cb cb, void
 	op->remove = remove;
 	op->cb = cb;
 	op->arg = arg;
-	list_containers(m, orphans_answer, op);
+	list_containers(m, orphans_listed, op);
 }
 
 static void sweep_done(const struct err *e, const char *json, size_t len, void *arg)
