@@ -6,8 +6,9 @@
  * api_sessions.c, api_exec.c (executions and the one-shot), api_files.c,
  * api_events.c (the event stream and admin). A handler gets a struct call,
  * owns it, and ends it with exactly one of api_reply, api_reply_body,
- * api_fail or api_missing (each answers and frees), or, once a streamed
- * reply is over or the server answered itself, api_call_free. */
+ * api_fail, api_fail_session or api_missing (each answers and frees), or,
+ * once a streamed reply is over or the server answered itself,
+ * api_call_free. */
 #ifndef CI_API_H
 #define CI_API_H
 
@@ -53,7 +54,7 @@ struct http_api {
 struct call {
 	struct http_api *api;
 	struct http_req *req;
-	const char *tenant;          /* whom the caller acts for (api.c's seam) */
+	const char *tenant;          /* whom the caller acts for (api.c's seam); as long as c */
 	char id[SESSION_ID_LEN + 1]; /* the route's {id}, checked; "" without one */
 	char *path;                  /* the route's {path...}, decoded and checked; owned */
 	bool stream;                 /* exec: NDJSON events */
