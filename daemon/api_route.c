@@ -9,44 +9,61 @@
 enum shape { SHAPE_NO, SHAPE_YES, SHAPE_BAD_ID };
 
 struct captures {
-	char id[SESSION_ID_LEN + 1];
+	const char *id; /* the {id} segment (SESSION_ID_LEN bytes), in the path */
 	const char *path;
 };
 
-static bool starts(const char *s, const char *prefix)
+/* Every pattern with an {id} has it at the same place in a given path, so
+ * the segment there is measured and checked once per request, not once per
+ * route. */
+struct id_check {
+	const char *at; /* the segment checked; NULL before the first */
+	size_t len;
+	bool valid;
+};
+
+static bool id_at(const char *s, struct id_check *ck, size_t *len)
 {
-	return strncmp(s, prefix, strlen(prefix)) == 0;
+	if (ck->at != s) {
+		ck->at = s;
+		ck->len = strcspn(s, "/");
+		char id[SESSION_ID_LEN + 1] = "";
+		if (ck->len == SESSION_ID_LEN)
+			memcpy(id, s, SESSION_ID_LEN);
+		ck->valid = session_id_valid(id);
+	}
+	*len = ck->len;
+	return ck->valid;
 }
 
-/* Whether path has pattern's shape; its parameters into *cap. */
-static enum shape match_shape(const char *p, const char *s, struct captures *cap)
+/* Whether path has pattern's shape; its parameters into *cap. Only a '{'
+ * or a final "/?" in the pattern is more than a byte to compare. */
+static enum shape match_shape(const char *p, const char *s, struct captures *cap,
+			      struct id_check *ck)
 {
-	memset(cap, 0, sizeof(*cap));
-	for (;;) {
-		if (starts(p, "{id}")) {
-			size_t n = strcspn(s, "/");
-			if (n != SESSION_ID_LEN)
-				return SHAPE_BAD_ID;
-			memcpy(cap->id, s, n);
-			if (!session_id_valid(cap->id))
-				return SHAPE_BAD_ID;
-			s += n;
-			p += 4;
-		} else if (strcmp(p, "{path...}") == 0) {
+	cap->id = NULL;
+	cap->path = NULL;
+	for (;; p++, s++) {
+		if (*p == '{' && strcmp(p, "{path...}") == 0) {
 			cap->path = s;
 			return SHAPE_YES;
-		} else if (strcmp(p, "{...}") == 0) {
-			return SHAPE_YES;
-		} else if (strcmp(p, "/?") == 0) {
-			return *s == '\0' || strcmp(s, "/") == 0 ? SHAPE_YES : SHAPE_NO;
-		} else if (*p == '\0') {
-			return *s == '\0' ? SHAPE_YES : SHAPE_NO;
-		} else if (*p == *s) {
-			p++;
-			s++;
-		} else {
-			return SHAPE_NO;
 		}
+		if (*p == '{' && strcmp(p, "{...}") == 0)
+			return SHAPE_YES;
+		if (*p == '{' && strncmp(p, "{id}", 4) == 0) {
+			size_t n;
+			if (!id_at(s, ck, &n))
+				return SHAPE_BAD_ID;
+			cap->id = s;
+			p += strlen("{id}");
+			s += n;
+		}
+		if (*p == '/' && p[1] == '?' && p[2] == '\0')
+			return *s == '\0' || (s[0] == '/' && s[1] == '\0') ? SHAPE_YES : SHAPE_NO;
+		if (*p != *s)
+			return SHAPE_NO;
+		if (*p == '\0')
+			return SHAPE_YES;
 	}
 }
 
@@ -76,10 +93,11 @@ void api_route_match(const struct api_route *routes, size_t n, const char *metho
 {
 	memset(m, 0, sizeof(*m));
 	bool shaped = false, bad_id = false;
+	struct id_check ck = {0};
 	for (size_t i = 0; i < n; i++) {
 		const struct api_route *r = &routes[i];
 		struct captures cap;
-		enum shape sh = match_shape(r->pattern, path, &cap);
+		enum shape sh = match_shape(r->pattern, path, &cap, &ck);
 		if (sh == SHAPE_BAD_ID)
 			bad_id = true;
 		if (sh != SHAPE_YES)
@@ -93,7 +111,9 @@ void api_route_match(const struct api_route *routes, size_t n, const char *metho
 			continue;
 		}
 		/* The chosen route's parameters, or the first shape's until one is. */
-		memcpy(m->id, cap.id, sizeof(m->id));
+		memset(m->id, 0, sizeof(m->id));
+		if (cap.id)
+			memcpy(m->id, cap.id, SESSION_ID_LEN);
 		m->path = cap.path;
 		shaped = true;
 	}
