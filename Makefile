@@ -43,7 +43,9 @@ DAEMON_LIB_SRCS := daemon/log.c daemon/config.c \
 	daemon/container_spec.c daemon/seccomp.c daemon/uid_range.c daemon/ipc_dir.c daemon/kernel.c daemon/files.c \
 	daemon/netpolicy.c daemon/resolver.c daemon/egress_head.c daemon/egress.c daemon/proc.c daemon/network.c \
 	daemon/docker.c daemon/docker_api.c daemon/docker_json.c daemon/store.c daemon/http_server.c daemon/manager.c daemon/manager_create.c \
-	daemon/manager_exec.c daemon/manager_teardown.c daemon/pool.c daemon/manager_recovery.c daemon/http_api.c daemon/fdbudget.c daemon/listen_guard.c
+	daemon/manager_exec.c daemon/manager_teardown.c daemon/pool.c daemon/manager_recovery.c daemon/manager_oneshot.c \
+	daemon/fdbudget.c daemon/listen_guard.c daemon/api_route.c daemon/api.c daemon/api_probes.c \
+	daemon/api_sessions.c daemon/api_exec.c daemon/api_files.c daemon/api_events.c
 DAEMON_SRCS := $(DAEMON_LIB_SRCS) daemon/main.c
 include cli/cli.mk
 UNIT_SRCS := $(wildcard tests/unit/*.c)

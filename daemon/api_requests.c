@@ -225,6 +225,34 @@ int api_parse_patch_request(yajl_val body, struct session_request *r, struct err
 	return 0;
 }
 
+/* Parse body's text with parse; r is left empty on failure. */
+static int parse_text(const char *body, size_t len,
+		      int (*parse)(yajl_val, struct session_request *, struct err **),
+		      struct session_request *r, struct err **errp)
+{
+	memset(r, 0, sizeof(*r));
+	yajl_val v = json_parse(body, len, errp);
+	if (v == NULL)
+		return -1;
+	int rc = parse(v, r, errp);
+	yajl_tree_free(v);
+	return rc;
+}
+
+int api_parse_session_body(const char *body, size_t len, struct session_request *r,
+			   struct err **errp)
+{
+	for (size_t i = 0; i < len; i++)
+		if (body[i] != ' ' && body[i] != '\n' && body[i] != '\r' && body[i] != '\t')
+			return parse_text(body, len, api_parse_session_request, r, errp);
+	return api_parse_session_request(NULL, r, errp); /* blank: all defaults */
+}
+
+int api_parse_patch_body(const char *body, size_t len, struct session_request *r, struct err **errp)
+{
+	return parse_text(body, len, api_parse_patch_request, r, errp);
+}
+
 void exec_request_release(struct exec_request *r)
 {
 	if (r == NULL)

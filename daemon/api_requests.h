@@ -10,7 +10,18 @@
 #include <yajl/yajl_tree.h>
 
 #include "err.h"
+#include "manager.h"
 #include "session.h"
+
+/* POST /v1/sessions from the body's text (len bytes): an empty or blank
+ * body is a request for all defaults, like null. On success *r owns its
+ * strings (session_request_release); on failure it is left empty. */
+int api_parse_session_body(const char *body, size_t len, struct session_request *r,
+			   struct err **errp);
+
+/* PATCH /v1/sessions/{id} from the body's text; as api_parse_patch_request. */
+int api_parse_patch_body(const char *body, size_t len, struct session_request *r,
+			 struct err **errp);
 
 /* POST /v1/sessions: body NULL (or null) is a request for all defaults.
  * On success *r owns its strings (session_request_release); on failure it
@@ -21,17 +32,10 @@ int api_parse_session_request(yajl_val body, struct session_request *r, struct e
  * carries (none when absent) replaces the session's. */
 int api_parse_patch_request(yajl_val body, struct session_request *r, struct err **errp);
 
-/* POST /v1/sessions/{id}/exec and the one-shot POST /v1/exec. */
-struct exec_request {
-	char *code;
-	size_t len;
-	int64_t timeout_s; /* 0: the session's exec_timeout_s */
-	bool stream;       /* exec only: NDJSON events */
-	char *image;       /* one-shot only: NULL = the default image */
-};
-
-/* The body (len bytes of JSON) of an exec (oneshot false: "stream" allowed)
- * or a one-shot (oneshot true: "image" allowed). */
+/* The body (len bytes of JSON) of POST /v1/sessions/{id}/exec (oneshot
+ * false: "stream" allowed) or of the one-shot POST /v1/exec (oneshot true:
+ * "image" allowed), into struct exec_request (manager.h: the manager takes
+ * it). On success *r owns its strings (exec_request_release). */
 int api_parse_exec_request(const char *body, size_t len, bool oneshot, struct exec_request *r,
 			   struct err **errp);
 void exec_request_release(struct exec_request *r);

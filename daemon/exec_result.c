@@ -51,6 +51,49 @@ void exec_result_free(struct exec_result *r)
 	free(r);
 }
 
+static char *dup_str(const char *s)
+{
+	return s ? xstrdup(s) : NULL;
+}
+
+static void dup_capbuf(struct capbuf *to, const struct capbuf *from)
+{
+	*to = *from;
+	to->head = from->head ? xmalloc(from->head_len + 1) : NULL;
+	if (to->head)
+		memcpy(to->head, from->head, from->head_len);
+	to->tail = from->tail ? xmalloc(from->tail_len + 1) : NULL;
+	if (to->tail)
+		memcpy(to->tail, from->tail, from->tail_len);
+}
+
+struct exec_result *exec_result_dup(const struct exec_result *r)
+{
+	struct exec_result *d = xmalloc(sizeof(*d));
+	*d = *r; /* the scalars; every pointer is replaced below */
+	dup_capbuf(&d->out, &r->out);
+	dup_capbuf(&d->err, &r->err);
+	d->result = dup_str(r->result);
+	d->ename = dup_str(r->ename);
+	d->evalue = dup_str(r->evalue);
+	d->reason = dup_str(r->reason);
+	d->traceback = r->n_traceback ? xcalloc(r->n_traceback, sizeof(char *)) : NULL;
+	for (size_t i = 0; i < r->n_traceback; i++)
+		d->traceback[i] = dup_str(r->traceback[i]);
+	d->display = r->n_display ? xcalloc(r->n_display, sizeof(*d->display)) : NULL;
+	for (size_t i = 0; i < r->n_display; i++) {
+		d->display[i].mime = dup_str(r->display[i].mime);
+		d->display[i].b64 = dup_str(r->display[i].b64);
+	}
+	d->files = r->n_files ? xcalloc(r->n_files, sizeof(*d->files)) : NULL;
+	for (size_t i = 0; i < r->n_files; i++) {
+		d->files[i].path = dup_str(r->files[i].path);
+		d->files[i].size = r->files[i].size;
+		d->files[i].change = dup_str(r->files[i].change);
+	}
+	return d;
+}
+
 size_t exec_result_on_stream(struct exec_result *r, bool is_stderr, const char *data, size_t len,
 			     bool tail, uint64_t dropped)
 {

@@ -52,6 +52,9 @@ struct exec_result {
 /* A new, empty result with output caps. Caller frees (exec_result_free). */
 struct exec_result *exec_result_new(size_t output_cap);
 void exec_result_free(struct exec_result *r);
+/* A deep copy of r, for a flow that answers after r's owner has freed it.
+ * Caller frees (exec_result_free). */
+struct exec_result *exec_result_dup(const struct exec_result *r);
 
 /* A stream frame. Returns the bytes kept (what a live stream may forward). */
 size_t exec_result_on_stream(struct exec_result *r, bool is_stderr, const char *data, size_t len,

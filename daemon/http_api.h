@@ -1,5 +1,7 @@
-/* http_api.h: the v1 HTTP API (docs/api.md): routes, request validation and
- * JSON in and out. The only file that knows URLs. */
+/* http_api.h: the v1 HTTP API (docs/api.md) as the rest of the daemon sees
+ * it: made, listening, drained, freed. The routes, request parsing and JSON
+ * in and out are api.c's and api_<resource>.c's (api.h); only they know
+ * URLs. */
 #ifndef CI_HTTP_API_H
 #define CI_HTTP_API_H
 

@@ -66,6 +66,24 @@ int manager_exec(struct manager *m, const char *id, const char *tenant, const ch
 		 size_t len, int64_t timeout_s, manager_event_cb on_event, manager_exec_cb cb,
 		 void *arg, struct err **errp);
 
+/* One execution in a fresh session (POST /v1/exec): create a session of
+ * req->image (NULL: the default) for tenant, run req->code in it (timeout_s
+ * 0: the session's exec_timeout_s), remove it, then call cb once: r the
+ * result (borrowed), or e why there is none; created says whether the
+ * session was made (a create error otherwise). req is only read during the
+ * call. manager_oneshot.c. */
+struct exec_request {
+	char *code;
+	size_t len;
+	int64_t timeout_s; /* 0: the session's exec_timeout_s */
+	bool stream;       /* POST /v1/sessions/{id}/exec only: NDJSON events */
+	char *image;       /* one-shot only: NULL = the default image */
+};
+typedef void (*manager_oneshot_cb)(const struct exec_result *r, const struct err *e, bool created,
+				   void *arg);
+int manager_oneshot(struct manager *m, const char *tenant, const struct exec_request *req,
+		    manager_oneshot_cb cb, void *arg, struct err **errp);
+
 /* Start a files-API operation in a session (see files.h); the returned op
  * is driven with files_put_data / files_put_end / files_cancel. */
 struct file_op *manager_file_start(struct manager *m, const char *id, const char *tenant,

@@ -1,0 +1,253 @@
+/* api.c: the v1 API's wiring: the server, the route table, dispatch, the
+ * caller's tenant, and the one way a call is answered and freed. The
+ * handlers are in api_<resource>.c. */
+#include "api.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "files.h"
+#include "json.h"
+#include "log.h"
+#include "xalloc.h"
+
+/* Every route, in matching order (api_route.h has the pattern syntax). The
+ * order of a path's methods here is the order of its Allow header. */
+const struct api_route api_routes[] = {
+    {"GET", "/healthz", api_probes_healthz},
+    {"GET", "/readyz", api_probes_readyz},
+    {"GET", "/metrics", api_probes_metrics},
+    {"GET", "/v1/sessions/?", api_sessions_list},
+    {"POST", "/v1/sessions/?", api_sessions_create},
+    {"GET", "/v1/sessions/{id}/?", api_sessions_get},
+    {"PATCH", "/v1/sessions/{id}/?", api_sessions_patch},
+    {"DELETE", "/v1/sessions/{id}/?", api_sessions_delete},
+    {"POST", "/v1/sessions/{id}/exec", api_exec_run},
+    {"POST", "/v1/sessions/{id}/keepalive", api_sessions_keepalive},
+    {"GET", "/v1/sessions/{id}/files", api_files_list},
+    {"PUT", "/v1/sessions/{id}/files/{path...}", api_files_put},
+    {"GET", "/v1/sessions/{id}/files/{path...}", api_files_get},
+    {"DELETE", "/v1/sessions/{id}/files/{path...}", api_files_delete},
+    {"POST", "/v1/exec", api_exec_oneshot},
+    {"GET", "/v1/events", api_events_watch},
+    {"GET", "/v1/admin/orphans", api_admin_orphans},
+    {"POST", "/v1/admin/gc", api_admin_gc},
+    {"POST", "/v1/admin/drain", api_admin_drain},
+    /* Admin has never answered 405: any other method or name gets the list. */
+    {"*", "/v1/admin/{...}", api_admin_unknown},
+};
+const size_t api_routes_count = sizeof(api_routes) / sizeof(api_routes[0]);
+
+/* ---- the caller's tenant ---- */
+
+static const char *const DEFAULT_TENANT = "default";
+
+/* Whom the request acts for: the one place that decides it, and the only
+ * one that knows the default. Every caller is "default" for now; API keys
+ * will be resolved here, and a request without a valid one refused here. */
+static int api_resolve_tenant(struct http_api *api, struct http_req *req, const char **tenant,
+			      struct err **errp)
+{
+	(void)api;
+	(void)req;
+	(void)errp;
+	*tenant = DEFAULT_TENANT;
+	return 0;
+}
+
+/* ---- answering ---- */
+
+static struct call *call_new(struct http_api *api, struct http_req *req)
+{
+	struct call *c = xcalloc(1, sizeof(*c));
+	c->api = api;
+	c->req = req;
+	return c;
+}
+
+void api_call_free(struct call *c)
+{
+	if (c == NULL)
+		return;
+	free(c->path);
+	free(c);
+}
+
+void api_reply(struct call *c, int status, yajl_gen g, const struct err *e)
+{
+	struct http_req *req = c->req;
+	if (e) {
+		if (e->code == ERR_UNAVAILABLE)
+			http_req_add_header(req, "Retry-After", "1");
+		if (err_code_status(e->code) >= 500)
+			log_warn("%s %s: %s", http_req_method(req), http_req_path(req), e->message);
+		http_req_reply_error(req, e->code, e->message);
+	} else if (g) {
+		size_t len;
+		const char *text = jg_text(g, &len);
+		http_req_reply(req, status, "application/json", text, len);
+	} else {
+		http_req_reply(req, status, NULL, NULL, 0);
+	}
+	api_call_free(c);
+}
+
+void api_reply_body(struct call *c, int status, const char *content_type, const char *body,
+		    size_t len)
+{
+	http_req_reply(c->req, status, content_type, body, len);
+	api_call_free(c);
+}
+
+void api_fail(struct call *c, enum err_code code, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	api_reply(c, 0, NULL, &(struct err){.code = code, .message = msg});
+}
+
+static void body_cb(struct http_req *req, const char *body, size_t len, void *arg)
+{
+	(void)req;
+	struct call *c = arg;
+	if (body == NULL)
+		api_call_free(c);
+	else
+		c->on_body(c, body, len);
+}
+
+void api_read_body(struct call *c, api_body_fn fn)
+{
+	c->on_body = fn;
+	http_req_read_body(c->req, (size_t)c->api->cfg->max_body_bytes, body_cb, c);
+}
+
+static void missing_cb(const struct err *e, void *arg)
+{
+	api_reply(arg, 0, NULL, e);
+}
+
+void api_missing(struct call *c)
+{
+	manager_explain_missing(c->api->mgr, c->id, missing_cb, c);
+}
+
+void api_fail_session(struct call *c, struct err *e)
+{
+	if (e->code == ERR_NOT_FOUND)
+		api_missing(c);
+	else
+		api_reply(c, 0, NULL, e);
+	err_free(e);
+}
+
+/* ---- dispatch ---- */
+
+static void on_request(struct http_req *req, void *arg)
+{
+	struct http_api *api = arg;
+	api->requests++;
+	struct call *c = call_new(api, req);
+	struct api_match m;
+	api_route_match(api_routes, api_routes_count, http_req_method(req), http_req_path(req), &m);
+	if (m.kind == API_MATCH_NONE) {
+		api_fail(c, ERR_NOT_FOUND, "no such route");
+		return;
+	}
+	if (m.kind == API_MATCH_BAD_ID) {
+		api_fail(c, ERR_NOT_FOUND, "no such session (malformed id)");
+		return;
+	}
+	memcpy(c->id, m.id, sizeof(c->id));
+	/* A file path is checked before the method, like the id. */
+	if (m.path) {
+		c->path = http_percent_decode(m.path, strlen(m.path));
+		if (c->path == NULL) {
+			api_fail(c, ERR_BAD_PATH,
+				 "file path is not valid percent-encoding or has a NUL byte");
+			return;
+		}
+		struct err *e = NULL;
+		if (files_path_check(c->path, &e) < 0) {
+			api_reply(c, 0, NULL, e);
+			err_free(e);
+			return;
+		}
+	}
+	if (m.kind == API_MATCH_METHOD) {
+		http_req_add_header(req, "Allow", m.allow);
+		api_fail(c, ERR_BAD_REQUEST, "method %.16s is not allowed here; use %s",
+			 http_req_method(req), m.allow);
+		return;
+	}
+	struct err *e = NULL;
+	if (api_resolve_tenant(api, req, &c->tenant, &e) < 0) {
+		api_reply(c, 0, NULL, e);
+		err_free(e);
+		return;
+	}
+	m.route->handler(c);
+}
+
+/* ---- the server ---- */
+
+struct http_api *http_api_new(struct event_base *base, const struct config *cfg,
+			      struct manager *mgr, struct docker *docker, struct store *store,
+			      struct egress *egress)
+{
+	struct http_api *api = xcalloc(1, sizeof(*api));
+	api->base = base;
+	api->cfg = cfg;
+	api->mgr = mgr;
+	api->docker = docker;
+	api->store = store;
+	api->egress = egress;
+	LIST_INIT(&api->watchers);
+	manager_set_listener(mgr, api_events_on_session, api);
+	api_probes_start(api);
+	api->srv = http_server_new(base, on_request, api);
+	http_server_set_limits(api->srv, &(struct http_server_limits){
+					     .head_timeout_s = (int)cfg->http_head_timeout_s,
+					     .idle_timeout_s = (int)cfg->http_idle_timeout_s,
+					     .max_conns = (int)cfg->max_connections,
+					     .max_conns_per_peer = (int)cfg->max_conns_per_peer,
+					 });
+	return api;
+}
+
+void http_api_free(struct http_api *api)
+{
+	if (api == NULL)
+		return;
+	api_events_end_all(api);
+	manager_set_listener(api->mgr, NULL, NULL);
+	api_probes_stop(api);
+	http_server_free(api->srv);
+	free(api);
+}
+
+int http_api_listen(struct http_api *api, struct err **errp)
+{
+	return http_server_listen(api->srv, api->cfg->listen, errp);
+}
+
+void http_api_set_drain(struct http_api *api, void (*fn)(void *arg), void *arg)
+{
+	api->drain_fn = fn;
+	api->drain_arg = arg;
+}
+
+void http_api_end_streams(struct http_api *api)
+{
+	api_events_end_all(api);
+}
+
+void http_api_stop(struct http_api *api)
+{
+	http_server_stop_accepting(api->srv);
+}

@@ -1,0 +1,132 @@
+/* api.h: what the API's files share (not for use outside daemon/api*.c;
+ * the rest of the daemon sees http_api.h).
+ *
+ * api.c wires the server, holds the route table and dispatches; each
+ * resource has its file: api_probes.c (health, readiness, metrics, loop lag),
+ * api_sessions.c, api_exec.c (executions and the one-shot), api_files.c,
+ * api_events.c (the event stream and admin). A handler gets a struct call,
+ * owns it, and ends it with exactly one of api_reply, api_reply_body,
+ * api_fail, api_fail_session or api_missing (each answers and frees), or,
+ * once a streamed reply is over or the server answered itself,
+ * api_call_free. */
+#ifndef CI_API_H
+#define CI_API_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/queue.h>
+#include <yajl/yajl_gen.h>
+
+#include "api_route.h"
+#include "http_api.h"
+#include "http_server.h"
+
+struct api_watcher;
+struct call;
+
+/* A request body, whole (api_read_body). */
+typedef void (*api_body_fn)(struct call *c, const char *body, size_t len);
+
+struct http_api {
+	struct event_base *base;
+	const struct config *cfg;
+	struct manager *mgr;
+	struct docker *docker;
+	struct store *store;
+	struct egress *egress;
+	struct http_server *srv;
+	/* Counters for /metrics. */
+	uint64_t requests;
+	uint64_t execs[4]; /* by enum exec_status */
+	uint64_t creates, create_failures;
+	void (*drain_fn)(void *arg);
+	void *drain_arg;
+	/* Loop lag (api_probes.c): how late a 50 ms tick runs shows whether
+	 * anything blocks the loop; the worst since the last scrape goes to
+	 * /metrics. */
+	struct event *tick;
+	int64_t tick_due_us;
+	int64_t lag_max_us;
+	LIST_HEAD(, api_watcher) watchers; /* GET /v1/events clients (api_events.c) */
+};
+
+/* One request being served, carried through its async steps. */
+struct call {
+	struct http_api *api;
+	struct http_req *req;
+	const char *tenant;          /* whom the caller acts for (api.c's seam); as long as c */
+	char id[SESSION_ID_LEN + 1]; /* the route's {id}, checked; "" without one */
+	char *path;                  /* the route's {path...}, decoded and checked; owned */
+	bool stream;                 /* exec: NDJSON events */
+	api_body_fn on_body;         /* api_read_body */
+};
+
+/* Answer and free c: with e when it is set (its code's status; Retry-After
+ * on unavailable; logged when 5xx), else with g's JSON (status), or with no
+ * body when g is NULL (204). */
+void api_reply(struct call *c, int status, yajl_gen g, const struct err *e);
+
+/* Answer and free c with a body that is already text. */
+void api_reply_body(struct call *c, int status, const char *content_type, const char *body,
+		    size_t len);
+
+/* Answer and free c with an error made here. */
+void api_fail(struct call *c, enum err_code code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Answer and free c for a c->id that is not live here: 410 with the
+ * tombstone, or 404. */
+void api_missing(struct call *c);
+
+/* Read c's body, whole and capped (max_body_bytes), then call fn(c, body,
+ * len) (body NUL-terminated). A body the server refused (too large,
+ * malformed) it has answered itself; c is then freed and fn not called. */
+void api_read_body(struct call *c, api_body_fn fn);
+
+/* Answer and free c with e, an error of a manager call about c->id, and
+ * free e: not_found (the session is not live here) is answered as
+ * api_missing does. */
+void api_fail_session(struct call *c, struct err *e);
+
+/* Free c without answering: its streamed reply is over, or the server has
+ * answered (a refused body). */
+void api_call_free(struct call *c);
+
+/* The route table, in matching order (exposed for the unit tests). */
+extern const struct api_route api_routes[];
+extern const size_t api_routes_count;
+
+/* Handlers, by file. */
+void api_probes_healthz(struct call *c);
+void api_probes_readyz(struct call *c);
+void api_probes_metrics(struct call *c);
+void api_probes_start(struct http_api *api);
+void api_probes_stop(struct http_api *api);
+
+void api_sessions_list(struct call *c);
+void api_sessions_create(struct call *c);
+void api_sessions_get(struct call *c);
+void api_sessions_patch(struct call *c);
+void api_sessions_delete(struct call *c);
+void api_sessions_keepalive(struct call *c);
+
+void api_exec_run(struct call *c);
+void api_exec_oneshot(struct call *c);
+
+void api_files_list(struct call *c);
+void api_files_put(struct call *c);
+void api_files_get(struct call *c);
+void api_files_delete(struct call *c);
+
+void api_events_watch(struct call *c);
+/* The manager's session events, to every watcher of the session's tenant. */
+void api_events_on_session(const char *type, const struct session *s, const char *detail,
+			   void *arg);
+/* End every open event stream cleanly. */
+void api_events_end_all(struct http_api *api);
+void api_admin_orphans(struct call *c);
+void api_admin_gc(struct call *c);
+void api_admin_drain(struct call *c);
+void api_admin_unknown(struct call *c);
+
+#endif

@@ -1,0 +1,147 @@
+/* api_exec.c: POST /v1/sessions/{id}/exec (one answer, or NDJSON events
+ * as the code runs) and the one-shot POST /v1/exec, which the manager runs
+ * (manager_oneshot). */
+#include "api.h"
+
+#include <string.h>
+
+#include "api_requests.h"
+#include "json.h"
+
+/* Live output beyond this much unsent data is dropped from the stream (the
+ * final result still carries it, capped): a slow client must not make the
+ * daemon buffer without bound. */
+#define STREAM_BACKLOG_CAP (8u << 20)
+
+static void exec_event_cb(const char *type, const char *data, size_t len, const char *extra,
+			  void *arg)
+{
+	struct call *c = arg;
+	if (http_req_client_gone(c->req) || http_req_output_backlog(c->req) > STREAM_BACKLOG_CAP)
+		return;
+	AUTOGEN yajl_gen g = json_gen_new();
+	jg_obj(g);
+	jg_kv_str(g, "type", type);
+	if (strcmp(type, "display") == 0) {
+		jg_kv_str(g, "mime", extra);
+		jg_str(g, "data");
+		jg_strn(g, data, len);
+	} else {
+		jg_str(g, "text");
+		jg_strn(g, data, len);
+	}
+	jg_obj_end(g);
+	size_t n;
+	const char *text = jg_text(g, &n);
+	http_req_reply_chunk(c->req, text, n);
+	http_req_reply_chunk(c->req, "\n", 1);
+}
+
+/* The last line of a stream: the result event, or an error event. */
+static void exec_stream_end(struct call *c, const struct exec_result *r, const struct err *e)
+{
+	AUTOGEN yajl_gen g = json_gen_new();
+	if (e) {
+		jg_obj(g);
+		jg_kv_str(g, "type", "error");
+		jg_str(g, "error");
+		jg_obj(g);
+		jg_kv_str(g, "code", err_code_name(e->code));
+		jg_kv_str(g, "message", e->message);
+		jg_obj_end(g);
+		jg_obj_end(g);
+	} else {
+		/* The result event is the exec result with a type member first. */
+		exec_result_to_json(r, g);
+	}
+	size_t n;
+	const char *text = jg_text(g, &n);
+	if (!e && n > 1) {
+		http_req_reply_chunk(c->req, "{\"type\":\"result\",", 17);
+		http_req_reply_chunk(c->req, text + 1, n - 1);
+	} else {
+		http_req_reply_chunk(c->req, text, n);
+	}
+	http_req_reply_chunk(c->req, "\n", 1);
+	http_req_reply_end(c->req);
+	api_call_free(c);
+}
+
+/* Count the result and answer with it (200), or with e. */
+static void reply_result(struct call *c, const struct exec_result *r, const struct err *e)
+{
+	AUTOGEN yajl_gen g = NULL;
+	if (r) {
+		c->api->execs[r->status]++;
+		g = json_gen_new();
+		exec_result_to_json(r, g);
+	}
+	api_reply(c, 200, g, e);
+}
+
+static void exec_done_cb(const struct exec_result *r, const struct err *e, void *arg)
+{
+	struct call *c = arg;
+	if (!c->stream) {
+		reply_result(c, r, e);
+		return;
+	}
+	if (r)
+		c->api->execs[r->status]++;
+	exec_stream_end(c, r, e);
+}
+
+static void exec_body(struct call *c, const char *body, size_t len)
+{
+	struct err *e = NULL;
+	struct exec_request xr;
+	if (api_parse_exec_request(body, len, false, &xr, &e) < 0) {
+		api_reply(c, 0, NULL, e);
+		err_free(e);
+		return;
+	}
+	c->stream = xr.stream;
+	int rc = manager_exec(c->api->mgr, c->id, c->tenant, xr.code, xr.len, xr.timeout_s,
+			      c->stream ? exec_event_cb : NULL, exec_done_cb, c, &e);
+	exec_request_release(&xr);
+	if (rc == 0) {
+		if (c->stream)
+			http_req_reply_start(c->req, 200, "application/x-ndjson", -1);
+		return;
+	}
+	api_fail_session(c, e);
+}
+
+void api_exec_run(struct call *c)
+{
+	api_read_body(c, exec_body);
+}
+
+/* ---- one-shot ---- */
+
+static void oneshot_done(const struct exec_result *r, const struct err *e, bool created, void *arg)
+{
+	struct call *c = arg;
+	if (created)
+		c->api->creates++;
+	else
+		c->api->create_failures++;
+	reply_result(c, r, e);
+}
+
+static void oneshot_body(struct call *c, const char *body, size_t len)
+{
+	struct err *e = NULL;
+	struct exec_request xr;
+	if (api_parse_exec_request(body, len, true, &xr, &e) < 0 ||
+	    manager_oneshot(c->api->mgr, c->tenant, &xr, oneshot_done, c, &e) < 0) {
+		api_reply(c, 0, NULL, e);
+		err_free(e);
+	}
+	exec_request_release(&xr);
+}
+
+void api_exec_oneshot(struct call *c)
+{
+	api_read_body(c, oneshot_body);
+}

@@ -1,0 +1,158 @@
+/* api_probes.c: GET /healthz, /readyz and /metrics, and the loop-lag tick
+ * that /metrics reports. */
+#include "api.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "clock.h"
+#include "egress.h"
+#include "fdbudget.h"
+#include "json.h"
+
+void api_probes_healthz(struct call *c)
+{
+	static const char body[] = "{\"status\":\"ok\"}";
+	api_reply_body(c, 200, "application/json", body, sizeof(body) - 1);
+}
+
+void api_probes_readyz(struct call *c)
+{
+	struct http_api *api = c->api;
+	bool docker_ok = docker_reachable(api->docker), redis_ok = store_connected(api->store);
+	bool draining = manager_is_draining(api->mgr);
+	AUTOGEN yajl_gen g = json_gen_new();
+	jg_obj(g);
+	bool ready = docker_ok && redis_ok && !draining;
+	if (ready) {
+		jg_kv_str(g, "status", "ready");
+	} else {
+		char msg[256];
+		snprintf(msg, sizeof(msg), "not ready: %s%s%s%s",
+			 docker_ok ? "" : "docker engine is not reachable",
+			 !docker_ok && !redis_ok ? "; " : "",
+			 redis_ok ? "" : "redis is not reachable",
+			 !draining ? "" : (docker_ok && redis_ok ? "draining" : "; draining"));
+		jg_str(g, "error");
+		jg_obj(g);
+		jg_kv_str(g, "code", "unavailable");
+		jg_kv_str(g, "message", msg);
+		jg_obj_end(g);
+	}
+	jg_str(g, "checks");
+	jg_obj(g);
+	jg_kv_str(g, "docker", docker_ok ? "ok" : "down");
+	jg_kv_str(g, "redis", redis_ok ? "ok" : "down");
+	jg_obj_end(g);
+	jg_obj_end(g);
+	if (!ready)
+		http_req_add_header(c->req, "Retry-After", "1");
+	api_reply(c, ready ? 200 : 503, g, NULL);
+}
+
+#define TICK_US 50000
+
+static void tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct http_api *api = arg;
+	int64_t now = clock_mono_us(), lag = now - api->tick_due_us;
+	if (lag > api->lag_max_us)
+		api->lag_max_us = lag;
+	api->tick_due_us = now + TICK_US;
+}
+
+void api_probes_metrics(struct call *c)
+{
+	struct http_api *api = c->api;
+	double lag_ms = (double)api->lag_max_us / 1000.0;
+	api->lag_max_us = 0;
+	const struct egress_stats *es = egress_get_stats(api->egress);
+	size_t pool_ready;
+	uint64_t pool_hits, pool_misses;
+	manager_pool_stats(api->mgr, &pool_ready, &pool_hits, &pool_misses);
+	char buf[8192];
+	int n = snprintf(
+	    buf, sizeof(buf),
+	    "# HELP ci_sessions Sessions on this node.\n# TYPE ci_sessions gauge\nci_sessions %zu\n"
+	    "# HELP ci_http_requests_total HTTP requests served.\n# TYPE ci_http_requests_total "
+	    "counter\n"
+	    "ci_http_requests_total %" PRIu64 "\n"
+	    "# HELP ci_session_creates_total Session creates.\n# TYPE ci_session_creates_total "
+	    "counter\n"
+	    "ci_session_creates_total{result=\"ok\"} %" PRIu64 "\n"
+	    "ci_session_creates_total{result=\"error\"} %" PRIu64 "\n"
+	    "# HELP ci_execs_total Executions by status.\n# TYPE ci_execs_total counter\n"
+	    "ci_execs_total{status=\"ok\"} %" PRIu64 "\nci_execs_total{status=\"error\"} %" PRIu64
+	    "\n"
+	    "ci_execs_total{status=\"timeout\"} %" PRIu64
+	    "\nci_execs_total{status=\"killed\"} %" PRIu64 "\n"
+	    "# HELP ci_up Dependencies reachable (1) or not (0).\n# TYPE ci_up gauge\n"
+	    "ci_up{dependency=\"docker\"} %d\nci_up{dependency=\"redis\"} %d\n"
+	    "# HELP ci_egress_decisions_total Egress proxy decisions.\n"
+	    "# TYPE ci_egress_decisions_total counter\n"
+	    "ci_egress_decisions_total{decision=\"allowed\"} %" PRIu64 "\n"
+	    "ci_egress_decisions_total{decision=\"denied\"} %" PRIu64 "\n"
+	    "ci_egress_decisions_total{decision=\"failed\"} %" PRIu64 "\n"
+	    "# HELP ci_egress_closed_total Open proxy connections closed by a PATCH or a session's "
+	    "end.\n# TYPE ci_egress_closed_total counter\nci_egress_closed_total %" PRIu64 "\n"
+	    "# HELP ci_egress_dns_queries_total DNS queries the egress resolver sent.\n"
+	    "# TYPE ci_egress_dns_queries_total counter\nci_egress_dns_queries_total %" PRIu64 "\n"
+	    "# HELP ci_pool_size Warm sandboxes ready to be claimed.\n# TYPE ci_pool_size gauge\n"
+	    "ci_pool_size %zu\n"
+	    "# HELP ci_pool_hits_total Creates served from the warm pool.\n"
+	    "# TYPE ci_pool_hits_total counter\nci_pool_hits_total %" PRIu64 "\n"
+	    "# HELP ci_pool_misses_total Creates the pool could have served but was empty for.\n"
+	    "# TYPE ci_pool_misses_total counter\nci_pool_misses_total %" PRIu64 "\n"
+	    "# HELP ci_loop_lag_max_ms Worst event-loop lag since the last scrape.\n"
+	    "# TYPE ci_loop_lag_max_ms gauge\nci_loop_lag_max_ms %.3f\n",
+	    manager_count(api->mgr), api->requests, api->creates, api->create_failures,
+	    api->execs[EXEC_OK], api->execs[EXEC_ERROR], api->execs[EXEC_TIMEOUT],
+	    api->execs[EXEC_KILLED], docker_reachable(api->docker) ? 1 : 0,
+	    store_connected(api->store) ? 1 : 0, es->allowed, es->denied, es->failed,
+	    es->closed_by_policy, es->dns_queries, pool_ready, pool_hits, pool_misses, lag_ms);
+	/* What the caps on clients and descriptors did (issue 9, findings 2, 3). */
+	const struct http_server_stats *hs = http_server_get_stats(api->srv);
+	const struct fdbudget *fb = &fdbudget_daemon;
+	if (n > 0 && (size_t)n < sizeof(buf))
+		n += snprintf(
+		    buf + n, sizeof(buf) - (size_t)n,
+		    "# HELP ci_http_refused_total API connections refused or closed by a cap.\n"
+		    "# TYPE ci_http_refused_total counter\n"
+		    "ci_http_refused_total{reason=\"per_peer\"} %" PRIu64 "\n"
+		    "ci_http_refused_total{reason=\"full\"} %" PRIu64 "\n"
+		    "ci_http_refused_total{reason=\"emfile\"} %" PRIu64 "\n"
+		    "ci_http_refused_total{reason=\"evicted\"} %" PRIu64 "\n"
+		    "ci_http_refused_total{reason=\"head_timeout\"} %" PRIu64 "\n"
+		    "# HELP ci_fds File descriptors: the soft limit, and in use (estimate).\n"
+		    "# TYPE ci_fds gauge\nci_fds{what=\"limit\"} %" PRId64 "\n"
+		    "ci_fds{what=\"in_use\"} %" PRId64 "\n"
+		    "# HELP ci_fd_refusals_total Work refused by the descriptor budget.\n"
+		    "# TYPE ci_fd_refusals_total counter\n"
+		    "ci_fd_refusals_total{kind=\"session\"} %" PRIu64 "\n"
+		    "ci_fd_refusals_total{kind=\"tunnel\"} %" PRIu64 "\n"
+		    "ci_fd_refusals_total{kind=\"http\"} %" PRIu64 "\n",
+		    hs->refused_peer, hs->refused_full, hs->refused_emfile, hs->evicted,
+		    hs->head_timeouts, fb->limit, fdbudget_in_use(fb), fb->refused[FDBUDGET_KINDS],
+		    fb->refused[FDBUDGET_EGRESS], fb->refused[FDBUDGET_HTTP]);
+	if (n < 0 || (size_t)n >= sizeof(buf)) {
+		api_fail(c, ERR_INTERNAL, "metrics: the page outgrew its buffer");
+		return;
+	}
+	api_reply_body(c, 200, "text/plain; version=0.0.4", buf, (size_t)n);
+}
+
+void api_probes_start(struct http_api *api)
+{
+	api->tick = event_new(api->base, -1, EV_PERSIST, tick_cb, api);
+	struct timeval tv = {0, TICK_US};
+	api->tick_due_us = clock_mono_us() + TICK_US;
+	event_add(api->tick, &tv);
+}
+
+void api_probes_stop(struct http_api *api)
+{
+	event_free(api->tick);
+	api->tick = NULL;
+}

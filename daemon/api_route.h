@@ -1,0 +1,58 @@
+/* api_route.h: matching a request against the API's route table (pure,
+ * unit-tested; the table itself is api.c's).
+ *
+ * A route is a method, a path pattern and a handler. A pattern is literal
+ * text with these parameters:
+ *   {id}       one segment (up to the next '/'): a session id. The matcher
+ *              checks it (session_id_valid), so no handler sees a bad one.
+ *   {path...}  the rest of the path, possibly empty, still percent-encoded:
+ *              a file path in the session (the caller decodes and checks it).
+ *   {...}      the rest of the path, whatever it is (not captured).
+ * A pattern ending in "/?" matches with or without that trailing slash.
+ * Method "*" is any method. Patterns are matched against the raw path, so a
+ * parameter never spans a '/' it was not meant to. */
+#ifndef CI_API_ROUTE_H
+#define CI_API_ROUTE_H
+
+#include <stddef.h>
+
+#include "session.h"
+
+struct call;
+typedef void (*api_handler)(struct call *c);
+
+struct api_route {
+	const char *method;
+	const char *pattern;
+	api_handler handler;
+};
+
+enum api_match_kind {
+	API_MATCH_FOUND,  /* route serves this method and path */
+	API_MATCH_METHOD, /* the path is known, with other methods (allow) */
+	API_MATCH_BAD_ID, /* no route matched; one would have with a valid {id} */
+	API_MATCH_NONE,   /* no such route */
+};
+
+/* Room for the longest Allow value the table needs ("PUT, GET, DELETE"). */
+#define API_ALLOW_MAX 64
+
+struct api_match {
+	enum api_match_kind kind;
+	const struct api_route *route; /* FOUND */
+	/* FOUND and METHOD: the parameters, of the chosen route (FOUND) or of
+	 * the first route whose pattern matched (METHOD). */
+	char id[SESSION_ID_LEN + 1]; /* the {id}; "" when the pattern has none */
+	const char *path;            /* the {path...}, a pointer into path; NULL when none */
+	/* FOUND and METHOD: the methods the path has, in table order,
+	 * ", "-separated ("GET, PATCH, DELETE"); "*" routes are not listed. */
+	char allow[API_ALLOW_MAX];
+};
+
+/* Match method and path (the request path, without the query) against the
+ * n routes. The first route in table order whose pattern and method match
+ * wins. */
+void api_route_match(const struct api_route *routes, size_t n, const char *method, const char *path,
+		     struct api_match *m);
+
+#endif

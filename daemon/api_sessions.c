@@ -1,0 +1,116 @@
+/* api_sessions.c: /v1/sessions: create, list, get, patch, delete and
+ * keepalive. */
+#include "api.h"
+
+#include <stdio.h>
+
+#include "api_requests.h"
+#include "json.h"
+#include "session_json.h"
+
+static void reply_session(struct call *c, int status, const struct session *s)
+{
+	AUTOGEN yajl_gen g = json_gen_new();
+	session_to_json(s, g, false);
+	api_reply(c, status, g, NULL);
+}
+
+static void created_cb(const struct session *s, const struct err *e, void *arg)
+{
+	struct call *c = arg;
+	if (e) {
+		c->api->create_failures++;
+		api_reply(c, 0, NULL, e);
+		return;
+	}
+	c->api->creates++;
+	char loc[64];
+	snprintf(loc, sizeof(loc), "/v1/sessions/%s", s->id);
+	http_req_add_header(c->req, "Location", loc);
+	reply_session(c, 201, s);
+}
+
+static void create_body(struct call *c, const char *body, size_t len)
+{
+	struct err *e = NULL;
+	struct session_request sr;
+	if (api_parse_session_body(body, len, &sr, &e) < 0 ||
+	    manager_create(c->api->mgr, &sr, c->tenant, created_cb, c, &e) < 0) {
+		api_reply(c, 0, NULL, e);
+		err_free(e);
+	}
+	session_request_release(&sr);
+}
+
+void api_sessions_create(struct call *c)
+{
+	api_read_body(c, create_body);
+}
+
+static void list_one(const struct session *s, void *arg)
+{
+	session_to_json(s, arg, false);
+}
+
+void api_sessions_list(struct call *c)
+{
+	AUTOGEN yajl_gen g = json_gen_new();
+	jg_obj(g);
+	jg_str(g, "sessions");
+	jg_arr(g);
+	manager_foreach(c->api->mgr, c->tenant, list_one, g);
+	jg_arr_end(g);
+	jg_obj_end(g);
+	api_reply(c, 200, g, NULL);
+}
+
+void api_sessions_get(struct call *c)
+{
+	const struct session *s = manager_get(c->api->mgr, c->id, c->tenant);
+	if (s)
+		reply_session(c, 200, s);
+	else
+		api_missing(c);
+}
+
+static void patch_body(struct call *c, const char *body, size_t len)
+{
+	struct err *e = NULL;
+	struct session_request sr;
+	int rc = api_parse_patch_body(body, len, &sr, &e);
+	if (rc == 0)
+		rc = manager_patch(c->api->mgr, c->id, c->tenant, &sr, &e);
+	session_request_release(&sr);
+	if (rc < 0)
+		api_fail_session(c, e);
+	else
+		reply_session(c, 200, manager_get(c->api->mgr, c->id, c->tenant));
+}
+
+void api_sessions_patch(struct call *c)
+{
+	api_read_body(c, patch_body);
+}
+
+static void deleted_cb(const struct err *e, void *arg)
+{
+	api_reply(arg, 204, NULL, e);
+}
+
+void api_sessions_delete(struct call *c)
+{
+	struct err *e = NULL;
+	if (manager_delete(c->api->mgr, c->id, c->tenant, deleted_cb, c, &e) < 0)
+		api_fail_session(c, e);
+}
+
+void api_sessions_keepalive(struct call *c)
+{
+	struct err *e = NULL;
+	if (manager_keepalive(c->api->mgr, c->id, c->tenant, &e) < 0) {
+		err_free(e);
+		api_missing(c);
+		return;
+	}
+	reply_session(c, 200, manager_get(c->api->mgr, c->id, c->tenant));
+}

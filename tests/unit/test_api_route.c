@@ -1,0 +1,230 @@
+/* test_api_route.c: the route matcher, on a table of its own and on the
+ * API's table (which routes exist, what 405 and 404 answer). */
+#include <stdio.h>
+
+#include "api.h"
+#include "unit.h"
+
+#define ID "0123abcd-0123-4567-89ab-cdef01234567"
+
+static void h_a(struct call *c)
+{
+	(void)c;
+}
+static void h_b(struct call *c)
+{
+	(void)c;
+}
+static void h_c(struct call *c)
+{
+	(void)c;
+}
+
+static const struct api_route toy[] = {
+    {"GET", "/things/?", h_a},
+    {"POST", "/things/?", h_b},
+    {"GET", "/things/{id}", h_c},
+    {"PUT", "/things/{id}/blob/{path...}", h_a},
+    {"GET", "/things/{id}/blob/{path...}", h_b},
+    {"GET", "/x/exact", h_a},
+    {"*", "/x/{...}", h_c},
+};
+#define TOY_N (sizeof(toy) / sizeof(toy[0]))
+
+static struct api_match toy_match(const char *method, const char *path)
+{
+	struct api_match m;
+	api_route_match(toy, TOY_N, method, path, &m);
+	return m;
+}
+
+TEST(api_route_literal_and_optional_slash)
+{
+	struct api_match m = toy_match("GET", "/things");
+	CHECK(m.kind == API_MATCH_FOUND && m.route->handler == h_a);
+	CHECK_STR(m.allow, "GET, POST");
+	m = toy_match("POST", "/things/");
+	CHECK(m.kind == API_MATCH_FOUND && m.route->handler == h_b);
+	CHECK(m.path == NULL && m.id[0] == '\0');
+	CHECK(toy_match("GET", "/things//").kind == API_MATCH_BAD_ID);
+	CHECK(toy_match("GET", "/thing").kind == API_MATCH_NONE);
+	CHECK(toy_match("GET", "/thingsx").kind == API_MATCH_NONE);
+	CHECK(toy_match("GET", "").kind == API_MATCH_NONE);
+	CHECK(toy_match("GET", "/").kind == API_MATCH_NONE);
+}
+
+TEST(api_route_method_not_allowed_lists_the_path_s_methods)
+{
+	struct api_match m = toy_match("DELETE", "/things");
+	CHECK(m.kind == API_MATCH_METHOD && m.route == NULL);
+	CHECK_STR(m.allow, "GET, POST");
+	m = toy_match("DELETE", "/things/" ID "/blob/a%2Fb");
+	CHECK(m.kind == API_MATCH_METHOD);
+	CHECK_STR(m.allow, "PUT, GET");
+	/* The parameters are there for the caller to check before it answers. */
+	CHECK_STR(m.id, ID);
+	CHECK_STR(m.path, "a%2Fb");
+	/* Methods are case-sensitive (RFC 9110). */
+	CHECK(toy_match("get", "/things").kind == API_MATCH_METHOD);
+}
+
+TEST(api_route_id_is_checked_by_the_matcher)
+{
+	struct api_match m = toy_match("GET", "/things/" ID);
+	CHECK(m.kind == API_MATCH_FOUND && m.route->handler == h_c);
+	CHECK_STR(m.id, ID);
+	CHECK(toy_match("GET", "/things/nope").kind == API_MATCH_BAD_ID);
+	CHECK(toy_match("GET", "/things/" ID "0").kind == API_MATCH_BAD_ID);
+	CHECK(toy_match("GET", "/things/0123ABCD-0123-4567-89ab-cdef01234567").kind ==
+	      API_MATCH_BAD_ID);
+	/* A bad id is reported even when nothing after it would match. */
+	CHECK(toy_match("GET", "/things/nope/whatever/else").kind == API_MATCH_BAD_ID);
+	/* A good id with an unknown rest is no route. */
+	CHECK(toy_match("GET", "/things/" ID "/whatever").kind == API_MATCH_NONE);
+	CHECK(toy_match("GET", "/things/" ID "/").kind == API_MATCH_NONE);
+	CHECK(toy_match("GET", "/things/" ID "/blob").kind == API_MATCH_NONE);
+}
+
+TEST(api_route_tails)
+{
+	struct api_match m = toy_match("GET", "/things/" ID "/blob/a/b/c");
+	CHECK(m.kind == API_MATCH_FOUND && m.route->handler == h_b);
+	CHECK_STR(m.path, "a/b/c");
+	m = toy_match("PUT", "/things/" ID "/blob/");
+	CHECK(m.kind == API_MATCH_FOUND && m.route->handler == h_a);
+	CHECK_STR(m.path, "");
+	/* "*" takes any method and is not listed in Allow; a literal route
+	 * before it wins for its own method. */
+	m = toy_match("GET", "/x/exact");
+	CHECK(m.kind == API_MATCH_FOUND && m.route->handler == h_a);
+	m = toy_match("POST", "/x/exact");
+	CHECK(m.kind == API_MATCH_FOUND && m.route->handler == h_c);
+	CHECK_STR(m.allow, "GET");
+	m = toy_match("BREW", "/x/");
+	CHECK(m.kind == API_MATCH_FOUND && m.route->handler == h_c && m.path == NULL);
+	CHECK(toy_match("GET", "/x").kind == API_MATCH_NONE);
+}
+
+/* ---- the API's table ---- */
+
+static struct api_match api_match(const char *method, const char *path)
+{
+	struct api_match m;
+	api_route_match(api_routes, api_routes_count, method, path, &m);
+	return m;
+}
+
+/* What the API's table answers, as "request -> answer": the route that
+ * serves it (its method and pattern), 405 with the Allow value, or which
+ * 404. */
+static const char *const api_expect[] = {
+    "GET /healthz -> GET /healthz",
+    "GET /readyz -> GET /readyz",
+    "GET /metrics -> GET /metrics",
+    "GET /v1/sessions -> GET /v1/sessions/?",
+    "GET /v1/sessions/ -> GET /v1/sessions/?",
+    "POST /v1/sessions -> POST /v1/sessions/?",
+    "POST /v1/sessions/ -> POST /v1/sessions/?",
+    "GET /v1/sessions/" ID " -> GET /v1/sessions/{id}/?",
+    "GET /v1/sessions/" ID "/ -> GET /v1/sessions/{id}/?",
+    "PATCH /v1/sessions/" ID " -> PATCH /v1/sessions/{id}/?",
+    "DELETE /v1/sessions/" ID " -> DELETE /v1/sessions/{id}/?",
+    "POST /v1/sessions/" ID "/exec -> POST /v1/sessions/{id}/exec",
+    "POST /v1/sessions/" ID "/keepalive -> POST /v1/sessions/{id}/keepalive",
+    "GET /v1/sessions/" ID "/files -> GET /v1/sessions/{id}/files",
+    "PUT /v1/sessions/" ID "/files/a/b.txt -> PUT /v1/sessions/{id}/files/{path...}",
+    "GET /v1/sessions/" ID "/files/a%20b -> GET /v1/sessions/{id}/files/{path...}",
+    "DELETE /v1/sessions/" ID "/files/x -> DELETE /v1/sessions/{id}/files/{path...}",
+    "GET /v1/sessions/" ID "/files/ -> GET /v1/sessions/{id}/files/{path...}",
+    "POST /v1/exec -> POST /v1/exec",
+    "GET /v1/events -> GET /v1/events",
+    "GET /v1/admin/orphans -> GET /v1/admin/orphans",
+    "POST /v1/admin/gc -> POST /v1/admin/gc",
+    "POST /v1/admin/drain -> POST /v1/admin/drain",
+    /* Admin never answers 405: a wrong method or name is its own 404. */
+    "POST /v1/admin/orphans -> * /v1/admin/{...}",
+    "GET /v1/admin/gc -> * /v1/admin/{...}",
+    "GET /v1/admin/ -> * /v1/admin/{...}",
+    "GET /v1/admin/a/b -> * /v1/admin/{...}",
+    "GET /v1/admin -> 404 no such route",
+    /* 405 for a known path; methods are case-sensitive. */
+    "POST /healthz -> 405 GET",
+    "HEAD /readyz -> 405 GET",
+    "get /metrics -> 405 GET",
+    "DELETE /v1/sessions -> 405 GET, POST",
+    "PUT /v1/sessions/ -> 405 GET, POST",
+    "POST /v1/sessions/" ID " -> 405 GET, PATCH, DELETE",
+    "PUT /v1/sessions/" ID "/ -> 405 GET, PATCH, DELETE",
+    "GET /v1/sessions/" ID "/exec -> 405 POST",
+    "GET /v1/sessions/" ID "/keepalive -> 405 POST",
+    "POST /v1/sessions/" ID "/files -> 405 GET",
+    "POST /v1/sessions/" ID "/files/x -> 405 PUT, GET, DELETE",
+    "GET /v1/exec -> 405 POST",
+    "POST /v1/events -> 405 GET",
+    /* Any segment after /v1/sessions/ must be an id first. */
+    "GET /v1/sessions/abc -> 404 malformed id",
+    "GET /v1/sessions// -> 404 malformed id",
+    "POST /v1/sessions//exec -> 404 malformed id",
+    "GET /v1/sessions/abc/nothing/here -> 404 malformed id",
+    "GET /v1/sessions/../" ID " -> 404 malformed id",
+    /* A good id with an unknown action, or a near miss elsewhere. */
+    "POST /v1/sessions/" ID "/exec/ -> 404 no such route",
+    "POST /v1/sessions/" ID "/keepalive/x -> 404 no such route",
+    "GET /v1/sessions/" ID "/filesx -> 404 no such route",
+    "GET /v1/sessions/" ID "// -> 404 no such route",
+    "GET /healthz/ -> 404 no such route",
+    "POST /v1/exec/ -> 404 no such route",
+    "GET /v1/events/ -> 404 no such route",
+    "GET //healthz -> 404 no such route",
+    "GET /v1/sessionsx -> 404 no such route",
+    "GET / -> 404 no such route",
+};
+
+/* The answer to "METHOD PATH", in api_expect's words. */
+static void describe(const char *request, char *out, size_t size)
+{
+	char method[16], path[256];
+	CHECK(sscanf(request, "%15s %255s", method, path) == 2);
+	struct api_match m = api_match(method, path);
+	if (m.kind == API_MATCH_FOUND)
+		snprintf(out, size, "%s -> %s %s", request, m.route->method, m.route->pattern);
+	else if (m.kind == API_MATCH_METHOD)
+		snprintf(out, size, "%s -> 405 %s", request, m.allow);
+	else
+		snprintf(out, size, "%s -> 404 %s", request,
+			 m.kind == API_MATCH_BAD_ID ? "malformed id" : "no such route");
+}
+
+TEST(api_routes_table_answers)
+{
+	for (size_t i = 0; i < sizeof(api_expect) / sizeof(api_expect[0]); i++) {
+		char request[300], got[600];
+		snprintf(request, sizeof(request), "%.*s",
+			 (int)(strstr(api_expect[i], " -> ") - api_expect[i]), api_expect[i]);
+		describe(request, got, sizeof(got));
+		CHECK_STR(got, api_expect[i]);
+	}
+	/* The handlers behind the patterns, for a few. */
+	CHECK(api_match("GET", "/v1/sessions/" ID "/files").route->handler == api_files_list);
+	CHECK(api_match("POST", "/v1/exec").route->handler == api_exec_oneshot);
+	CHECK(api_match("BREW", "/v1/admin/x").route->handler == api_admin_unknown);
+	struct api_match m = api_match("PUT", "/v1/sessions/" ID "/files/a/b.txt");
+	CHECK(m.route->handler == api_files_put);
+	CHECK_STR(m.id, ID);
+	CHECK_STR(m.path, "a/b.txt");
+}
+
+TEST(api_route_allow_is_bounded)
+{
+	/* More methods than API_ALLOW_MAX holds: cut, never overrun. */
+	static const struct api_route many[] = {
+	    {"AAAAAAAAAAAAAAAAAAAA", "/m", h_a}, {"BBBBBBBBBBBBBBBBBBBB", "/m", h_a},
+	    {"CCCCCCCCCCCCCCCCCCCC", "/m", h_a}, {"DDDDDDDDDDDDDDDDDDDD", "/m", h_a},
+	    {"AAAAAAAAAAAAAAAAAAAA", "/m", h_b},
+	};
+	struct api_match m;
+	api_route_match(many, 5, "GET", "/m", &m);
+	CHECK(m.kind == API_MATCH_METHOD);
+	CHECK(strlen(m.allow) < API_ALLOW_MAX);
+	CHECK_STR(m.allow, "AAAAAAAAAAAAAAAAAAAA, BBBBBBBBBBBBBBBBBBBB");
+}
