@@ -38,7 +38,7 @@ ALL_CFLAGS := -std=gnu11 -D_GNU_SOURCE -fno-strict-aliasing $(WARN) $(CFLAGS) $(
 # One file per responsibility; see docs/architecture.md.
 DAEMON_LIB_SRCS := daemon/err.c daemon/log.c daemon/clock.c daemon/json.c daemon/config.c \
 	daemon/session.c daemon/frame.c daemon/capbuf.c daemon/exec_result.c \
-	daemon/container_spec.c daemon/seccomp.c daemon/uid_range.c daemon/ipc_dir.c daemon/kernel.c daemon/files.c \
+	daemon/container_spec.c daemon/seccomp.c daemon/uid_range.c daemon/ipc_dir.c daemon/kernel_frame.c daemon/kernel.c daemon/files.c \
 	daemon/netpolicy.c daemon/resolver.c daemon/egress_head.c daemon/egress.c daemon/proc.c daemon/network.c \
 	daemon/docker.c daemon/store.c daemon/http_head_scan.c daemon/http_reply.c \
 	daemon/http_request.c daemon/http_server.c daemon/manager.c daemon/manager_pool.c \
