@@ -351,7 +351,10 @@ static struct http_req *req_build(struct http_conn *c, struct http_parser *p)
 	else if (p->ll.flags & F_CONTENT_LENGTH)
 		req->content_length = (int64_t)p->ll.content_length;
 	req->body_complete = req->content_length == 0;
-	req->keep_alive = llhttp_should_keep_alive(&p->ll);
+	/* RFC 9112 6.1: Transfer-Encoding in HTTP/1.0 is faulty framing (a 1.0
+	 * proxy in front would not have read it): serve it, then close. */
+	req->keep_alive =
+	    llhttp_should_keep_alive(&p->ll) && !(req->minor == 0 && req->content_length < 0);
 	struct span v;
 	req->expect_continue = req_header_span(p, "expect", &v) && span_is(p, v, "100-continue");
 	return req;

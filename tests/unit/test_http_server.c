@@ -201,6 +201,13 @@ TEST(http_server_http10)
 	CHECK(rig_wait(&r, NULL));
 	CHECK(strstr(r.out, "Transfer-Encoding") == NULL && strstr(r.out, "\r\n\r\nabc"));
 	rig_free(&r);
+	/* chunked in HTTP/1.0 is faulty framing (RFC 9112 6.1): served, then closed */
+	rig_start(&r);
+	rig_say(&r,
+		"POST /echo HTTP/1.0\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n"
+		"\r\n2\r\nok\r\n0\r\n\r\nGET /b HTTP/1.0\r\n\r\n");
+	CHECK(rig_wait(&r, NULL) && strstr(r.out, "\r\n\r\nok") && r.requests == 1);
+	rig_free(&r);
 	/* keep-alive when asked for */
 	rig_start(&r);
 	rig_say(&r, "GET /a HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /b HTTP/1.0\r\n\r\n");
