@@ -27,7 +27,10 @@ endif
 LLHTTP_SRC_DIR ?= /usr/share/llhttp
 LLHTTP_INC_DIR ?= /usr/share/include/llhttp
 LLHTTP_NAMES := api http llhttp
-LLHTTP_CFLAGS := -isystem $(LLHTTP_INC_DIR)
+# Strict mode (a compile-time switch in llhttp 8): CRLF after a chunk's data,
+# no space before a header's colon, the stricter URL and header tables; for
+# both of its users, the API server and the egress proxy.
+LLHTTP_CFLAGS := -isystem $(LLHTTP_INC_DIR) -DLLHTTP_STRICT_MODE=1
 LLHTTP_OBJS := $(LLHTTP_NAMES:%=$(BUILD)/obj/llhttp/%.o)
 
 ALL_CFLAGS := -std=gnu11 -D_GNU_SOURCE -fno-strict-aliasing $(WARN) $(CFLAGS) $(PKG_CFLAGS) $(LLHTTP_CFLAGS) -MMD -MP
@@ -40,9 +43,10 @@ LIB_SRCS := lib/err.c lib/xalloc.c lib/clock.c lib/json.c lib/buf.c lib/codec.c 
 # One file per responsibility; see docs/architecture.md.
 DAEMON_LIB_SRCS := daemon/log.c daemon/config.c \
 	daemon/session.c daemon/session_json.c daemon/api_requests.c daemon/frame.c daemon/capbuf.c daemon/exec_result.c \
-	daemon/container_spec.c daemon/seccomp.c daemon/uid_range.c daemon/ipc_dir.c daemon/kernel.c daemon/files.c \
+	daemon/container_spec.c daemon/seccomp.c daemon/uid_range.c daemon/ipc_dir.c daemon/kernel_frame.c daemon/kernel.c daemon/files.c \
 	daemon/netpolicy.c daemon/resolver.c daemon/egress_head.c daemon/egress.c daemon/proc.c daemon/network.c \
-	daemon/docker.c daemon/docker_api.c daemon/docker_json.c daemon/store.c daemon/http_server.c daemon/manager.c daemon/manager_create.c \
+	daemon/docker.c daemon/docker_api.c daemon/docker_json.c daemon/store.c daemon/http_head_scan.c daemon/http_reply.c \
+	daemon/http_request.c daemon/http_server.c daemon/manager.c daemon/manager_create.c \
 	daemon/manager_exec.c daemon/manager_teardown.c daemon/pool.c daemon/manager_recovery.c daemon/manager_oneshot.c \
 	daemon/fdbudget.c daemon/listen_guard.c daemon/api_route.c daemon/api.c daemon/api_probes.c \
 	daemon/api_sessions.c daemon/api_exec.c daemon/api_files.c daemon/api_events.c
@@ -85,7 +89,7 @@ $(LIB_A): $(LIB_OBJS)
 	@echo "  AR      $@"
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
-$(BUILD)/obj/llhttp/%.o: $(LLHTTP_SRC_DIR)/%.c
+$(BUILD)/obj/llhttp/%.o: $(LLHTTP_SRC_DIR)/%.c Makefile
 	@mkdir -p $(dir $@)
 	@echo "  CC      $< (third-party)"
 	$(Q)$(CC) -std=gnu11 $(CFLAGS) $(LLHTTP_CFLAGS) -MMD -MP -c -o $@ $<
@@ -148,7 +152,7 @@ FUZZ_LIB_OBJS := $(DAEMON_LIB_SRCS:daemon/%.c=build/fuzz/obj/%.o) \
 	$(LIB_SRCS:lib/%.c=build/fuzz/obj/lib/%.o) \
 	$(LLHTTP_NAMES:%=build/fuzz/obj/llhttp/%.o) build/fuzz/obj/gen/seccomp_profile.o
 
-build/fuzz/obj/llhttp/%.o: $(LLHTTP_SRC_DIR)/%.c
+build/fuzz/obj/llhttp/%.o: $(LLHTTP_SRC_DIR)/%.c Makefile
 	@mkdir -p $(dir $@)
 	@echo "  CLANG   $< (third-party)"
 	$(Q)clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "http_head_scan.h"
 #include "netpolicy.h"
 #include "xalloc.h"
 
@@ -29,10 +30,8 @@ struct egress_head {
 	llhttp_settings_t resp_settings;
 	bool resp_started, resp_done, is_head;
 
-	/* our own scan of the raw head */
-	size_t seen;
-	unsigned char prev;
-	bool line_start, first_line, blank, ended;
+	/* our own scan of the raw head (shared with the API server) */
+	struct http_head_scan scan;
 
 	/* what llhttp reported; grown as it comes (thousands of idle proxy
 	 * connections must not hold a whole head's worth each) */
@@ -429,8 +428,7 @@ struct egress_head *egress_head_new(void)
 	h->resp_settings.on_message_complete = on_resp_message_complete;
 	llhttp_init(&h->resp, HTTP_RESPONSE, &h->resp_settings);
 	h->resp.data = h;
-	h->line_start = true;
-	h->first_line = true;
+	http_head_scan_init(&h->scan, EGRESS_HEAD_MAX, false);
 	return h;
 }
 
@@ -448,38 +446,10 @@ void egress_head_free(struct egress_head *h)
  * many bytes belong to the head (len when it has not ended yet), or -1. */
 static long scan(struct egress_head *h, const char *buf, size_t len)
 {
-	for (size_t i = 0; i < len; i++) {
-		unsigned char c = (unsigned char)buf[i];
-		if (++h->seen > EGRESS_HEAD_MAX)
-			return fail(h, 431, "request head larger than %d bytes", EGRESS_HEAD_MAX);
-		if (c == '\0')
-			return fail(h, 400, "a NUL byte in the request head");
-		if (h->prev == '\r' && c != '\n')
-			return fail(h, 400, "a CR without LF in the request head");
-		if (c == '\n' && h->prev != '\r')
-			return fail(h, 400, "a bare LF line end in the request head");
-		h->prev = c;
-		if (h->line_start && (c == ' ' || c == '\t'))
-			return fail(h, 400,
-				    h->first_line ? "whitespace before the request line"
-						  : "a folded header line (obs-fold)");
-		if (h->line_start && c == '\r') {
-			if (h->first_line)
-				return fail(h, 400, "an empty line before the request line");
-			h->blank = true;
-		}
-		if (c == '\n') {
-			if (h->blank) {
-				h->ended = true;
-				return (long)(i + 1);
-			}
-			h->line_start = true;
-			h->first_line = false;
-		} else if (c != '\r') {
-			h->line_start = false;
-		}
-	}
-	return (long)len;
+	long n = http_head_scan(&h->scan, buf, len);
+	if (n < 0)
+		return fail(h, h->scan.status, "%s", h->scan.why);
+	return n;
 }
 
 int egress_head_feed(struct egress_head *h, const char *buf, size_t len, size_t *used, int *status,
@@ -495,7 +465,7 @@ int egress_head_feed(struct egress_head *h, const char *buf, size_t len, size_t 
 			*used = (size_t)(llhttp_get_error_pos(&h->parser) - buf);
 			return EGRESS_HEAD_DONE;
 		}
-		if (rc == HPE_OK && !h->ended) {
+		if (rc == HPE_OK && !h->scan.ended) {
 			*used = len;
 			return EGRESS_HEAD_MORE;
 		}

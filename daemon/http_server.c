@@ -1,24 +1,25 @@
-/* http_server.c: HTTP/1.1 on bufferevents, one request at a time per connection.
+/* http_server.c: the API server's connections, one request at a time each.
  *
- * A connection is a small state machine: read the header block, hand the
- * request to the handler, move the body the way the handler asked (buffered
- * with a cap, or streamed with backpressure), wait for the reply to drain,
- * then either read the next request (keep-alive) or close. */
+ * A connection is a small state machine: read a request head
+ * (http_request.c), hand the request to the handler, let the body move the
+ * way the handler asked, wait for the reply to drain (http_reply.c), then
+ * either read the next request (keep-alive, pipelining) or close. Around it:
+ * the listeners, the caps on what clients may hold (per peer, in all, the
+ * descriptor budget), eviction of idle connections, the head deadline and
+ * the idle timeout, and the spare descriptor for EMFILE. */
 #include "http_server.h"
 
 #include <arpa/inet.h>
-#include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/listener.h>
 #include <event2/util.h>
-#include <stdio.h>
-#include <string.h>
-#include <strings.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/queue.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -28,7 +29,7 @@
 
 #include "defer.h"
 #include "fdbudget.h"
-#include "json.h"
+#include "http_internal.h"
 #include "listen_guard.h"
 #include "log.h"
 #include "xalloc.h"
@@ -36,80 +37,8 @@
 #define HEAD_TIMEOUT_S 10
 #define IDLE_TIMEOUT_S 30
 #define MAX_CONNS_PER_PEER 512
-#define BODY_TIMEOUT_S 60
-#define WRITE_TIMEOUT_S 120
-/* Pipelined bytes we hold while a request is handled. */
-#define HANDLING_READ_HIGH (64 * 1024)
-
-/* CS_LINGER: the answer went out before the client finished sending its
- * body (a 413, say). Closing at once would reset the connection and the
- * client, still writing, would never read the answer; so the rest is read
- * and discarded, within bounds, before closing. */
-enum conn_state { CS_HEADERS, CS_HANDLING, CS_LINGER };
 #define LINGER_MAX_BYTES (64u << 20)
 #define LINGER_TIMEOUT_S 5
-enum body_mode { BODY_UNCLAIMED, BODY_BUFFER, BODY_STREAM };
-enum chunk_state { CH_SIZE, CH_DATA, CH_DATA_CRLF, CH_TRAILER };
-
-struct http_header {
-	char *name, *value;
-};
-
-struct http_conn;
-
-struct http_req {
-	struct http_conn *conn; /* NULL once the client has gone */
-	struct event_base *base;
-	char *method, *path, *query;
-	struct http_header headers[HTTP_MAX_HEADERS];
-	int n_headers;
-	int minor;
-	bool keep_alive;
-	int64_t content_length; /* -1 = chunked */
-	uint64_t body_left;     /* of Content-Length, or of the current chunk */
-	enum chunk_state chunk_state;
-	bool body_complete;
-	bool expect_continue;
-	enum body_mode mode;
-	size_t cap;
-	struct evbuffer *body;
-	bool paused;
-	http_body_cb body_cb;
-	http_chunk_cb chunk_cb;
-	void *body_arg;
-	http_close_cb close_cb;
-	void *close_arg;
-	http_drain_cb drain_cb;
-	void *drain_arg;
-	size_t drain_low;
-	struct evbuffer *extra_headers;
-	bool started; /* status line sent */
-	bool chunked_reply;
-	bool finished; /* the handler's reply is complete */
-	bool freeing;
-	struct event *resume_ev;
-};
-
-struct http_peer;
-
-struct http_conn {
-	struct http_server *srv;
-	struct bufferevent *bev;
-	enum conn_state state;
-	struct http_req *req;
-	struct event *kick; /* completes a reply that left nothing to write */
-	size_t lingered;
-	LIST_ENTRY(http_conn) link;
-	/* Waiting for a request head: in the server's queue and its peer's,
-	 * oldest first, so either cap can close the oldest (see the header). */
-	bool waiting;
-	TAILQ_ENTRY(http_conn) wait_link;
-	TAILQ_ENTRY(http_conn) peer_wait_link;
-	struct event *head_timer; /* armed at a head's first byte */
-	bool head_started;
-	struct http_peer *peer; /* NULL for unix-socket clients */
-	bool charged;           /* counted in the descriptor budget */
-};
 
 /* A TCP source address and what it holds. */
 #define PEER_BUCKETS 1024
@@ -145,59 +74,7 @@ struct http_server {
 	struct http_server_stats stats;
 };
 
-static void conn_read_cb(struct bufferevent *bev, void *arg);
 static void conn_process(struct http_conn *c);
-static void req_process_body(struct http_req *req);
-
-static const char *status_text(int status)
-{
-	switch (status) {
-	case 100: return "Continue";
-	case 200: return "OK";
-	case 201: return "Created";
-	case 204: return "No Content";
-	case 400: return "Bad Request";
-	case 401: return "Unauthorized";
-	case 403: return "Forbidden";
-	case 404: return "Not Found";
-	case 405: return "Method Not Allowed";
-	case 408: return "Request Timeout";
-	case 409: return "Conflict";
-	case 410: return "Gone";
-	case 413: return "Payload Too Large";
-	case 429: return "Too Many Requests";
-	case 431: return "Request Header Fields Too Large";
-	case 500: return "Internal Server Error";
-	case 501: return "Not Implemented";
-	case 503: return "Service Unavailable";
-	default: return "Status";
-	}
-}
-
-static void req_free(struct http_req *req)
-{
-	free(req->method);
-	free(req->path);
-	free(req->query);
-	for (int i = 0; i < req->n_headers; i++) {
-		free(req->headers[i].name);
-		free(req->headers[i].value);
-	}
-	if (req->body)
-		evbuffer_free(req->body);
-	if (req->extra_headers)
-		evbuffer_free(req->extra_headers);
-	if (req->resume_ev)
-		event_free(req->resume_ev);
-	free(req);
-}
-
-static void req_free_deferred(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd;
-	(void)what;
-	req_free(arg);
-}
 
 /* ---- peers: per-address connection counts ---- */
 
@@ -267,22 +144,6 @@ static void peer_maybe_free(struct http_server *srv, struct http_peer *p)
 
 /* ---- connections ---- */
 
-/* A complete short JSON error answer, written straight to a socket that is
- * closed next (no buffers, no events). The message is ours, not escaped. */
-static void send_canned(int fd, int status, enum err_code code, const char *message)
-{
-	char body[384], head[640];
-	int blen = snprintf(body, sizeof(body), "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}",
-			    err_code_name(code), message);
-	int hlen = snprintf(head, sizeof(head),
-			    "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
-			    "Content-Length: %d\r\n%sConnection: close\r\n\r\n%s",
-			    status, status_text(status), blen,
-			    status == 429 || status == 503 ? "Retry-After: 1\r\n" : "", body);
-	if (hlen > 0 && (size_t)hlen < sizeof(head))
-		send(fd, head, (size_t)hlen, MSG_DONTWAIT | MSG_NOSIGNAL);
-}
-
 /* Answer a connection we will not serve, and close it. */
 static void refuse_socket(int fd, int status, enum err_code code, const char *message)
 {
@@ -291,7 +152,7 @@ static void refuse_socket(int fd, int status, enum err_code code, const char *me
 	char sink[4096];
 	for (int i = 0; i < 4 && recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0; i++)
 		;
-	send_canned(fd, status, code, message);
+	http_reply_canned(fd, status, code, message);
 	close(fd);
 }
 
@@ -326,6 +187,7 @@ static void conn_free(struct http_conn *c)
 	event_free(c->kick);
 	event_free(c->head_timer);
 	bufferevent_free(c->bev);
+	http_parser_free(c->parser);
 	if (c->charged)
 		fdbudget_give(&fdbudget_daemon, FDBUDGET_HTTP, 1);
 	if (c->peer) {
@@ -345,159 +207,8 @@ static void conn_drop(struct http_conn *c)
 	struct http_req *req = c->req;
 	c->req = NULL;
 	conn_free(c);
-	if (req == NULL)
-		return;
-	req->conn = NULL;
-	if (req->finished) {
-		req_free(req);
-		return;
-	}
-	if (req->close_cb) {
-		req->close_cb(req, req->close_arg);
-		return;
-	}
-	if (req->mode == BODY_BUFFER && !req->body_complete) {
-		/* The client left half-way through its body: the handler is waiting
-		 * for a body that will never come. Tell it (its state goes), and
-		 * the request needs no answer. */
-		req->mode = BODY_UNCLAIMED;
-		req->finished = true;
-		req->body_cb(req, NULL, 0, req->body_arg);
-		req_free(req);
-	}
-}
-
-static void conn_set_read_timeout(struct http_conn *c, int secs)
-{
-	struct timeval r = {secs, 0}, w = {WRITE_TIMEOUT_S, 0};
-	bufferevent_set_timeouts(c->bev, secs ? &r : NULL, &w);
-}
-
-/* Write a complete response for a request we could not even parse, then close. */
-static void conn_fail(struct http_conn *c, int status, const char *code, const char *message)
-{
-	char body[512];
-	int n = snprintf(body, sizeof(body), "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}",
-			 code, message);
-	evbuffer_add_printf(bufferevent_get_output(c->bev),
-			    "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
-			    "Content-Length: %d\r\nConnection: close\r\n\r\n%s",
-			    status, status_text(status), n, body);
-	bufferevent_disable(c->bev, EV_READ);
-	conn_stop_waiting(c);
-	c->state = CS_HANDLING; /* nothing more is read */
-	struct http_req *req = xcalloc(1, sizeof(*req));
-	req->conn = c;
-	req->base = c->srv->base;
-	req->finished = true;
-	req->keep_alive = false;
-	c->req = req;
-}
-
-/* Parse the header block if it is complete. 1 = a request was started,
- * 0 = need more bytes, -1 = the connection was failed. */
-static int conn_parse_headers(struct http_conn *c)
-{
-	struct evbuffer *in = bufferevent_get_input(c->bev);
-	struct evbuffer_ptr end = evbuffer_search(in, "\r\n\r\n", 4, NULL);
-	if (end.pos < 0) {
-		if (evbuffer_get_length(in) > HTTP_MAX_HEADER_BYTES) {
-			conn_fail(c, 431, "bad_request", "request headers larger than 16 KiB");
-			return -1;
-		}
-		return 0;
-	}
-	if ((size_t)end.pos + 4 > HTTP_MAX_HEADER_BYTES) {
-		conn_fail(c, 431, "bad_request", "request headers larger than 16 KiB");
-		return -1;
-	}
-	size_t hlen = (size_t)end.pos + 4;
-	AUTOFREE char *block = xmalloc(hlen + 1);
-	evbuffer_remove(in, block, hlen);
-	block[hlen] = '\0';
-
-	struct http_req *req = xcalloc(1, sizeof(*req));
-	req->conn = c;
-	req->base = c->srv->base;
-	c->req = req;
-	char *save = NULL;
-	char *line = strtok_r(block, "\r\n", &save);
-	char method[16], target[8192];
-	int major = 0, minor = 0;
-	if (line == NULL || strlen(line) > sizeof(target) ||
-	    sscanf(line, "%15s %8191s HTTP/%d.%d", method, target, &major, &minor) != 4 ||
-	    major != 1 || (minor != 0 && minor != 1)) {
-	conn_fail_req:
-		c->req = NULL;
-		req_free(req);
-		conn_fail(c, 400, "bad_request", "malformed HTTP request");
-		return -1;
-	}
-	req->method = xstrdup(method);
-	req->minor = minor;
-	char *q = strchr(target, '?');
-	req->query = xstrdup(q ? q + 1 : "");
-	if (q)
-		*q = '\0';
-	if (target[0] != '/')
-		goto conn_fail_req;
-	req->path = xstrdup(target);
-	while ((line = strtok_r(NULL, "\r\n", &save)) != NULL) {
-		char *colon = strchr(line, ':');
-		if (req->n_headers >= HTTP_MAX_HEADERS) {
-			c->req = NULL;
-			req_free(req);
-			conn_fail(c, 431, "bad_request", "more than 64 request header fields");
-			return -1;
-		}
-		if (colon == NULL || colon == line)
-			goto conn_fail_req;
-		*colon = '\0';
-		for (char *p = line; *p; p++)
-			if (isspace((unsigned char)*p))
-				goto conn_fail_req;
-		char *v = colon + 1;
-		while (*v == ' ' || *v == '\t')
-			v++;
-		char *e = v + strlen(v);
-		while (e > v && (e[-1] == ' ' || e[-1] == '\t'))
-			*--e = '\0';
-		req->headers[req->n_headers].name = xstrdup(line);
-		req->headers[req->n_headers].value = xstrdup(v);
-		req->n_headers++;
-	}
-	const char *te = http_req_header(req, "Transfer-Encoding");
-	const char *cl = http_req_header(req, "Content-Length");
-	/* Two lengths, or a length and chunking, is how requests are smuggled
-	 * past a proxy that reads the other one: refuse. */
-	int n_cl = 0, n_te = 0;
-	for (int i = 0; i < req->n_headers; i++) {
-		n_cl += strcasecmp(req->headers[i].name, "Content-Length") == 0;
-		n_te += strcasecmp(req->headers[i].name, "Transfer-Encoding") == 0;
-	}
-	if (n_cl > 1 || n_te > 1 || (n_cl && n_te))
-		goto conn_fail_req;
-	if (te && strcasecmp(te, "chunked") == 0) {
-		req->content_length = -1;
-		req->chunk_state = CH_SIZE;
-	} else if (te) {
-		goto conn_fail_req;
-	} else if (cl) {
-		char *e = NULL;
-		errno = 0;
-		long long n = strtoll(cl, &e, 10);
-		if (errno || *e != '\0' || n < 0)
-			goto conn_fail_req;
-		req->content_length = n;
-		req->body_left = (uint64_t)n;
-	}
-	req->body_complete = req->content_length == 0;
-	const char *conn_hdr = http_req_header(req, "Connection");
-	req->keep_alive = minor == 1 ? !(conn_hdr && strcasecmp(conn_hdr, "close") == 0)
-				     : (conn_hdr && strcasecmp(conn_hdr, "keep-alive") == 0);
-	const char *expect = http_req_header(req, "Expect");
-	req->expect_continue = expect && strcasecmp(expect, "100-continue") == 0;
-	return 1;
+	if (req)
+		http_request_orphaned(req);
 }
 
 static void conn_process(struct http_conn *c)
@@ -512,23 +223,25 @@ static void conn_process(struct http_conn *c)
 				struct timeval tv = {c->srv->limits.head_timeout_s, 0};
 				evtimer_add(c->head_timer, &tv);
 			}
-			int rc = conn_parse_headers(c);
-			if (rc <= 0)
+			int rc = http_request_read_head(c);
+			if (rc == 0)
 				return;
 			conn_stop_waiting(c);
+			if (rc < 0)
+				return; /* answered (400, 431): closes once written */
 			c->state = CS_HANDLING;
-			conn_set_read_timeout(c, 0);
-			bufferevent_setwatermark(c->bev, EV_READ, 0, HANDLING_READ_HIGH);
+			http_conn_set_read_timeout(c, 0);
+			bufferevent_setwatermark(c->bev, EV_READ, 0, HTTP_HANDLING_READ_HIGH);
 			struct http_req *req = c->req;
 			c->srv->cb(req, c->srv->arg);
 			/* The handler may have replied already; the request
 			 * stays allocated until its reply drains. */
 			if (c->req == req && !req->finished)
-				req_process_body(req);
+				http_request_process_body(req);
 			return;
 		}
 		if (c->req && !c->req->finished)
-			req_process_body(c->req);
+			http_request_process_body(c->req);
 		return;
 	}
 }
@@ -551,14 +264,14 @@ static void req_done_writing(struct http_conn *c)
 {
 	struct http_req *req = c->req;
 	bool keep = req->keep_alive && req->body_complete;
-	bool unread_body = !req->body_complete && req->method != NULL;
+	bool unread_body = !req->body_complete && req->method != NULL; /* not canned */
 	c->req = NULL;
-	req_free(req);
+	http_req_free(req);
 	if (!keep && unread_body) {
 		c->state = CS_LINGER;
 		shutdown(bufferevent_getfd(c->bev), SHUT_WR);
 		bufferevent_setwatermark(c->bev, EV_READ, 0, 0);
-		conn_set_read_timeout(c, LINGER_TIMEOUT_S);
+		http_conn_set_read_timeout(c, LINGER_TIMEOUT_S);
 		bufferevent_enable(c->bev, EV_READ);
 		return;
 	}
@@ -567,8 +280,9 @@ static void req_done_writing(struct http_conn *c)
 		return;
 	}
 	c->state = CS_HEADERS;
+	http_parser_reset(c->parser);
 	conn_start_waiting(c);
-	conn_set_read_timeout(c, c->srv->limits.idle_timeout_s);
+	http_conn_set_read_timeout(c, c->srv->limits.idle_timeout_s);
 	bufferevent_setwatermark(c->bev, EV_READ, 0, 0);
 	bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
 	bufferevent_enable(c->bev, EV_READ);
@@ -626,7 +340,7 @@ static void conn_head_timeout_cb(evutil_socket_t fd, short what, void *arg)
 		 srv->limits.head_timeout_s);
 	log_info_limited("http: closed a connection from %s: %s", c->peer ? c->peer->text : "unix",
 			 msg);
-	send_canned(bufferevent_getfd(c->bev), 408, ERR_BAD_REQUEST, msg);
+	http_reply_canned(bufferevent_getfd(c->bev), 408, ERR_BAD_REQUEST, msg);
 	conn_free(c);
 }
 
@@ -713,12 +427,13 @@ static void conn_new(struct http_server *srv, evutil_socket_t fd, const struct s
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	}
 	bufferevent_setcb(c->bev, conn_read_cb, conn_write_cb, conn_event_cb, c);
+	c->parser = http_parser_new();
 	c->kick = evtimer_new(srv->base, conn_kick_cb, c);
 	c->head_timer = evtimer_new(srv->base, conn_head_timeout_cb, c);
 	LIST_INSERT_HEAD(&srv->conns, c, link);
 	srv->n_conns++;
 	conn_start_waiting(c);
-	conn_set_read_timeout(c, srv->limits.idle_timeout_s);
+	http_conn_set_read_timeout(c, srv->limits.idle_timeout_s);
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 }
 
@@ -872,7 +587,7 @@ void http_server_free(struct http_server *srv)
 		if (c->req) {
 			c->req->conn = NULL;
 			if (c->req->finished)
-				req_free(c->req);
+				http_req_free(c->req);
 			/* else: owned by a handler that is being torn down too */
 		}
 		c->req = NULL;
@@ -881,421 +596,4 @@ void http_server_free(struct http_server *srv)
 	if (srv->spare_fd >= 0)
 		close(srv->spare_fd);
 	free(srv);
-}
-
-const char *http_req_method(const struct http_req *req)
-{
-	return req->method;
-}
-
-const char *http_req_path(const struct http_req *req)
-{
-	return req->path;
-}
-
-const char *http_req_query(const struct http_req *req)
-{
-	return req->query;
-}
-
-const char *http_req_header(const struct http_req *req, const char *name)
-{
-	for (int i = 0; i < req->n_headers; i++)
-		if (strcasecmp(req->headers[i].name, name) == 0)
-			return req->headers[i].value;
-	return NULL;
-}
-
-int64_t http_req_content_length(const struct http_req *req)
-{
-	return req->content_length;
-}
-
-bool http_req_client_gone(const struct http_req *req)
-{
-	return req->conn == NULL;
-}
-
-void http_req_set_close_cb(struct http_req *req, http_close_cb cb, void *arg)
-{
-	req->close_cb = cb;
-	req->close_arg = arg;
-}
-
-static void send_continue(struct http_req *req)
-{
-	if (req->expect_continue && req->conn && !req->body_complete) {
-		evbuffer_add_printf(bufferevent_get_output(req->conn->bev),
-				    "HTTP/1.1 100 Continue\r\n\r\n");
-		req->expect_continue = false;
-	}
-}
-
-void http_req_read_body(struct http_req *req, size_t cap, http_body_cb cb, void *arg)
-{
-	if (req->content_length > 0 && (uint64_t)req->content_length > cap) {
-		char msg[128];
-		snprintf(msg, sizeof(msg),
-			 "request body of %lld bytes exceeds the limit of %zu bytes",
-			 (long long)req->content_length, cap);
-		http_req_reply_error(req, ERR_PAYLOAD_TOO_LARGE, msg);
-		cb(req, NULL, 0, arg);
-		return;
-	}
-	req->mode = BODY_BUFFER;
-	req->cap = cap;
-	req->body_cb = cb;
-	req->body_arg = arg;
-	req->body = evbuffer_new();
-	send_continue(req);
-	/* Called from the handler: conn_process moves the body after it returns,
-	 * or at once when there is none. */
-	if (req->body_complete && req->conn && req->conn->state == CS_HANDLING &&
-	    req->content_length == 0) {
-		cb(req, "", 0, arg);
-	}
-}
-
-void http_req_stream_body(struct http_req *req, http_chunk_cb cb, void *arg)
-{
-	req->mode = BODY_STREAM;
-	req->chunk_cb = cb;
-	req->body_arg = arg;
-	if (req->conn)
-		bufferevent_setwatermark(req->conn->bev, EV_READ, 0, 256 * 1024);
-	send_continue(req);
-	if (req->content_length == 0)
-		cb(req, NULL, 0, HTTP_BODY_END, arg);
-}
-
-void http_req_pause_body(struct http_req *req)
-{
-	req->paused = true;
-	if (req->conn)
-		bufferevent_disable(req->conn->bev, EV_READ);
-}
-
-static void req_resume_cb(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd;
-	(void)what;
-	req_process_body(arg);
-}
-
-void http_req_resume_body(struct http_req *req)
-{
-	if (!req->paused)
-		return;
-	req->paused = false;
-	if (req->conn == NULL)
-		return;
-	bufferevent_enable(req->conn->bev, EV_READ);
-	/* Bytes already buffered would otherwise wait for new ones to arrive;
-	 * deliver them from the loop, not inside the caller's stack. */
-	if (req->resume_ev == NULL)
-		req->resume_ev = evtimer_new(req->base, req_resume_cb, req);
-	defer_event(req->resume_ev);
-}
-
-/* The body cannot be taken: answer the request with the error, then tell
- * the consumer so it can release its state. */
-static void body_fail(struct http_req *req, enum err_code code, const char *msg)
-{
-	enum body_mode mode = req->mode;
-	req->mode = BODY_UNCLAIMED;
-	req->keep_alive = false;
-	http_req_reply_error(req, code, msg);
-	if (mode == BODY_BUFFER)
-		req->body_cb(req, NULL, 0, req->body_arg);
-	else if (mode == BODY_STREAM)
-		req->chunk_cb(req, NULL, 0, HTTP_BODY_FAILED, req->body_arg);
-}
-
-/* Hand `n` bytes at the head of `in` to the body consumer. */
-static void body_take(struct http_req *req, struct evbuffer *in, size_t n)
-{
-	if (req->mode == BODY_BUFFER) {
-		if (evbuffer_get_length(req->body) + n > req->cap) {
-			/* Only a chunked body can get here: its length was unknown. */
-			evbuffer_drain(in, n);
-			char msg[128];
-			snprintf(msg, sizeof(msg), "request body exceeds the limit of %zu bytes",
-				 req->cap);
-			body_fail(req, ERR_PAYLOAD_TOO_LARGE, msg);
-			return;
-		}
-		evbuffer_remove_buffer(in, req->body, n);
-		return;
-	}
-	const char *p = (const char *)evbuffer_pullup(in, (ev_ssize_t)n);
-	req->chunk_cb(req, p, n, HTTP_BODY_MORE, req->body_arg);
-	evbuffer_drain(in, n);
-}
-
-static void body_complete(struct http_req *req)
-{
-	req->body_complete = true;
-	if (req->mode == BODY_BUFFER) {
-		size_t len = evbuffer_get_length(req->body);
-		evbuffer_add(req->body, "", 1);
-		const char *p = (const char *)evbuffer_pullup(req->body, -1);
-		req->body_cb(req, p, len, req->body_arg);
-	} else if (req->mode == BODY_STREAM) {
-		req->chunk_cb(req, NULL, 0, HTTP_BODY_END, req->body_arg);
-	}
-}
-
-static void req_process_body(struct http_req *req)
-{
-	struct http_conn *c = req->conn;
-	if (c == NULL || req->body_complete || req->mode == BODY_UNCLAIMED || req->finished)
-		return;
-	if (c->state != CS_HANDLING)
-		return;
-	struct evbuffer *in = bufferevent_get_input(c->bev);
-	if (req->mode == BODY_STREAM || req->mode == BODY_BUFFER) {
-		conn_set_read_timeout(c, BODY_TIMEOUT_S);
-		bufferevent_setwatermark(c->bev, EV_READ, 0, 256 * 1024);
-	}
-	while (!req->paused && !req->body_complete && req->mode != BODY_UNCLAIMED &&
-	       !req->finished && req->conn) {
-		size_t avail = evbuffer_get_length(in);
-		if (req->content_length >= 0) {
-			if (avail == 0)
-				return;
-			size_t n = avail < req->body_left ? avail : (size_t)req->body_left;
-			req->body_left -= n;
-			body_take(req, in, n);
-			if (req->body_left == 0 && req->mode != BODY_UNCLAIMED && !req->finished) {
-				conn_set_read_timeout(c, 0);
-				body_complete(req);
-			}
-			continue;
-		}
-		/* Chunked transfer coding. */
-		if (req->chunk_state == CH_SIZE || req->chunk_state == CH_TRAILER) {
-			size_t llen = 0;
-			char *line = evbuffer_readln(in, &llen, EVBUFFER_EOL_CRLF);
-			if (line == NULL) {
-				if (avail > 1024)
-					body_fail(req, ERR_BAD_REQUEST, "malformed chunked body");
-				return;
-			}
-			if (req->chunk_state == CH_TRAILER) {
-				bool end = llen == 0;
-				free(line);
-				if (end) {
-					conn_set_read_timeout(c, 0);
-					body_complete(req);
-				}
-				continue;
-			}
-			char *e = NULL;
-			unsigned long long size = strtoull(line, &e, 16);
-			bool bad = e == line || (*e != '\0' && *e != ';') || size > (1ull << 40);
-			free(line);
-			if (bad) {
-				body_fail(req, ERR_BAD_REQUEST, "malformed chunk size");
-				return;
-			}
-			req->body_left = size;
-			req->chunk_state = size == 0 ? CH_TRAILER : CH_DATA;
-			continue;
-		}
-		if (req->chunk_state == CH_DATA) {
-			if (avail == 0)
-				return;
-			size_t n = avail < req->body_left ? avail : (size_t)req->body_left;
-			req->body_left -= n;
-			body_take(req, in, n);
-			if (req->body_left == 0)
-				req->chunk_state = CH_DATA_CRLF;
-			continue;
-		}
-		/* CH_DATA_CRLF */
-		if (avail < 2)
-			return;
-		char crlf[2];
-		evbuffer_remove(in, crlf, 2);
-		if (crlf[0] != '\r' || crlf[1] != '\n') {
-			body_fail(req, ERR_BAD_REQUEST, "malformed chunked body");
-			return;
-		}
-		req->chunk_state = CH_SIZE;
-	}
-}
-
-void http_req_add_header(struct http_req *req, const char *name, const char *value)
-{
-	if (req->extra_headers == NULL)
-		req->extra_headers = evbuffer_new();
-	evbuffer_add_printf(req->extra_headers, "%s: %s\r\n", name, value);
-}
-
-/* The request is answered: free it now if nobody can read the answer, else
- * when the output drains (conn_write_cb), never inside the handler's call. */
-static void req_finish(struct http_req *req)
-{
-	req->finished = true;
-	if (req->conn == NULL) {
-		if (!req->freeing) {
-			req->freeing = true;
-			defer_call(req->base, req_free_deferred, req);
-		}
-		return;
-	}
-	/* A body nobody read cannot be skipped safely: close after the reply. */
-	if (!req->body_complete)
-		req->keep_alive = false;
-	bufferevent_setwatermark(req->conn->bev, EV_WRITE, 0, 0);
-	if (!req->keep_alive)
-		bufferevent_disable(req->conn->bev, EV_READ);
-	if (evbuffer_get_length(bufferevent_get_output(req->conn->bev)) == 0) {
-		defer_event(req->conn->kick);
-	}
-}
-
-static void write_head(struct http_req *req, int status, const char *content_type, int64_t length)
-{
-	struct evbuffer *out = bufferevent_get_output(req->conn->bev);
-	if (!req->body_complete)
-		req->keep_alive = false;
-	evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\n", status, status_text(status));
-	if (content_type)
-		evbuffer_add_printf(out, "Content-Type: %s\r\n", content_type);
-	if (length >= 0)
-		evbuffer_add_printf(out, "Content-Length: %lld\r\n", (long long)length);
-	else if (length == -2)
-		; /* 204: no body, no length */
-	else if (req->chunked_reply)
-		evbuffer_add_printf(out, "Transfer-Encoding: chunked\r\n");
-	else
-		req->keep_alive = false; /* HTTP/1.0 stream: ends with the connection */
-	if (req->extra_headers)
-		evbuffer_add_buffer(out, req->extra_headers);
-	evbuffer_add_printf(out, "Connection: %s\r\n\r\n",
-			    req->keep_alive ? "keep-alive" : "close");
-	req->started = true;
-}
-
-void http_req_reply(struct http_req *req, int status, const char *content_type, const char *body,
-		    size_t len)
-{
-	if (req->finished || req->started)
-		return;
-	if (req->conn) {
-		bool no_body = status == 204 || status == 304;
-		write_head(req, status, content_type, no_body ? -2 : (int64_t)len);
-		if (!no_body && len && strcmp(req->method ? req->method : "", "HEAD") != 0)
-			evbuffer_add(bufferevent_get_output(req->conn->bev), body, len);
-	}
-	req_finish(req);
-}
-
-void http_req_reply_error(struct http_req *req, enum err_code code, const char *message)
-{
-	AUTOGEN yajl_gen g = json_gen_new();
-	jg_obj(g);
-	jg_str(g, "error");
-	jg_obj(g);
-	jg_kv_str(g, "code", err_code_name(code));
-	jg_kv_str(g, "message", message);
-	jg_obj_end(g);
-	jg_obj_end(g);
-	size_t len;
-	const char *text = jg_text(g, &len);
-	http_req_reply(req, err_code_status(code), "application/json", text, len);
-}
-
-void http_req_reply_start(struct http_req *req, int status, const char *content_type,
-			  int64_t length)
-{
-	if (req->finished || req->started)
-		return;
-	req->chunked_reply = length < 0 && req->minor >= 1;
-	if (req->conn)
-		write_head(req, status, content_type, length);
-	req->started = true;
-}
-
-void http_req_reply_chunk(struct http_req *req, const char *data, size_t len)
-{
-	if (req->conn == NULL || req->finished || len == 0)
-		return;
-	struct evbuffer *out = bufferevent_get_output(req->conn->bev);
-	if (req->chunked_reply)
-		evbuffer_add_printf(out, "%zx\r\n", len);
-	evbuffer_add(out, data, len);
-	if (req->chunked_reply)
-		evbuffer_add(out, "\r\n", 2);
-}
-
-void http_req_reply_end(struct http_req *req)
-{
-	if (req->finished)
-		return;
-	if (req->conn && req->chunked_reply)
-		evbuffer_add(bufferevent_get_output(req->conn->bev), "0\r\n\r\n", 5);
-	req_finish(req);
-}
-
-void http_req_reply_abort(struct http_req *req)
-{
-	if (req->finished)
-		return;
-	req->keep_alive = false;
-	req_finish(req);
-}
-
-size_t http_req_output_backlog(const struct http_req *req)
-{
-	if (req->conn == NULL)
-		return 0;
-	return evbuffer_get_length(bufferevent_get_output(req->conn->bev));
-}
-
-void http_req_set_drain_cb(struct http_req *req, size_t low, http_drain_cb cb, void *arg)
-{
-	req->drain_cb = cb;
-	req->drain_arg = arg;
-	req->drain_low = low;
-	if (req->conn)
-		bufferevent_setwatermark(req->conn->bev, EV_WRITE, low, 0);
-}
-
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-char *http_percent_decode(const char *src, size_t len)
-{
-	char *out = xmalloc(len + 1);
-	size_t o = 0;
-	for (size_t i = 0; i < len; i++) {
-		char ch = src[i];
-		if (ch == '%') {
-			int hi = i + 2 < len ? hexval(src[i + 1]) : -1;
-			int lo = i + 2 < len ? hexval(src[i + 2]) : -1;
-			if (hi < 0 || lo < 0) {
-				free(out);
-				return NULL;
-			}
-			ch = (char)(hi * 16 + lo);
-			i += 2;
-		}
-		if (ch == '\0') {
-			free(out);
-			return NULL;
-		}
-		out[o++] = ch;
-	}
-	out[o] = '\0';
-	return out;
 }

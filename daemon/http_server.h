@@ -6,7 +6,10 @@
  * backpressure. Uploads of 100 MB, JSON errors everywhere and live NDJSON
  * output to slow clients need all three, so this server hands the request to
  * its handler as soon as the headers are in, and lets the handler choose how
- * to take the body. See docs/architecture.md.
+ * to take the body. Requests are parsed with llhttp, strictly (a head two
+ * parsers could read two ways is a 400; see http_request.c). The code is
+ * http_server.c (connections), http_request.c and http_reply.c; see
+ * http_internal.h and docs/architecture.md.
  *
  * Ownership: a request belongs to its connection. The handler must give every
  * request exactly one reply (http_req_reply, or http_req_reply_start ...

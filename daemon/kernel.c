@@ -21,6 +21,7 @@
 #include "fdbudget.h"
 #include "frame.h"
 #include "json.h"
+#include "kernel_frame.h"
 #include "listen_guard.h"
 #include "log.h"
 #include "xalloc.h"
@@ -345,17 +346,13 @@ static int conn_verify(struct kernel_conn *c, const char *role)
 	return 0;
 }
 
-static int conn_hello(struct kernel_conn *c, yajl_val h)
+/* role: "kernel" or "supervisor" (kernel_frame_decode checked). */
+static int conn_hello(struct kernel_conn *c, const char *role)
 {
 	struct kernel_link *link = c->link;
-	const char *role = json_get_str(h, "role");
-	if (role == NULL)
-		return -1;
 	for (int i = 0; i < MAX_PENDING; i++)
 		if (link->pending[i] == c)
 			link->pending[i] = NULL;
-	if (strcmp(role, "kernel") && strcmp(role, "supervisor"))
-		return -1;
 	/* Before anything else: an unverified peer must not even make us drop
 	 * the current kernel. */
 	if (conn_verify(c, role) < 0)
@@ -385,62 +382,35 @@ static int conn_hello(struct kernel_conn *c, yajl_val h)
 	return 0;
 }
 
-static int conn_frame_kernel(struct kernel_conn *c, const char *t, yajl_val h, const char *body,
-			     size_t blen)
-{
-	struct kernel_link *link = c->link;
-	int64_t id = 0;
-	if (!json_get_int(h, "id", &id) || id <= 0)
-		return -1;
-	if (strcmp(t, "stream") == 0) {
-		const char *name = json_get_str(h, "name");
-		if (name == NULL || (strcmp(name, "stdout") && strcmp(name, "stderr")))
-			return -1;
-		yajl_val tail = json_get(h, "tail");
-		int64_t dropped = 0;
-		json_get_int(h, "dropped", &dropped);
-		LINK_CALL(link, exec_stream, (uint64_t)id, strcmp(name, "stderr") == 0, body, blen,
-			  tail && YAJL_IS_TRUE(tail), dropped > 0 ? (uint64_t)dropped : 0);
-	} else if (strcmp(t, "display") == 0) {
-		const char *mime = json_get_str(h, "mime");
-		if (mime == NULL)
-			return -1;
-		LINK_CALL(link, exec_display, (uint64_t)id, mime, body, blen);
-	} else if (strcmp(t, "done") == 0) {
-		LINK_CALL(link, exec_done, (uint64_t)id, h);
-	}
-	/* Unknown types are ignored: a newer runner may say more. */
-	return 0;
-}
-
 static int conn_frame(struct kernel_conn *c, const char *hdr, size_t hlen, const char *body,
 		      size_t blen)
 {
 	struct kernel_link *link = c->link;
 	struct err *e = NULL;
-	yajl_val h = json_parse(hdr, hlen, &e);
-	if (h == NULL) {
+	struct kernel_frame f;
+	enum kernel_frame_from from = c->role == ROLE_PENDING  ? KERNEL_FRAME_FROM_PENDING
+				      : c->role == ROLE_KERNEL ? KERNEL_FRAME_FROM_KERNEL
+							       : KERNEL_FRAME_FROM_SUPERVISOR;
+	if (kernel_frame_decode(from, hdr, hlen, &f, &e) < 0) {
 		log_warn("ipc %s: bad frame header: %s", link->dir, e->message);
 		err_free(e);
 		return -1;
 	}
 	int rc = 0;
-	const char *t = json_get_str(h, "t");
-	if (t == NULL)
-		rc = -1;
-	else if (c->role == ROLE_PENDING)
-		rc = strcmp(t, "hello") == 0 ? conn_hello(c, h) : -1;
-	else if (c->role == ROLE_KERNEL)
-		rc = conn_frame_kernel(c, t, h, body, blen);
-	else if (strcmp(t, "kernel_exit") == 0) {
-		int64_t code = -1, sig = -1;
-		json_get_int(h, "code", &code);
-		json_get_int(h, "signal", &sig);
-		yajl_val oom = json_get(h, "oom");
-		LINK_CALL(link, kernel_exit, (int)code, (int)sig, oom && YAJL_IS_TRUE(oom));
-	} else
-		LINK_CALL(link, supervisor_frame, h, body, blen);
-	yajl_tree_free(h);
+	switch (f.kind) {
+	case KERNEL_FRAME_HELLO: rc = conn_hello(c, f.role); break;
+	case KERNEL_FRAME_STREAM:
+		LINK_CALL(link, exec_stream, f.id, f.is_stderr, body, blen, f.tail, f.dropped);
+		break;
+	case KERNEL_FRAME_DISPLAY: LINK_CALL(link, exec_display, f.id, f.mime, body, blen); break;
+	case KERNEL_FRAME_DONE: LINK_CALL(link, exec_done, f.id, f.header); break;
+	case KERNEL_FRAME_IGNORED: break;
+	case KERNEL_FRAME_KERNEL_EXIT: LINK_CALL(link, kernel_exit, f.code, f.sig, f.oom); break;
+	case KERNEL_FRAME_SUPERVISOR:
+		LINK_CALL(link, supervisor_frame, f.header, body, blen);
+		break;
+	}
+	kernel_frame_clear(&f);
 	return rc;
 }
 

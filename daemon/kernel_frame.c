@@ -1,0 +1,93 @@
+/* kernel_frame.c: the headers of the frames a sandbox sends, checked. */
+#include "kernel_frame.h"
+
+#include <string.h>
+
+#include "json.h"
+
+static int decode_kernel(struct kernel_frame *f, const char *t, struct err **errp)
+{
+	yajl_val h = f->header;
+	int64_t id = 0;
+	if (!json_get_int(h, "id", &id) || id <= 0)
+		return err_set(errp, ERR_BAD_REQUEST, "a kernel frame without an id > 0");
+	f->id = (uint64_t)id;
+	if (strcmp(t, "stream") == 0) {
+		const char *name = json_get_str(h, "name");
+		if (name == NULL || (strcmp(name, "stdout") && strcmp(name, "stderr")))
+			return err_set(errp, ERR_BAD_REQUEST, "a stream frame of no known stream");
+		f->kind = KERNEL_FRAME_STREAM;
+		f->is_stderr = strcmp(name, "stderr") == 0;
+		yajl_val tail = json_get(h, "tail");
+		f->tail = tail && YAJL_IS_TRUE(tail);
+		int64_t dropped = 0;
+		json_get_int(h, "dropped", &dropped);
+		f->dropped = dropped > 0 ? (uint64_t)dropped : 0;
+	} else if (strcmp(t, "display") == 0) {
+		f->mime = json_get_str(h, "mime");
+		if (f->mime == NULL)
+			return err_set(errp, ERR_BAD_REQUEST,
+				       "a display frame without a mime type");
+		f->kind = KERNEL_FRAME_DISPLAY;
+	} else if (strcmp(t, "done") == 0) {
+		f->kind = KERNEL_FRAME_DONE;
+	} else {
+		f->kind = KERNEL_FRAME_IGNORED; /* a newer runner may say more */
+	}
+	return 0;
+}
+
+static int decode(enum kernel_frame_from from, struct kernel_frame *f, struct err **errp)
+{
+	yajl_val h = f->header;
+	const char *t = json_get_str(h, "t");
+	if (t == NULL)
+		return err_set(errp, ERR_BAD_REQUEST, "a frame without a type (t)");
+	switch (from) {
+	case KERNEL_FRAME_FROM_PENDING:
+		f->role = json_get_str(h, "role");
+		if (strcmp(t, "hello") != 0 || f->role == NULL ||
+		    (strcmp(f->role, "kernel") && strcmp(f->role, "supervisor")))
+			return err_set(errp, ERR_BAD_REQUEST,
+				       "expected a hello from a kernel or a supervisor");
+		f->kind = KERNEL_FRAME_HELLO;
+		return 0;
+	case KERNEL_FRAME_FROM_KERNEL: return decode_kernel(f, t, errp);
+	case KERNEL_FRAME_FROM_SUPERVISOR:
+		if (strcmp(t, "kernel_exit") != 0) {
+			f->kind = KERNEL_FRAME_SUPERVISOR;
+			return 0;
+		}
+		f->kind = KERNEL_FRAME_KERNEL_EXIT;
+		int64_t code = -1, sig = -1;
+		json_get_int(h, "code", &code);
+		json_get_int(h, "signal", &sig);
+		f->code = (int)code;
+		f->sig = (int)sig;
+		yajl_val oom = json_get(h, "oom");
+		f->oom = oom && YAJL_IS_TRUE(oom);
+		return 0;
+	}
+	return err_set(errp, ERR_BAD_REQUEST, "a frame from an unknown peer");
+}
+
+int kernel_frame_decode(enum kernel_frame_from from, const char *hdr, size_t hlen,
+			struct kernel_frame *f, struct err **errp)
+{
+	memset(f, 0, sizeof(*f));
+	f->header = json_parse(hdr, hlen, errp);
+	if (f->header == NULL)
+		return -1;
+	if (decode(from, f, errp) < 0) {
+		kernel_frame_clear(f);
+		return -1;
+	}
+	return 0;
+}
+
+void kernel_frame_clear(struct kernel_frame *f)
+{
+	if (f->header)
+		yajl_tree_free(f->header);
+	memset(f, 0, sizeof(*f));
+}
