@@ -252,17 +252,7 @@ def start_daemon(redis, tmp, extra):
 
 def stop_daemon(d):
     try:
-        if d.proc is not None and d.proc.poll() is None:
-            d.proc.send_signal(signal.SIGTERM)
-            try:
-                d.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                d.proc.kill()
-                d.proc.wait()
-        try:
-            d.log.close()
-        except Exception:  # noqa: BLE001
-            pass
+        d.stop()
     finally:
         d.cleanup()
 

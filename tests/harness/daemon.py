@@ -120,16 +120,10 @@ class Daemon:
 
     def stop(self, sig=signal.SIGTERM, timeout=30):
         """Signal it (by pid) and wait for it to exit; returns the exit status."""
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        rc = procfs.stop_process(self.proc, sig, timeout) if self.proc is not None else None
         if self.log is not None:
             self.log.close()
-        return self.proc.returncode
+        return rc
 
     def kill(self):
         """kill -9 (by pid); returns the monotonic time of the kill."""

@@ -1,15 +1,31 @@
 """What /proc says about a process or a socket: the observable state tests
 wait on instead of sleeping (is the kernel blocked in its sleep yet, has a
 signal been taken, has the daemon closed the connections a client dropped).
-Every function reads; none signals or changes anything."""
+Every function reads, but stop_process: it ends a process the test started,
+by its pid."""
 import os
+import signal
 import socket
 import struct
+import subprocess
 
 # /proc/net/tcp states (include/net/tcp_states.h)
 TCP_STATES = {"01": "ESTABLISHED", "02": "SYN_SENT", "03": "SYN_RECV", "04": "FIN_WAIT1",
               "05": "FIN_WAIT2", "06": "TIME_WAIT", "07": "CLOSE", "08": "CLOSE_WAIT",
               "09": "LAST_ACK", "0A": "LISTEN", "0B": "CLOSING"}
+
+
+def stop_process(proc, sig=signal.SIGTERM, timeout=10):
+    """Signal a subprocess.Popen of ours and wait for it; SIGKILL if it
+    outlives the timeout. Returns its exit status."""
+    if proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.returncode
 
 
 def _status_field(pid, name, tid=None):

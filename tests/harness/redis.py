@@ -6,10 +6,10 @@ see on the gateway address (they must not reach it). kill() and start()
 make an outage: the server dies (SIGKILL) and comes back empty on the same
 port, so a daemon's --redis URL stays valid across it.
 """
-import signal
 import subprocess
 
 from .http import free_port
+from .procfs import stop_process
 from .wait import wait_for
 
 
@@ -59,10 +59,4 @@ class RedisServer:
             self.proc.wait(10)
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)

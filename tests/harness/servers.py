@@ -28,6 +28,15 @@ FLUSH_PATH = "/__ci_flush__/"
 FLUSH_DATAGRAM = b"CI-FLUSH "
 
 
+def _listener(host, backlog):
+    """A TCP listening socket on host, on a free port."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((host, 0))
+    s.listen(backlog)
+    return s
+
+
 class _Handler(http.server.BaseHTTPRequestHandler):
     body = b""
     owner = None
@@ -129,10 +138,7 @@ class RecordingServer:
     RESPONSE = b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\nConnection: keep-alive\r\n\r\nrecorded\n"
 
     def __init__(self):
-        self.srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.srv.bind(("127.0.0.1", 0))
-        self.srv.listen(256)
+        self.srv = _listener("127.0.0.1", 256)
         self.port = self.srv.getsockname()[1]
         self.lock = threading.Lock()
         self.conns = []  # dicts: data (bytes), closed (bool), answered (bool)
@@ -201,10 +207,7 @@ class Listeners:
     """A TCP and a UDP listener on 0.0.0.0 that record every peer."""
 
     def __init__(self):
-        self.tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.tcp.bind(("0.0.0.0", 0))
-        self.tcp.listen(64)
+        self.tcp = _listener("0.0.0.0", 64)
         self.port = self.tcp.getsockname()[1]
         self.udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         try:

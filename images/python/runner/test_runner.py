@@ -28,7 +28,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "tests"))
 import ci_frame  # noqa: E402
 from harness import wait_for  # noqa: E402
-from harness.procfs import alive, in_sleep_call, signal_pending  # noqa: E402
+from harness.procfs import alive, cpu_seconds, in_sleep_call, signal_pending  # noqa: E402
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 T = 10.0   # generous per-step timeout
@@ -786,13 +786,6 @@ def test_protocol_error_reconnects(sb):
 
 
 # --------------------------------------------------------------- benchmark
-
-def cpu_seconds(pid):
-    """User + system CPU time of a process, from /proc."""
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
 
 def test_bench_print(shared, capsys):
     n = 2000
