@@ -64,6 +64,14 @@ def _net_and_chain(d):
     return nets, chains
 
 
+def _attached(net):
+    """How many containers Docker still lists on a network (it detaches a
+    removed container's endpoint a moment after the removal)."""
+    out = subprocess.run(["docker", "network", "inspect", net, "--format", "{{len .Containers}}"],
+                         capture_output=True, text=True, timeout=30)
+    return int(out.stdout.strip() or 0)
+
+
 def _chain_exists(chain):
     return subprocess.run(["iptables", "-w", "-n", "-L", chain], capture_output=True).returncode == 0
 
@@ -87,7 +95,10 @@ def test_unused_sandbox_network_and_chain_are_removed(chaos):
     r = d.ctl("--json", "gc")
     assert r.returncode == 0 and json.loads(r.stdout)["networks"] == [], r.stdout
     assert d.api.delete(sid) == 204
-    # Unused now: listed, then removed with its chain.
+    # Unused now (Docker has detached the session's container from it, which
+    # is what gc looks at): listed, then removed with its chain.
+    wait_for(lambda: _attached(nets[0]) == 0, 30, interval=0.05,
+             what="Docker to detach the deleted session's container from the network")
     found = json.loads(d.ctl("--json", "gc").stdout)["networks"]
     assert [n["chain"] for n in found] == [chain], found
     r = d.ctl("gc", "--force")
