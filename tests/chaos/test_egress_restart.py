@@ -84,12 +84,16 @@ def test_egress_survives_kill9_and_sigterm_restarts(chaos, web, tmp_path):
     assert exec_value(d, sid, "x += 1; x") == "42"
 
     d.stop(signal.SIGTERM)
+    mark = d.log_mark()
     d.restart()
     proxy2, tries = _egress_works(d, sid, url)
     record("SIGTERM: fetches before egress worked again", len(tries) - 1)
     assert proxy2 == proxy0
     assert exec_value(d, sid, "x") == "42"
-    # One listener, on the gateway, at the same port as before.
+    # One listener, on the gateway, at the same port as before. (The proxy
+    # takes connections a moment before the daemon logs the network ready:
+    # wait for the line, then look at it.)
+    d.wait_log("proxy %s" % proxy0, since=mark)
     assert "proxy %s" % proxy0 in d.read_log().split("ci-daemon listening on")[-1], \
         d.read_log()[-2000:]
 
