@@ -36,6 +36,7 @@ def test_kill9_leaves_no_state_dirs_of_the_warm_pool(chaos):
 
 def test_ctl_gc_finds_and_removes_stale_state_dirs(chaos):
     d = chaos("--pool-size", "0")
+    d.wait_orphan_sweep()  # (the sweep would remove the stale directory too)
     sid = create_many(d, 1)[0]["id"]
     stale = str(uuid.uuid4())
     os.mkdir(os.path.join(d.state_dir, "s", stale), 0o711)
@@ -87,6 +88,9 @@ def _networked(d):
 
 def test_unused_sandbox_network_and_chain_are_removed(chaos):
     d = chaos("--pool-size", "0", "--egress-resolver", "hosts-only")
+    # Just after the daemon's own sweep, which would otherwise remove the
+    # unused network first if it came between the delete and our gc.
+    d.wait_orphan_sweep()
     sid = _networked(d)
     nets, chains = _net_and_chain(d)
     assert len(nets) == 1 and _chain_exists(chains[0]), (nets, chains)

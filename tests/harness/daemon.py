@@ -183,6 +183,27 @@ class Daemon:
         wait_for(lambda: self.api.state(sid) == want, timeout,
                  what="session %s to be %s" % (sid, want))
 
+    def wait_orphan_sweep(self, timeout=75):
+        """Return right after the daemon's own orphan sweep has run.
+
+        The daemon removes containers of its prefix that no session owns (and
+        an unused sandbox network) by itself: 2 s after it starts, then every
+        minute. A test of `ci-ctl gc` must not race that sweep: a container
+        of ours made to look orphaned (the daemon's labels, no session) is
+        what the sweep removes, so its removal is the sweep, seen; the next
+        one is a minute away."""
+        self.wait_log("recovery:", timeout=30)  # the start-up reconcile is done
+        out = subprocess.run(["docker", "create", "--label", "ci.prefix=" + self.prefix,
+                              "--label", "ci.node=" + self.node, "ci/python:latest", "true"],
+                             capture_output=True, text=True, timeout=60, check=True)
+        marker = out.stdout.strip()
+        try:
+            self.wait_log("gc: removing orphan container %s" % marker[:12], timeout=timeout)
+            wait_for(lambda: marker not in self.containers(), 30,
+                     what="the sweep to remove container %.12s" % marker)
+        finally:
+            subprocess.run(["docker", "rm", "-f", marker], capture_output=True, timeout=60)
+
     def ctl(self, *args, input=None, text=True, timeout=120):  # noqa: A002 - subprocess's name
         """ci-ctl against this daemon."""
         return subprocess.run([CTL_BIN, "--server", "http://127.0.0.1:%d" % self.port, *args],

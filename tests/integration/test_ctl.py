@@ -46,7 +46,11 @@ def test_ctl_errors(daemon):
     assert r.returncode == 2
 
 
-def test_ctl_gc_lists_and_removes_orphans(daemon):
+def test_ctl_gc_lists_and_removes_orphans(make_daemon):
+    # A daemon of its own, just after its own orphan sweep (which would
+    # otherwise remove the orphan first, if it came in between).
+    daemon = make_daemon()
+    daemon.wait_orphan_sweep()
     # A container that carries this daemon's labels but belongs to no session.
     out = subprocess.run(["docker", "create", "--label", "ci.prefix=" + daemon.prefix,
                           "--label", "ci.node=" + daemon.node, "ci/python:latest", "true"],
