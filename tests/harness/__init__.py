@@ -13,6 +13,8 @@ there for pytest, the bench scripts do it themselves.
   harness.procfs   process and socket state from /proc, to wait on
   harness.servers  HTTP, recording and listening servers of the test's own
   harness.stats    percentile
+  harness.measure  measurements a test checks and a benchmark reports
+                   (idle expiry lateness)
   harness.fixtures the pytest fixtures (tmpdir_session, redis_server, daemon,
                    make_daemon, api, session)
 
