@@ -16,6 +16,8 @@ Rows (see docs/performance.md for what bounds each):
   7  baseline: docker run --rm per execution
   8  baseline: a Docker exec per execution (Engine API, and the CLI)
   9  baseline: a local Jupyter kernel round trip
+  10 idle expiry lateness: how long after its expires_at a session is gone
+     (the precision the chaos suite used to bound; it checks "not early")
 
 Everything it starts (Redis, daemons, a Jupyter kernel, baseline containers)
 is stopped by pid or removed by label at the end, even on failure. Traffic
@@ -26,11 +28,9 @@ with its own environment variable (see CONFIG below).
 """
 import concurrent.futures as cf
 import datetime
-import http.client
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -41,10 +41,11 @@ import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
 sys.path.insert(0, HERE)
-import conftest  # noqa: E402
 import exec_rtt  # noqa: E402
+from harness import Client, Daemon, RedisServer, percentile, wait_for  # noqa: E402
+from harness.measure import expiry_lateness  # noqa: E402
 
 QUICK = os.environ.get("BENCH_QUICK", "") not in ("", "0")
 
@@ -76,6 +77,7 @@ CONFIG = {
     "density_k": env_int("BENCH_DENSITY_K", 50, 20),             # row 5
     "density_exec_n": env_int("BENCH_DENSITY_EXEC_N", 1000, 500),
     "contention_creates": env_int("BENCH_CONTENTION_CREATES", 10, 10),  # row 6
+    "expiry_n": env_int("BENCH_EXPIRY_N", 20, 10),               # row 10
     "docker_run_n": env_int("BENCH_DOCKER_RUN_N", 10, 5),        # row 7
     "docker_exec_n": env_int("BENCH_DOCKER_EXEC_N", 20, 10),     # row 8
     "jupyter_n": env_int("BENCH_JUPYTER_N", 500, 200),           # row 9
@@ -106,7 +108,7 @@ def inflight(kind, value):
 
 
 def pct(xs, p):
-    return exec_rtt.percentile(xs, p) if xs else None
+    return percentile(xs, p) if xs else None
 
 
 def summary(xs):
@@ -156,31 +158,16 @@ def fmt_ms(v):
 
 # ---------------------------------------------------------------- HTTP helpers
 
-class Client:
-    """One keep-alive connection to the daemon."""
-
-    def __init__(self, port):
-        self.port = port
-        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=HTTP_TIMEOUT)
-
-    def call(self, method, path, body=None):
-        data = json.dumps(body).encode() if body is not None else None
-        hdrs = {"Content-Type": "application/json"} if data is not None else {}
-        self.conn.request(method, path, body=data, headers=hdrs)
-        resp = self.conn.getresponse()
-        payload = resp.read()
-        if resp.getheader("Connection", "").lower() == "close":
-            self.conn.close()
-        return resp.status, payload
-
-    def close(self):
-        self.conn.close()
+def connect(port):
+    """One keep-alive connection to the daemon (the harness's client)."""
+    return Client(port, timeout=HTTP_TIMEOUT).keep_alive()
 
 
 def create_session(port, client=None):
-    c = client or Client(port)
+    c = client or connect(port)
     try:
-        status, payload = c.call("POST", "/v1/sessions", {})
+        r = c.send("POST", "/v1/sessions", body={})
+        status, payload = r.status, r.body
         if status != 201:
             raise RuntimeError("create: %d %s" % (status, payload[:300]))
         return json.loads(payload)["id"]
@@ -190,7 +177,8 @@ def create_session(port, client=None):
 
 
 def exec_print1(client, sid):
-    status, payload = client.call("POST", "/v1/sessions/%s/exec" % sid, {"code": "print(1)"})
+    r = client.send("POST", "/v1/sessions/%s/exec" % sid, body={"code": "print(1)"})
+    status, payload = r.status, r.body
     if status != 200 or b'"stdout":"1\\n"' not in payload:
         raise RuntimeError("exec: %d %s" % (status, payload[:300]))
 
@@ -219,24 +207,14 @@ def create_many(port, k):
 
 
 def metrics(port):
-    status, payload = Client(port).call("GET", "/metrics")
-    out = {}
-    for line in payload.decode(errors="replace").splitlines():
-        if line.startswith("#") or not line.strip():
-            continue
-        name, _, val = line.rpartition(" ")
-        try:
-            out[name] = float(val)
-        except ValueError:
-            pass
-    return out
+    return Client(port, timeout=HTTP_TIMEOUT).metrics()
 
 
 # ---------------------------------------------------------------- daemons
 
-class BenchDaemon(conftest.Daemon):
-    """conftest's Daemon, noting itself for run.sh and never left running when
-    its start fails."""
+class BenchDaemon(Daemon):
+    """The harness's Daemon, noting itself for run.sh and never left running
+    when its start fails."""
 
     def start(self):
         inflight("label", "ci.prefix=%s" % self.prefix)
@@ -248,18 +226,6 @@ class BenchDaemon(conftest.Daemon):
                 inflight("pid", self.proc.pid)
         # A start that raised leaves self.proc possibly running: the caller
         # stops it through stop_daemon().
-
-    def vm_rss_kb(self):
-        with open("/proc/%d/status" % self.proc.pid) as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-        return None
-
-    def cpu_ticks(self):
-        with open("/proc/%d/stat" % self.proc.pid) as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return int(fields[11]) + int(fields[12])  # utime + stime
 
 
 def start_daemon(redis, tmp, extra):
@@ -286,17 +252,7 @@ def start_daemon(redis, tmp, extra):
 
 def stop_daemon(d):
     try:
-        if d.proc is not None and d.proc.poll() is None:
-            d.proc.send_signal(signal.SIGTERM)
-            try:
-                d.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                d.proc.kill()
-                d.proc.wait()
-        try:
-            d.log.close()
-        except Exception:  # noqa: BLE001
-            pass
+        d.stop()
     finally:
         d.cleanup()
 
@@ -307,7 +263,7 @@ def pool_size_now(port):
 
 def wait_pool_full(port, want, timeout):
     try:
-        conftest.wait_for(lambda: (pool_size_now(port) or 0) >= want, timeout, interval=0.05,
+        wait_for(lambda: (pool_size_now(port) or 0) >= want, timeout, interval=0.05,
                           what="the warm pool to refill")
         return True
     except AssertionError:
@@ -348,8 +304,8 @@ def tti_one(port, start_at=None):
     if start_at is not None:
         delay = start_at - time.perf_counter()
         if delay > 0:
-            time.sleep(delay)
-    c = Client(port)
+            time.sleep(delay)  # deliberate: the staggered pattern's pacing
+    c = connect(port)
     t0 = time.perf_counter()
     try:
         sid = create_session(port, c)
@@ -457,7 +413,7 @@ def mem_available_median():
     xs = []
     for _ in range(5):
         xs.append(meminfo_available_kb())
-        time.sleep(0.2)
+        time.sleep(0.2)  # deliberate: five samples over a second, for their median
     return statistics.median(xs)
 
 
@@ -531,17 +487,17 @@ def row5_density(d, probe):
     k = CONFIG["density_k"]
     sessions = []
     try:
-        time.sleep(1.0)
+        time.sleep(1.0)  # deliberate: the measurement's quiet second before the baseline
         ours = set(d.containers(all_states=False))
         others0 = running_containers() - ours
         avail0 = mem_available_median()
-        rss0 = d.vm_rss_kb()
+        rss0 = d.rss_kb()
         sessions, errors = create_many(d.port, k)
         if errors:
             raise RuntimeError("%d of %d creates failed: %s" % (len(errors), k, errors[0]))
-        time.sleep(3.0)  # let the kernels settle
+        time.sleep(3.0)  # deliberate: the kernels settle (idle memory is what is measured)
         avail1 = mem_available_median()
-        rss1 = d.vm_rss_kb()
+        rss1 = d.rss_kb()
         cids = d.containers(all_states=False)
         others1 = running_containers() - set(cids)
         cg = [m for m in (cgroup_memory(c) for c in cids) if m]
@@ -602,18 +558,18 @@ def row4_throughput(d, sessions):
             if errors:
                 raise RuntimeError("%d creates failed: %s" % (len(errors), errors[0]))
         use = sessions[:ns]
-        c = Client(d.port)
+        c = connect(d.port)
         for sid in use:  # each kernel has run once
             exec_print1(c, sid)
         c.close()
-        cpu0, t0 = d.cpu_ticks(), time.monotonic()
+        cpu0, t0 = d.cpu_seconds(), time.monotonic()
         busy0, total0 = cpu_busy_ticks()
         out = subprocess.run([LOADGEN, "--port", str(d.port), "--duration",
                               str(CONFIG["tput_seconds"]), *use],
                              capture_output=True, text=True,
                              timeout=CONFIG["tput_seconds"] + 120)
         wall = time.monotonic() - t0
-        daemon_cpu_s = (d.cpu_ticks() - cpu0) / os.sysconf("SC_CLK_TCK")
+        daemon_cpu_s = d.cpu_seconds() - cpu0
         busy1, total1 = cpu_busy_ticks()
         machine_pct = 100.0 * (busy1 - busy0) / max(1, total1 - total0)
         if not out.stdout.strip():
@@ -641,13 +597,14 @@ def row6_contention(d, probe):
         during, stop, exec_errors = [], threading.Event(), []
 
         def execs():
-            c = Client(d.port)
+            c = connect(d.port)
             try:
                 deadline = time.monotonic() + 180
                 path = "/v1/sessions/%s/exec" % probe
                 while not stop.is_set() and time.monotonic() < deadline:
                     t0 = time.perf_counter()
-                    status, payload = c.call("POST", path, {"code": "print(1)"})
+                    r = c.send("POST", path, body={"code": "print(1)"})
+                    status, payload = r.status, r.body
                     ms = (time.perf_counter() - t0) * 1000.0
                     if status != 200:
                         raise RuntimeError("exec: %d %s" % (status, payload[:200]))
@@ -658,7 +615,9 @@ def row6_contention(d, probe):
                 c.close()
         t = threading.Thread(target=execs)
         t.start()
-        time.sleep(0.2)
+        # The exec loop is going (a few round trips done) before the creates.
+        wait_for(lambda: len(during) >= 5 or exec_errors or not t.is_alive(), 30,
+                 what="the exec loop to get going")
         n_before = len(during)
         t0 = time.perf_counter()
         with cf.ThreadPoolExecutor(n) as ex:
@@ -690,6 +649,22 @@ def row6_contention(d, probe):
         row_failed("6", name, str(e)[:200])
 
 
+def row10_expiry(d):
+    n = CONFIG["expiry_n"]
+    name = "idle expiry lateness (after expires_at)"
+    try:
+        late, errors = expiry_lateness(d, n)
+        ms = [v[0] * 1000.0 for v in late.values()]
+        note = "%d sessions at once, idle_timeout_s 1 and 2, watched by GET; min %s, max %s" % (
+            n, fmt_ms(min(ms)) if ms else "?", fmt_ms(max(ms)) if ms else "?")
+        if errors:
+            note += "; %d failed: %s" % (len(errors), str(errors[0])[:120])
+        s = summary(ms)
+        row("10", name, s["n"], s["p50_ms"], s["p99_ms"], note=note, max_ms=s["max_ms"])
+    except Exception as e:  # noqa: BLE001
+        row_failed("10", name, str(e)[:200])
+
+
 def cold_phase(redis, tmp):
     d, why = start_daemon(redis, tmp, ("--pool-size", "0"))
     if d is None:
@@ -698,7 +673,7 @@ def cold_phase(redis, tmp):
     if d is None:
         for rid, name in (("1", "session create (cold)"), ("2", "create → first result (cold)"),
                           ("3", "exec round trip"), ("4", "throughput"), ("5", "density"),
-                          ("6", "exec during creates")):
+                          ("6", "exec during creates"), ("10", "idle expiry lateness")):
             row_failed(rid, name, "daemon did not start: %s" % why)
         return
     try:
@@ -726,6 +701,7 @@ def cold_phase(redis, tmp):
         tti_patterns(d, "cold")
         row6_contention(d, probe)
         d.api.delete(probe)
+        row10_expiry(d)
     finally:
         stop_daemon(d)
 
@@ -771,28 +747,12 @@ def pool_phase(redis, tmp):
 
 # ---------------------------------------------------------------- baselines
 
-class DockerAPI(http.client.HTTPConnection):
-    def __init__(self, path="/var/run/docker.sock"):
-        super().__init__("localhost", timeout=120)
-        self.sock_path = path
-
-    def connect(self):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(120)
-        s.connect(self.sock_path)
-        self.sock = s
+DOCKER = Client(unix="/var/run/docker.sock", timeout=120)  # the Engine API, a connection a call
 
 
 def docker_call(method, path, body=None):
-    c = DockerAPI()
-    try:
-        data = json.dumps(body).encode() if body is not None else None
-        c.request(method, path, body=data,
-                  headers={"Content-Type": "application/json"} if data else {})
-        r = c.getresponse()
-        return r.status, r.read()
-    finally:
-        c.close()
+    r = DOCKER.send(method, path, body=body)
+    return r.status, r.body
 
 
 def demux(raw):
@@ -1025,7 +985,7 @@ def main():
     redis = None
     interrupted = None
     try:
-        redis = conftest.RedisServer(tmp)
+        redis = RedisServer(tmp)
         inflight("pid", redis.proc.pid)
         cold_phase(redis, tmp)
         pool_phase(redis, tmp)
@@ -1043,7 +1003,7 @@ def main():
                        shell=True, capture_output=True, timeout=120)
         subprocess.run(["rm", "-rf", tmp])
 
-    order = ["1", "2", "3", "4", "5a", "5b", "5c", "5d", "5", "6", "7", "8", "8b", "9"]
+    order = ["1", "2", "3", "4", "5a", "5b", "5c", "5d", "5", "6", "7", "8", "8b", "9", "10"]
     rows = sorted(ROWS, key=lambda r: (order.index(r["row"]) if r["row"] in order else 99))
     rats = ratios()
     elapsed = time.monotonic() - t_start

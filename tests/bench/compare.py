@@ -12,7 +12,6 @@ Started by tests/bench/run.sh (`make bench`) after tests/bench/build-base.sh
 built the baseline; alone: tests/bench/compare.py BASE_DAEMON [CURRENT_DAEMON].
 Everything it starts is stopped by pid and removed by label at the end.
 """
-import http.client
 import json
 import os
 import statistics
@@ -22,8 +21,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
-import conftest  # noqa: E402
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from harness import Client, Daemon, RedisServer, percentile, remove_state_dir, wait_for  # noqa: E402
 
 ROUNDS = int(os.environ.get("BENCH_COMPARE_ROUNDS", "5"))
 EXECS = int(os.environ.get("BENCH_COMPARE_EXECS", "1500"))
@@ -32,46 +31,34 @@ POOL = 2
 
 
 def pct(xs, p):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(p / 100.0 * (len(xs) - 1))))]
+    return percentile(xs, p)
 
 
 STARTED = []  # every daemon started, even one whose start then failed
 
 
-class Variant(conftest.Daemon):
+class Variant(Daemon):
     def __init__(self, name, binary, redis, tmp):
         self.name = name
-        self.binary = binary
-        super().__init__(redis, tmp, ("--log-level", "warn", "--pool-size", str(POOL)))
+        super().__init__(redis, tmp, ("--log-level", "warn", "--pool-size", str(POOL)),
+                         binary=binary)
 
     def start(self):
-        self.args[0] = self.binary
         STARTED.append(self)
         super().start()
 
 
 def call(conn, method, path, body=None):
-    data = json.dumps(body).encode() if body is not None else None
-    conn.request(method, path, body=data, headers={"Content-Type": "application/json"})
-    resp = conn.getresponse()
-    return resp.status, resp.read()
+    r = conn.send(method, path, body=body)
+    return r.status, r.body
 
 
 def pool_ready(port):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    try:
-        _, text = call(conn, "GET", "/metrics")
-    finally:
-        conn.close()
-    for line in text.decode().splitlines():
-        if line.startswith("ci_pool_size "):
-            return float(line.split()[1])
-    return 0
+    return Client(port, timeout=10).metrics().get("ci_pool_size", 0)
 
 
 def exec_round(v, sid):
-    conn = http.client.HTTPConnection("127.0.0.1", v.port, timeout=30)
+    conn = v.api.keep_alive()
     path = "/v1/sessions/%s/exec" % sid
     out = []
     try:
@@ -89,11 +76,11 @@ def exec_round(v, sid):
 
 def create_round(v):
     times = []
-    conn = http.client.HTTPConnection("127.0.0.1", v.port, timeout=60)
+    conn = v.api.keep_alive()
     try:
         for _ in range(CREATES):
-            conftest.wait_for(lambda: pool_ready(v.port) >= POOL, 60, interval=0.02,
-                              what="%s's warm pool to refill" % v.name)
+            wait_for(lambda: pool_ready(v.port) >= POOL, 60, interval=0.02,
+                     what="%s's warm pool to refill" % v.name)
             t0 = time.perf_counter()
             status, data = call(conn, "POST", "/v1/sessions", {})
             times.append((time.perf_counter() - t0) * 1000.0)
@@ -111,7 +98,7 @@ def main():
     cur_bin = sys.argv[2] if len(sys.argv) > 2 else os.path.join(ROOT, "build", "ci-daemon")
     base_ref = os.environ.get("BENCH_BASE_REF", "?")
     tmp = tempfile.mkdtemp(prefix="cibench-cmp-")
-    redis = conftest.RedisServer(tmp)
+    redis = RedisServer(tmp)
     variants = []
     try:
         variants = [Variant("baseline", base_bin, redis, tmp),
@@ -158,7 +145,7 @@ def main():
             finally:
                 v.cleanup()
         redis.stop()
-        conftest.remove_state_dir(tmp)
+        remove_state_dir(tmp)
 
 
 if __name__ == "__main__":

@@ -7,36 +7,31 @@ number is the daemon + runner path, not TCP set-up.
     tests/bench/exec_rtt.py [--iterations N] [--json FILE]
 """
 import argparse
-import http.client
 import json
 import os
 import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
-import conftest  # noqa: E402
-
-
-def percentile(xs, p):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(p / 100.0 * (len(xs) - 1))))]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from harness import Client, Daemon, RedisServer, percentile  # noqa: E402
 
 
 def measure(port, sid, n):
-    conn = http.client.HTTPConnection("127.0.0.1", port)
+    """n round trips of print(1) on one keep-alive connection, in ms."""
+    c = Client(port, timeout=60).keep_alive()
     body = json.dumps({"code": "print(1)"}).encode()
     hdrs = {"Content-Type": "application/json"}
     path = "/v1/sessions/%s/exec" % sid
     out = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        conn.request("POST", path, body=body, headers=hdrs)
-        resp = conn.getresponse()
-        data = resp.read()
-        out.append((time.perf_counter() - t0) * 1000.0)
-        assert resp.status == 200 and b'"stdout":"1\\n"' in data, data[:200]
-    conn.close()
+    try:
+        for _ in range(n):
+            t0 = time.perf_counter()
+            r = c.send("POST", path, raw=body, headers=hdrs)
+            out.append((time.perf_counter() - t0) * 1000.0)
+            assert r.status == 200 and b'"stdout":"1\\n"' in r.body, r.body[:200]
+    finally:
+        c.close()
     return out
 
 
@@ -46,10 +41,10 @@ def main():
     ap.add_argument("--json")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="cibench-")
-    redis = conftest.RedisServer(tmp)
+    redis = RedisServer(tmp)
     daemon = None
     try:
-        daemon = conftest.Daemon(redis, tmp, ("--log-level", "warn"))
+        daemon = Daemon(redis, tmp, ("--log-level", "warn"))
         s = daemon.api.create()
         measure(daemon.port, s["id"], 200)  # warm-up
         ms = measure(daemon.port, s["id"], args.iterations)

@@ -1,51 +1,31 @@
-"""Helpers of the chaos suite (issue 5: lifecycle, recovery, outages).
+"""Helpers of the chaos suite (issue 5: lifecycle, recovery, outages), over
+the test harness (tests/harness/: Daemon, RedisServer, Client, wait_for).
+This module has a name of its own, so tests can import it whichever suites
+pytest collects together.
 
-The integration conftest (tests/integration/conftest.py) is loaded under
-another module name, so its classes can be reused here without clashing with
-the module name `conftest` (this module has a name of its own, so tests can
-import it whichever suites pytest collects together).
-
-  RestartableRedis  a redis-server of our own that can be killed and started
-                    again, empty, on the same port (the daemon's --redis URL
-                    stays valid across the outage)
   DockerForwarder   a unix-socket forwarder to /var/run/docker.sock that the
                     daemon is pointed at with --docker; "the engine goes down"
                     is the forwarder closing its listener and every forwarded
                     connection. The real dockerd is never touched.
   orphan_report     what is wrong between a daemon's containers (by label) and
                     its live sessions
-  request           one HTTP request that also returns the headers, with a
-                    short timeout, so a hang is seen as a timeout
+  request           one request through the daemon's client that also returns
+                    the headers, with a short timeout, so a hang is seen as a
+                    timeout
   record(name, v)   measured numbers, printed at once and again in pytest's
                     closing summary (conftest.py)
 
-Every process this suite starts is stopped by its pid; every network peer is
-on loopback or a unix socket of our own.
+A Redis outage is the harness's RedisServer killed and started again (empty,
+on the same port). Every process this suite starts is stopped by its pid;
+every network peer is on loopback or a unix socket of our own.
 """
-import datetime
-import http.client
-import importlib.util
-import json
 import os
 import re
 import socket
 import subprocess
-import sys
 import threading
-import time
 
-_INTEGRATION = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "integration"))
-_spec = importlib.util.spec_from_file_location("ci_chaos_integration_base",
-                                               os.path.join(_INTEGRATION, "conftest.py"))
-base = importlib.util.module_from_spec(_spec)
-sys.modules["ci_chaos_integration_base"] = base
-_spec.loader.exec_module(base)
-
-Daemon = base.Daemon
-RedisServer = base.RedisServer
-Api = base.Api
-wait_for = base.wait_for
-free_port = base.free_port
+from harness import wait_for
 
 # Every prefix a daemon of this run used, checked once more at the very end.
 PREFIXES = []
@@ -59,31 +39,7 @@ def record(name, value):
     print("\n[chaos] %s: %s" % (name, value))
 
 
-# ---- services we can break -------------------------------------------------
-
-
-class RestartableRedis(RedisServer):
-    """A redis-server on a fixed free port that can die and come back empty."""
-
-    def __init__(self, tmp):  # pylint: disable=super-init-not-called
-        self.port = free_port()
-        self.tmp = tmp
-        self.proc = None
-        self.start()
-
-    def start(self):
-        assert self.proc is None or self.proc.poll() is not None
-        self.proc = subprocess.Popen(
-            ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--save", "",
-             "--appendonly", "no", "--dir", self.tmp],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_for(self.ping, 10, interval=0.01, what="redis to answer")
-
-    def kill(self):
-        """A crash: SIGKILL to our own server, by its pid."""
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
+# ---- a service we can break ------------------------------------------------
 
 
 class DockerForwarder:
@@ -214,11 +170,7 @@ def live_ids(d):
 
 def pool_ready(d):
     """Warm sandboxes the daemon keeps (ci_pool_size in /metrics; 0 without a pool)."""
-    status, doc, _ = request(d, "GET", "/metrics")
-    assert status == 200, (status, doc)
-    text = doc.decode() if isinstance(doc, bytes) else str(doc)
-    m = re.search(r"^ci_pool_size (\d+)$", text, re.M)
-    return int(m.group(1)) if m else 0
+    return int(d.metric("ci_pool_size", 0))
 
 
 def orphan_report(d):
@@ -278,34 +230,10 @@ def assert_nothing_orphaned(d, timeout=10):
         raise AssertionError("orphaned after %ss: %s" % (timeout, last.get("report")))
 
 
-def kill9(d):
-    """SIGKILL the daemon (by its pid); returns the monotonic time of the kill."""
-    t = time.monotonic()
-    d.proc.kill()
-    d.proc.wait(10)
-    d.log.close()
-    return t
-
-
 def request(d, method, path, body=None, timeout=10):
     """(status, document, headers) of one request to daemon d."""
-    conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=timeout)
-    try:
-        hdrs = {}
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            hdrs["Content-Type"] = "application/json"
-        conn.request(method, path, body=data, headers=hdrs)
-        resp = conn.getresponse()
-        payload = resp.read()
-        try:
-            doc = json.loads(payload) if payload else None
-        except ValueError:
-            doc = payload
-        return resp.status, doc, {k.lower(): v for k, v in resp.getheaders()}
-    finally:
-        conn.close()
+    r = d.api.send(method, path, body=body, timeout=timeout)
+    return r.status, r.doc, r.headers
 
 
 def exec_code(d, sid, code, timeout=10, **extra):
@@ -348,17 +276,4 @@ def assert_unavailable(status, doc, headers, what):
     assert status == 503, (what, status, doc)
     assert doc["error"]["code"] == "unavailable", (what, doc)
     assert "retry-after" in headers, (what, headers)
-
-
-def parse_time(text):
-    """RFC 3339 UTC with milliseconds -> seconds since the epoch."""
-    dt = datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ")
-    return dt.replace(tzinfo=datetime.timezone.utc).timestamp()
-
-
-def restart(d):
-    """Start a stopped (or killed) daemon again with the same flags."""
-    if not d.log.closed:
-        d.log.close()
-    d.start()
 

@@ -1,4 +1,6 @@
-"""Fixtures for the chaos suite (issue 5). The helpers live in chaos_lib.py.
+"""Fixtures for the chaos suite (issue 5). The helpers live in chaos_lib.py,
+the shared ones (Daemon, RedisServer, wait_for, the run's Redis and its
+temporary directory) in the harness (tests/harness/).
 
   chaos             a factory of daemons; after each test it checks that
                     nothing is orphaned (every container of the daemon's
@@ -16,9 +18,7 @@ import subprocess
 import pytest
 
 import chaos_lib as lib
-
-tmpdir_session = lib.base.tmpdir_session
-redis_server = lib.base.redis_server
+from harness import Daemon, RedisServer, wait_for
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -34,7 +34,7 @@ def _delete_all_and_check(d):
     for sid in lib.live_ids(d):
         status, doc, _ = lib.request(d, "DELETE", "/v1/sessions/%s" % sid, timeout=30)
         assert status in (204, 404, 410), (sid, status, doc)
-    lib.wait_for(lambda: len(d.containers()) <= lib.pool_ready(d), 15, interval=0.1,
+    wait_for(lambda: len(d.containers()) <= lib.pool_ready(d), 15, interval=0.1,
                  what="no container of %s but the warm pool's after deleting every session"
                  % d.prefix)
 
@@ -56,7 +56,7 @@ def _finish(d):
         except Exception as e:  # noqa: BLE001
             problems.append("delete every session: %s" % e)
     try:
-        lib.base._finish_daemon(d)  # stop, sanitizer check, cleanup by label
+        d.finish()  # stop, sanitizer check, cleanup by label
     except AssertionError as e:
         problems.append(str(e))
     if problems:
@@ -71,7 +71,7 @@ def chaos(redis_server, tmpdir_session):
     made = []
 
     def make(*flags, redis=None):
-        d = lib.Daemon(redis or redis_server, tmpdir_session, flags)
+        d = Daemon(redis or redis_server, tmpdir_session, flags)
         lib.PREFIXES.append(d.prefix)
         made.append(d)
         return d
@@ -85,7 +85,7 @@ def chaos(redis_server, tmpdir_session):
 
 @pytest.fixture
 def restartable_redis(tmpdir_session):
-    r = lib.RestartableRedis(tmpdir_session)
+    r = RedisServer(tmpdir_session)
     yield r
     r.stop()
 

@@ -10,14 +10,14 @@ egress through the proxy to our own HTTP server on 127.0.0.1 (a made-up name
 in a hosts file, hosts-only resolver, trusted loopback port) works and the
 variable is intact.
 """
-import http.server
 import json
 import signal
-import threading
 
 import pytest
 
-from chaos_lib import exec_code, exec_value, kill9, record, request, restart, wait_for
+from chaos_lib import exec_code, exec_value, record, request
+from harness import wait_for
+from harness.servers import HttpServer
 
 FETCH = r"""
 import json, os, urllib.request
@@ -31,27 +31,11 @@ print(json.dumps([os.environ.get('HTTP_PROXY'), fetch(%r)]))
 """
 
 
-class _Hello(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        body = b"hello from the chaos suite's own server\n"
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture
 def web():
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hello)
-    srv.daemon_threads = True
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    yield srv.server_address[1]
-    srv.shutdown()
-    srv.server_close()
+    srv = HttpServer(b"hello from the chaos suite's own server\n")
+    yield srv.port
+    srv.stop()
 
 
 def _fetch(d, sid, url):
@@ -92,20 +76,24 @@ def test_egress_survives_kill9_and_sigterm_restarts(chaos, web, tmp_path):
     proxy0, _ = _egress_works(d, sid, url, bound=10)
     assert proxy0.endswith(":3128"), proxy0  # the fixed default port
 
-    kill9(d)
-    restart(d)
+    d.kill()
+    d.restart()
     proxy1, tries = _egress_works(d, sid, url)
     record("kill -9: fetches before egress worked again", len(tries) - 1)
     assert proxy1 == proxy0
     assert exec_value(d, sid, "x += 1; x") == "42"
 
     d.stop(signal.SIGTERM)
-    restart(d)
+    mark = d.log_mark()
+    d.restart()
     proxy2, tries = _egress_works(d, sid, url)
     record("SIGTERM: fetches before egress worked again", len(tries) - 1)
     assert proxy2 == proxy0
     assert exec_value(d, sid, "x") == "42"
-    # One listener, on the gateway, at the same port as before.
+    # One listener, on the gateway, at the same port as before. (The proxy
+    # takes connections a moment before the daemon logs the network ready:
+    # wait for the line, then look at it.)
+    d.wait_log("proxy %s" % proxy0, since=mark)
     assert "proxy %s" % proxy0 in d.read_log().split("ci-daemon listening on")[-1], \
         d.read_log()[-2000:]
 

@@ -7,19 +7,13 @@ import os
 import subprocess
 import uuid
 
-from chaos_lib import base, create_many, kill9, live_ids, restart, wait_for
-
-CTL_BIN = base.CTL_BIN
+from chaos_lib import create_many, live_ids
+from harness import wait_for
 
 
 def state_dirs(d):
     sdir = os.path.join(d.state_dir, "s")
     return {n for n in os.listdir(sdir) if len(n) == 36}
-
-
-def ctl(d, *args):
-    return subprocess.run([CTL_BIN, "--server", "http://127.0.0.1:%d" % d.port, *args],
-                          capture_output=True, text=True, timeout=60)
 
 
 def test_kill9_leaves_no_state_dirs_of_the_warm_pool(chaos):
@@ -28,12 +22,12 @@ def test_kill9_leaves_no_state_dirs_of_the_warm_pool(chaos):
     wait_for(lambda: len(state_dirs(d)) == 3, 30, interval=0.05,
              what="the warm pool's two sandboxes beside the session")
     pool_dirs = state_dirs(d) - {sid}
-    kill9(d)
+    d.kill()
     # The pool's directories are still there: nobody removed them.
     assert state_dirs(d) >= pool_dirs | {sid}
-    restart(d)
-    wait_for(lambda: "stale state directories removed" in d.read_log(), 30, interval=0.05,
-             what="the recovery line")
+    mark = d.log_mark()  # the first start logged a recovery line too
+    d.restart()
+    d.wait_log("stale state directories removed", timeout=30, since=mark)
     left = state_dirs(d)
     assert sid in left, left
     assert not (pool_dirs & left), (pool_dirs, left)
@@ -42,15 +36,16 @@ def test_kill9_leaves_no_state_dirs_of_the_warm_pool(chaos):
 
 def test_ctl_gc_finds_and_removes_stale_state_dirs(chaos):
     d = chaos("--pool-size", "0")
+    d.wait_orphan_sweep()  # (the sweep would remove the stale directory too)
     sid = create_many(d, 1)[0]["id"]
     stale = str(uuid.uuid4())
     os.mkdir(os.path.join(d.state_dir, "s", stale), 0o711)
     before = state_dirs(d)
     assert before == {sid, stale}, before
-    r = ctl(d, "--json", "gc")
+    r = d.ctl("--json", "gc")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["state_dirs"] == [stale], r.stdout
-    r = ctl(d, "gc", "--force")
+    r = d.ctl("gc", "--force")
     assert r.returncode == 0 and "removed 1 stale state directory" in r.stdout, r.stdout
     assert state_dirs(d) == {sid}
     # The session is untouched.
@@ -70,6 +65,14 @@ def _net_and_chain(d):
     return nets, chains
 
 
+def _attached(net):
+    """How many containers Docker still lists on a network (it detaches a
+    removed container's endpoint a moment after the removal)."""
+    out = subprocess.run(["docker", "network", "inspect", net, "--format", "{{len .Containers}}"],
+                         capture_output=True, text=True, timeout=30)
+    return int(out.stdout.strip() or 0)
+
+
 def _chain_exists(chain):
     return subprocess.run(["iptables", "-w", "-n", "-L", chain], capture_output=True).returncode == 0
 
@@ -85,18 +88,24 @@ def _networked(d):
 
 def test_unused_sandbox_network_and_chain_are_removed(chaos):
     d = chaos("--pool-size", "0", "--egress-resolver", "hosts-only")
+    # Just after the daemon's own sweep, which would otherwise remove the
+    # unused network first if it came between the delete and our gc.
+    d.wait_orphan_sweep()
     sid = _networked(d)
     nets, chains = _net_and_chain(d)
     assert len(nets) == 1 and _chain_exists(chains[0]), (nets, chains)
     chain = chains[0]
     # In use: gc leaves it alone.
-    r = ctl(d, "--json", "gc")
+    r = d.ctl("--json", "gc")
     assert r.returncode == 0 and json.loads(r.stdout)["networks"] == [], r.stdout
     assert d.api.delete(sid) == 204
-    # Unused now: listed, then removed with its chain.
-    found = json.loads(ctl(d, "--json", "gc").stdout)["networks"]
+    # Unused now (Docker has detached the session's container from it, which
+    # is what gc looks at): listed, then removed with its chain.
+    wait_for(lambda: _attached(nets[0]) == 0, 30, interval=0.05,
+             what="Docker to detach the deleted session's container from the network")
+    found = json.loads(d.ctl("--json", "gc").stdout)["networks"]
     assert [n["chain"] for n in found] == [chain], found
-    r = ctl(d, "gc", "--force")
+    r = d.ctl("gc", "--force")
     assert r.returncode == 0 and "removed unused sandbox network" in r.stdout, r.stdout
     assert d.networks() == [] and not _chain_exists(chain)
     # The next networked session builds both again.
@@ -107,12 +116,12 @@ def test_unused_sandbox_network_and_chain_are_removed(chaos):
     assert d.stop() == 0
     assert d.networks() == [] and not _chain_exists(chain)
     # kill -9 leaves them; the next start removes them (nothing to adopt).
-    restart(d)
+    d.restart()
     sid = _networked(d)
     assert d.api.delete(sid) == 204
-    kill9(d)
+    d.kill()
     assert len(d.networks()) == 1 and _chain_exists(chain)
-    restart(d)
+    d.restart()
     wait_for(lambda: d.networks() == [] and not _chain_exists(chain), 30, interval=0.1,
              what="start-up reconciliation to remove the network and its chain")
 
@@ -121,10 +130,11 @@ def test_network_of_adopted_sessions_stays(chaos):
     d = chaos("--pool-size", "0", "--egress-resolver", "hosts-only")
     sid = _networked(d)
     _, chains = _net_and_chain(d)
-    kill9(d)
-    restart(d)
-    wait_for(lambda: "recovery:" in d.read_log(), 30, interval=0.05, what="the recovery line")
+    d.kill()
+    mark = d.log_mark()  # the first start logged a recovery line too
+    d.restart()
+    d.wait_log("recovery:", timeout=30, since=mark)
     assert live_ids(d) == {sid}
     assert len(d.networks()) == 1 and _chain_exists(chains[0])
-    r = ctl(d, "--json", "gc")
+    r = d.ctl("--json", "gc")
     assert json.loads(r.stdout)["networks"] == [], r.stdout

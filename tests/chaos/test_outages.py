@@ -7,7 +7,8 @@ import threading
 import time
 
 from chaos_lib import (assert_nothing_orphaned, assert_unavailable, container_of, create_many,
-                       exec_code, exec_value, live_ids, record, request, wait_for)
+                       exec_code, exec_value, live_ids, record, request)
+from harness import wait_for
 
 
 def _readyz(d):
@@ -68,17 +69,18 @@ def test_redis_outage_and_empty_comeback(restartable_redis, chaos):
     # Redis comes back empty: a fresh server, same port.
     r.start()
     t_up = time.monotonic()
-    attempts = 0
-    while True:
-        attempts += 1
+    attempts = []
+
+    def created():
         status, doc, _ = request(d, "POST", "/v1/sessions", {})
-        if status == 201:
-            break
-        assert status == 503, (status, doc)
-        assert time.monotonic() - t_up < 10, "no create within 10s of redis coming back"
-        time.sleep(0.02)
+        attempts.append(status)
+        assert status in (201, 503), (status, doc)
+        return doc if status == 201 else None
+
+    doc = wait_for(created, 10, what="a create to work once redis is back")
     t_create = time.monotonic() - t_up
     fresh = doc["id"]
+    attempts = len(attempts)
     record("redis back (empty) -> create ok (s)", "%.3f (%d attempts)" % (t_create, attempts))
     record("redis back (empty) -> /readyz 200 (s)", "%.3f" % _wait_ready(d, 5))
 
@@ -116,9 +118,10 @@ def test_docker_engine_outage(docker_forwarder, chaos):
 
     f.down()
     try:
-        t_down = _wait_not_ready(d, "docker", bound=5)
+        # The wait's bound is a hang detector (the daemon pings every second);
+        # how soon it notices is recorded, not asserted.
+        t_down = _wait_not_ready(d, "docker", bound=10)
         record("docker engine gone -> /readyz 503 naming docker (s)", "%.3f" % t_down)
-        assert t_down < 3, "noticed after %.2fs (the daemon pings every second)" % t_down
         # A plain create may be served from the warm pool without the engine.
         status, doc, headers = request(d, "POST", "/v1/sessions", {}, timeout=30)
         if status == 201:
@@ -143,9 +146,8 @@ def test_docker_engine_outage(docker_forwarder, chaos):
     finally:
         if f.listener is None:
             f.up()  # the engine comes back even when a check above failed
-    t_up = _wait_ready(d, bound=5)
+    t_up = _wait_ready(d, bound=10)  # a hang detector, as above
     record("docker engine back -> /readyz 200 (s)", "%.3f" % t_up)
-    assert t_up < 3, t_up
     s2 = d.api.create()["id"]
     assert exec_value(d, s2, "1 + 1") == "2"
     assert exec_value(d, sid, "x") == "2"
@@ -163,14 +165,13 @@ def test_container_killed_from_outside(chaos):
         exec_value(d, sid, "x = 9")
     running = {}
 
-    def long_exec():
+    def long_exec():  # (the sandbox's 20 s: longer than the client waits)
         running["out"] = exec_code(d, busy, "import time; time.sleep(20)", timeout=15)
         running["t"] = time.monotonic()
 
     th = threading.Thread(target=long_exec)
     th.start()
-    wait_for(lambda: request(d, "GET", "/v1/sessions/%s" % busy)[1]["state"] == "busy", 5,
-             what="the long exec to run")
+    d.wait_state(busy, "busy", timeout=5)  # the long exec runs
 
     notice, reasons = {}, {}
     for sid in (idle, busy):
@@ -188,9 +189,10 @@ def test_container_killed_from_outside(chaos):
         reasons[sid] = doc["error"]["message"]
         status, doc, _ = exec_code(d, sid, "x")
         assert status == 410, (status, doc)
+    # How soon the daemon notices is recorded, not asserted: the wait's own
+    # bound (5 s) is the hang detector.
     record("docker kill -> session 410 (s, after the CLI returned; the CLI itself)",
            ", ".join("%.3f (%.3f)" % v for v in notice.values()))
-    assert max(v[0] for v in notice.values()) < 1.0, (notice, reasons)
     for sid, msg in reasons.items():
         assert "its container stopped (exit code 137" in msg, (sid, msg)
     th.join(15)
@@ -200,7 +202,9 @@ def test_container_killed_from_outside(chaos):
     answered = running["t"] - running["t_kill"]
     record("docker kill issued -> the exec running in it answers 'killed' (s)",
            "%.3f" % answered)
-    assert answered < 1.5, answered
+    # Functional, not a speed claim: the kill ended it, well before the 20 s
+    # the code sleeps.
+    assert answered < 10, answered
 
     assert exec_value(d, other, "x") == "9"
     for sid in (idle, busy):

@@ -16,11 +16,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
-from conftest import SMALL, wait_for
+from harness import wait_for
+from hostile_lib import SMALL
 
 HELLO_TIMEOUT_MS = 5000  # the daemon's default ipc-hello-timeout-ms
 
@@ -58,7 +58,7 @@ def host_pid(cid, ns_pid):
 
 
 def log_since(daemon, mark):
-    return daemon.read_log()[mark:]
+    return daemon.log_since(mark)
 
 
 @contextlib.contextmanager
@@ -217,6 +217,7 @@ info.update(kernel=os.getpid(), supervisor=os.getppid())
 print(json.dumps(info))
 """
 
+# Sandbox code: ignores SIGINT, sleeping in a loop, until killed.
 IGNORES_SIGINT = ("import signal, time\n"
                   "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
                   "while True:\n"

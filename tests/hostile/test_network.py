@@ -12,6 +12,10 @@ import time
 
 import pytest
 
+from harness import wait_for
+from harness.http import raw_connect
+from harness.procfs import open_connections
+
 
 @pytest.fixture(scope="module")
 def net(hostile):
@@ -258,7 +262,7 @@ print(json.dumps(res))
     assert out["proxy"][0] == "connected", out
     for name in ports:
         assert out[name][0] != "connected", (name, out)
-    time.sleep(0.5)
+    h.listeners.flush()  # whatever the sandbox sent has been seen by now
     assert h.listeners.tcp_peers == [] and h.listeners.udp_peers == [], \
         (h.listeners.tcp_peers, h.listeners.udp_peers)
     after = h.open_redis.clients()
@@ -299,7 +303,7 @@ print(json.dumps(res))
         assert out["dns"] == "gaierror", out
         assert out["udp"] == "ENETUNREACH", out
         assert h.inspect(s["id"])["HostConfig"]["NetworkMode"] == "none"
-    time.sleep(0.2)
+    h.listeners.flush()  # whatever the sandbox sent has been seen by now
     assert h.listeners.tcp_peers == [] and h.listeners.udp_peers == []
     h.assert_daemon_fine()
 
@@ -330,6 +334,18 @@ print('serving')
 """
 
 
+FLUSH_B = r"""
+import socket, time
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+me = %r
+u.sendto(b'marker', (me, 8765))
+end = time.monotonic() + 10
+while 'udp:' + me not in got and time.monotonic() < end:
+    time.sleep(0.01)  # sandbox code: waits for its own marker
+print(got)
+"""
+
+
 def test_another_sessions_container_is_unreachable(hostile, net):
     h = hostile
     with h.victim(network={"allow": ["allowed.test:%d" % h.http.port]}) as b:
@@ -349,8 +365,11 @@ def test_another_sessions_container_is_unreachable(hostile, net):
         # private address is refused anyway.
         status, body = fetch(h, net, "http://%s:8765/" % ip_b)
         assert status == 403, (status, body)
-        time.sleep(0.3)
-        got = h.exec(b["id"], "print(got)")["stdout"]
+        # B's own marker, sent to its UDP server: once it is in `got`, every
+        # datagram that reached B before it is too (a socket's queue is first
+        # in, first out); A's connection attempts have all been answered.
+        got = h.exec(b["id"], FLUSH_B % ip_b)["stdout"]
+        assert "udp:%s" % ip_b in got, got
         assert ip_a not in got, got
     h.assert_daemon_fine()
 
@@ -396,8 +415,7 @@ def test_proxy_is_no_relay_for_anyone_but_sessions(hostile, net):
                                       "print(json.dumps(os.environ['HTTP_PROXY'].rsplit(':', 1)[1]))"))
     seen = len(h.http.seen)
     # The proxy answers at once, before any request: read that first.
-    with socket.create_connection((gw, proxy_port), timeout=10) as c:
-        c.settimeout(10)
+    with raw_connect(proxy_port, host=gw, timeout=10) as c:
         data = b""
         while True:
             chunk = c.recv(4096)
@@ -407,8 +425,7 @@ def test_proxy_is_no_relay_for_anyone_but_sessions(hostile, net):
     assert data.startswith(b"HTTP/1.1 403"), data
     assert b"no session owns" in data, data
     # And a request sent straight away is not forwarded either.
-    with socket.create_connection((gw, proxy_port), timeout=10) as c:
-        c.settimeout(10)
+    with raw_connect(proxy_port, host=gw, timeout=10) as c:
         try:
             c.sendall(b"GET http://allowed.test:%d/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n"
                       % h.http.port)
@@ -416,7 +433,7 @@ def test_proxy_is_no_relay_for_anyone_but_sessions(hostile, net):
                 pass
         except ConnectionResetError:
             pass
-    time.sleep(0.2)
+    h.http.flush()  # whatever reached our server has been handled by now
     assert len(h.http.seen) == seen
     h.assert_daemon_fine()
 
@@ -484,7 +501,10 @@ for k in range(6):
         except OSError:
             pass
         os.write(w, b'%d\n' % len(held))
-        time.sleep(6)
+        # held until the test says (the file appears), a minute at most
+        end = time.monotonic() + 60
+        while not os.path.exists('/workspace/release') and time.monotonic() < end:
+            time.sleep(0.05)
         os._exit(0)
     kids.append(pid)
 os.close(w)
@@ -498,20 +518,30 @@ while len(counts) < len(kids):
     counts = [int(x) for x in buf.split()]
 print(json.dumps(counts))
 """
-        t_hog = time.monotonic()
+        proxy_port = int(run_json(h, net, "import os, json\n"
+                                          "print(json.dumps(os.environ['HTTP_PROXY']"
+                                          ".rsplit(':', 1)[1]))"))
+        ip_a = h.container_ip(a["id"])
         r = h.exec(a["id"], hog)
         assert r["status"] == "ok", r
         held = sum(json.loads(r["stdout"]))
-        # While A's connections are held (6 s), B (the shared `net`) fetches.
-        t0 = time.monotonic()
-        status, body = fetch(h, net, "http://allowed.test:%d/during-hog" % h.http.port)
-        took = time.monotonic() - t0
-        print("\n[proxy exhaustion] session A opened %d proxy connections; B's fetch meanwhile: "
-              "%s %r in %.2f s" % (held, status, body[:60], took))
-        h.assert_daemon_fine()
-        # Once A's holders are gone, B fetches again (so the refusal above was
-        # the exhaustion, not something else).
-        time.sleep(max(0.0, t_hog + 7.5 - time.monotonic()))
+        try:
+            # While A's connections are held (until released), B (the shared
+            # `net`) fetches.
+            t0 = time.monotonic()
+            status, body = fetch(h, net, "http://allowed.test:%d/during-hog" % h.http.port)
+            took = time.monotonic() - t0
+            print("\n[proxy exhaustion] session A opened %d proxy connections; B's fetch "
+                  "meanwhile: %s %r in %.2f s" % (held, status, body[:60], took))
+            h.assert_daemon_fine()
+        finally:
+            st, _ = h.api.request("PUT", "/v1/sessions/%s/files/release" % a["id"], raw=b"")
+            assert st == 201, st
+        # Once A's holders are gone (the proxy has closed every connection
+        # from A), B fetches again (so the refusal above would have been the
+        # exhaustion, not something else).
+        wait_for(lambda: not open_connections(proxy_port, ip_a), 30,
+                 what="the proxy to close session A's connections")
         s2, b2 = fetch(h, net, "http://allowed.test:%d/after-hog" % h.http.port)
         print("[proxy exhaustion] after A's connections closed, B's fetch: %s" % s2)
         assert s2 == 200 and b2 == h.http.body.decode(), (s2, b2)

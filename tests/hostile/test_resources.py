@@ -11,7 +11,8 @@ import re
 import subprocess
 import time
 
-from conftest import percentile
+from harness import percentile
+from hostile_lib import STARVED_MS
 
 FORK_BOMB = r"""
 import os, time
@@ -40,7 +41,7 @@ print("made", made, "eagain", eagain)
 def test_fork_bomb_is_contained_by_pids(hostile):
     h = hostile
     with h.victim(limits={"pids": 64, "exec_timeout_s": 10}) as s:
-        r, lat = h.measure_neighbour_during(lambda: h.exec(s["id"], FORK_BOMB))
+        r, lat = h.measure_neighbour_during(lambda: h.exec(s["id"], FORK_BOMB), busy=s["id"])
         p50, p99 = percentile(lat, 50), percentile(lat, 99)
         print("\n[fork bomb] neighbour print(1) during the bomb: n=%d p50=%.1f ms p99=%.1f ms "
               "max=%.1f ms" % (len(lat), p50, p99, max(lat)))
@@ -56,7 +57,7 @@ def test_fork_bomb_is_contained_by_pids(hostile):
         assert int(r2["stdout"]) < 64, r2
         # (3) the neighbour stayed responsive during the bomb.
         assert len(lat) >= 5, lat
-        assert p99 < 500.0, (p50, p99)
+        assert p99 < STARVED_MS, (p50, p99)  # a starvation detector, not a speed claim
     h.assert_daemon_fine()
 
 
@@ -79,7 +80,7 @@ def test_fork_bomb_that_never_stops_hits_the_deadline(hostile):
         r = h.exec(s["id"], FOREVER_BOMB)
         took = time.monotonic() - t0
         assert r["status"] in ("timeout", "killed"), r
-        assert took < 15, took
+        assert took < 15, took  # a hang detector: a 2 s deadline ended it
         h.assert_daemon_fine()
         # Deleting the session ends every process of the bomb.
     h.assert_daemon_fine()
@@ -109,8 +110,12 @@ def test_thread_bomb_is_contained_by_pids(hostile):
         m = re.search(r"threads (\d+) RuntimeError can't start new thread", r["stdout"])
         assert m, r
         assert int(m.group(1)) < 64, r["stdout"]
-        time.sleep(0.2)
-        r2 = h.exec(s["id"], "import threading; print(threading.active_count() < 8)")
+        # The bomb's threads end once released: wait for that in the sandbox.
+        r2 = h.exec(s["id"], "import threading, time\n"
+                             "end = time.monotonic() + 4\n"
+                             "while threading.active_count() >= 8 and time.monotonic() < end:\n"
+                             "    time.sleep(0.01)\n"
+                             "print(threading.active_count() < 8)")
         assert r2["status"] == "ok" and r2["stdout"] == "True\n", r2
     h.assert_daemon_fine()
 
@@ -136,7 +141,7 @@ def test_memory_bomb_is_killed_out_of_memory(hostile):
         def bomb():
             return [h.exec(s["id"], MEMORY_BOMB) for _ in range(3)]
 
-        results, lat = h.measure_neighbour_during(bomb)
+        results, lat = h.measure_neighbour_during(bomb, busy=s["id"])
         p50, p99 = percentile(lat, 50), percentile(lat, 99)
         print("\n[memory bomb] neighbour print(1) during the bomb: n=%d p50=%.1f ms p99=%.1f ms "
               "max=%.1f ms" % (len(lat), p50, p99, max(lat)))
@@ -149,7 +154,7 @@ def test_memory_bomb_is_killed_out_of_memory(hostile):
         r = h.exec(s["id"], "print('x' in globals())")
         assert r["status"] == "ok" and r["stdout"] == "False\n", r
         assert len(lat) >= 5, lat
-        assert p99 < 500.0, (p50, p99)
+        assert p99 < STARVED_MS, (p50, p99)  # a starvation detector, not a speed claim
     h.assert_daemon_fine()
 
 
@@ -359,6 +364,7 @@ def test_cpu_spin_is_held_to_its_share(hostile):
     h.assert_daemon_fine()
 
 
+# Sandbox code: ignores every signal, sleeping in a loop, until killed.
 SIGNAL_IGNORER = r"""
 import signal, time
 for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM, signal.SIGUSR1, signal.SIGHUP):
@@ -380,7 +386,7 @@ def test_code_ignoring_signals_is_killed_at_the_deadline(hostile):
         took = time.monotonic() - t0
         assert r["status"] == "timeout", r
         assert r["kernel"] == "restarted", r
-        assert took < 2 + 1 + 3, took  # deadline + kill grace + slack
+        assert took < 2 + 1 + 3, took  # a hang detector: deadline + kill grace + slack
         r = h.exec(s["id"], "print('x' in globals())")
         assert r["status"] == "ok" and r["stdout"] == "False\n", r
     h.assert_daemon_fine()
@@ -397,7 +403,7 @@ def test_code_swallowing_keyboardinterrupt_is_killed(hostile):
         # kept) or the daemon kills it after the grace: the exec ends anyway.
         assert r["status"] == "timeout", r
         assert r["kernel"] in ("preserved", "restarted"), r
-        assert took < 2 + 1 + 3, took
+        assert took < 2 + 1 + 3, took  # a hang detector: deadline + kill grace + slack
         assert h.exec(s["id"], "print(3)")["stdout"] == "3\n"
     h.assert_daemon_fine()
 
@@ -475,14 +481,10 @@ def test_fd_exhaustion_is_contained(hostile):
 
 def test_upload_larger_than_the_disk_is_refused(hostile):
     h = hostile
-    import http.client
     with h.victim(limits={"disk_mb": 4}) as s:
-        conn = http.client.HTTPConnection("127.0.0.1", h.d.port, timeout=60)
-        conn.request("PUT", "/v1/sessions/%s/files/big.bin" % s["id"], body=b"z" * (6 << 20))
-        resp = conn.getresponse()
-        body = resp.read()
-        conn.close()
-        assert resp.status == 413, (resp.status, body[:200])
+        resp = h.api.send("PUT", "/v1/sessions/%s/files/big.bin" % s["id"], raw=b"z" * (6 << 20),
+                          timeout=60)
+        assert resp.status == 413, (resp.status, resp.body[:200])
         r = h.exec(s["id"], "import os; print(sorted(os.listdir('/workspace')))")
         assert r["status"] == "ok", r
     h.assert_daemon_fine()

@@ -10,7 +10,6 @@ limit in seconds; the global cap is the default, 4096 connections, which
 4,100 trickling connections used to fill for good.
 """
 import errno
-import http.client
 import json
 import select
 import socket
@@ -19,7 +18,7 @@ import time
 
 import pytest
 
-from conftest import base, wait_for
+from harness import Client, Daemon, wait_for
 
 HEAD_DEADLINE_S = 3
 IDLE_TIMEOUT_S = 5
@@ -141,20 +140,7 @@ class Trickler:
 
 def legit_request(port, method, path, body=None, timeout=30):
     """A request from 127.0.0.2: another peer than the attackers."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout,
-                                      source_address=(LEGIT, 0))
-    try:
-        hdrs = {}
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            hdrs["Content-Type"] = "application/json"
-        conn.request(method, path, body=data, headers=hdrs)
-        resp = conn.getresponse()
-        payload = resp.read()
-        return resp.status, json.loads(payload) if payload else None
-    finally:
-        conn.close()
+    return Client(port, source=LEGIT).request(method, path, body=body, timeout=timeout)
 
 
 class LegitProbe:
@@ -175,7 +161,7 @@ class LegitProbe:
             except OSError as e:
                 st, doc = None, repr(e)
             self.results.append((st, doc, time.monotonic() - t0))
-            self.stop.wait(0.2)
+            self.stop.wait(0.2)  # deliberate pacing of the probe: one request every 0.2 s
 
     def finish(self):
         self.stop.set()
@@ -185,15 +171,15 @@ class LegitProbe:
 
 @pytest.fixture
 def slow_daemon(redis_server, tmpdir_session):
-    d = base.Daemon(redis_server, tmpdir_session,
-                    ("--http-head-timeout-s", str(HEAD_DEADLINE_S),
-                     "--http-idle-timeout-s", str(IDLE_TIMEOUT_S),
-                     "--max-conns-per-peer", str(PER_PEER),
-                     "--pool-size", "1"))
+    d = Daemon(redis_server, tmpdir_session,
+               ("--http-head-timeout-s", str(HEAD_DEADLINE_S),
+                "--http-idle-timeout-s", str(IDLE_TIMEOUT_S),
+                "--max-conns-per-peer", str(PER_PEER),
+                "--pool-size", "1"))
     try:
         yield d
     finally:
-        base._finish_daemon(d)
+        d.finish()
 
 
 def _http_log_lines(d):
@@ -254,7 +240,8 @@ def test_distributed_trickle_cannot_lock_out_new_clients(slow_daemon):
     def legit_work():
         # A create and an exec from the legitimate peer while the cap is full.
         try:
-            time.sleep(1.0)
+            # The global cap is full: the daemon has made room once.
+            d.wait_log("to make room", timeout=30)
             st, s = legit_request(d.port, "POST", "/v1/sessions", body={})
             work["create"] = (st, s)
             if st != 201:

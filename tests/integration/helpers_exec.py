@@ -1,17 +1,16 @@
 """Helpers shared by the execution-engine, files, seed and one-shot tests
-(issue 3). Stdlib only; everything goes to the daemon on loopback."""
+(issue 3), over the harness's client. Stdlib only; everything goes to the
+daemon on loopback."""
 import base64
 import contextlib
 import hashlib
 import http.client
-import json
 import re
-import select
-import subprocess
 import time
 import urllib.parse
 
-from conftest import CTL_BIN
+from harness import Client, wait_for
+from harness.http import parse_body
 
 PNG_SIG = b"\x89PNG\r\n\x1a\n"
 RFC3339 = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
@@ -50,14 +49,6 @@ def png_size(data):
     return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
 
 
-def rss_kb(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS for pid %d" % pid)
-
-
 def files_url(sid, path=None):
     """The files route; `path` is put in the URL exactly as given (already
     encoded where the test wants encoding)."""
@@ -71,28 +62,16 @@ def quote_path(path):
 
 
 def raw_request(port, method, url, body=None, headers=None, timeout=120):
-    """(status, headers, raw bytes) — for answers that are not JSON."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        conn.request(method, url, body=body, headers=dict(headers or {}))
-        resp = conn.getresponse()
-        return resp.status, resp, resp.read()
-    finally:
-        conn.close()
-
-
-def as_json(payload):
-    try:
-        return json.loads(payload) if payload else None
-    except ValueError:
-        return payload
+    """(status, response, raw bytes) — for answers that are not JSON."""
+    r = Client(port, timeout=timeout).send(method, url, raw=body, headers=headers)
+    return r.status, r, r.body
 
 
 def put_bytes(port, sid, path, data, timeout=120):
     status, _, payload = raw_request(port, "PUT", files_url(sid, path), body=data,
                                      headers={"Content-Type": "application/octet-stream"},
                                      timeout=timeout)
-    return status, as_json(payload)
+    return status, parse_body(payload)
 
 
 def get_bytes(port, sid, path, timeout=120):
@@ -105,53 +84,7 @@ def upload_stream(port, url, chunks, length=None, timeout=120):
     when `length` is given, else chunked. Stops sending as soon as the server
     has answered (an early 413), then reads the answer.
     Returns (status, json doc, bytes sent, seconds)."""
-    t0 = time.monotonic()
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        conn.putrequest("PUT", url)
-        conn.putheader("Content-Type", "application/octet-stream")
-        if length is None:
-            conn.putheader("Transfer-Encoding", "chunked")
-        else:
-            conn.putheader("Content-Length", str(length))
-        conn.endheaders()
-        sock = conn.sock
-        sent = 0
-
-        def answered():
-            r, _, _ = select.select([sock], [], [], 0)
-            return bool(r)
-
-        def send_all(buf):
-            view = memoryview(buf)
-            while view:
-                r, w, _ = select.select([sock], [sock], [], timeout)
-                if r:
-                    return False           # the server answered early
-                if not w:
-                    raise AssertionError("upload stalled for %ss" % timeout)
-                n = sock.send(view)
-                view = view[n:]
-            return True
-
-        try:
-            for chunk in chunks:
-                if answered():
-                    break
-                frame = chunk if length is not None else b"%x\r\n%s\r\n" % (len(chunk), chunk)
-                if not send_all(frame):
-                    break
-                sent += len(chunk)
-            else:
-                if length is None:
-                    send_all(b"0\r\n\r\n")
-        except (BrokenPipeError, ConnectionResetError):
-            pass                           # answered early and closed: read the answer
-        resp = conn.getresponse()
-        payload = resp.read()
-        return resp.status, as_json(payload), sent, time.monotonic() - t0
-    finally:
-        conn.close()
+    return Client(port, timeout=timeout).upload("PUT", url, chunks, length=length)
 
 
 def download_digest(port, url, timeout=120, stall_s=10.0, pace_s=0.0, piece=1 << 20):
@@ -160,14 +93,11 @@ def download_digest(port, url, timeout=120, stall_s=10.0, pace_s=0.0, piece=1 <<
     sha256 (hex), seconds, blocks (sha256 of every 1 MiB), and stalled
     (True when no byte came for `stall_s` seconds mid-body)."""
     t0 = time.monotonic()
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     out = {"status": None, "size": 0, "sha256": None, "seconds": None, "blocks": [],
            "stalled": False}
-    try:
-        conn.request("GET", url)
-        resp = conn.getresponse()
+    with Client(port, timeout=timeout).stream("GET", url) as resp:
         out["status"] = resp.status
-        conn.sock.settimeout(stall_s)
+        resp.settimeout(stall_s)
         h, blk = hashlib.sha256(), bytearray()
         size = 0
         try:
@@ -182,6 +112,8 @@ def download_digest(port, url, timeout=120, stall_s=10.0, pace_s=0.0, piece=1 <<
                     out["blocks"].append(hashlib.sha256(blk[:1 << 20]).hexdigest())
                     del blk[:1 << 20]
                 if pace_s:
+                    # Deliberate: the pace of a slow client is what the test is
+                    # about (the daemon must hold the sandbox back meanwhile).
                     time.sleep(pace_s)
         except (TimeoutError, OSError, http.client.HTTPException) as e:
             out["stalled"] = True
@@ -190,8 +122,6 @@ def download_digest(port, url, timeout=120, stall_s=10.0, pace_s=0.0, piece=1 <<
             out["blocks"].append(hashlib.sha256(blk).hexdigest())
         out.update(size=size, sha256=h.hexdigest(), seconds=time.monotonic() - t0)
         return out
-    finally:
-        conn.close()
 
 
 def first_bad_block(got_blocks, gen):
@@ -235,39 +165,25 @@ def exec_until_ok(api, sid, code, bound=10.0):
     """Run `code`, retrying while the session is busy (a kernel restarting);
     (result, seconds until it answered)."""
     t0 = time.monotonic()
-    while True:
+
+    def answered():
         status, doc = exec_raw(api, sid, code)
         if status == 200:
-            return doc, time.monotonic() - t0
+            return doc
         assert status == 409 and doc["error"]["code"] == "busy", (status, doc)
-        if time.monotonic() - t0 > bound:
-            raise AssertionError("session still busy after %.1fs" % bound)
-        time.sleep(0.02)
+        return None
+
+    doc = wait_for(answered, bound, what="session %s to take code again (not busy)" % sid)
+    return doc, time.monotonic() - t0
 
 
 def stream_exec(port, sid, code, timeout=60, url=None, **extra):
     """POST a streamed exec and read the NDJSON answer line by line.
     Returns (status, response, [(seconds since the request, event)])."""
-    body = json.dumps(dict(code=code, stream=True, **extra)).encode()
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        t0 = time.monotonic()
-        conn.request("POST", url or "/v1/sessions/%s/exec" % sid, body=body,
-                     headers={"Content-Type": "application/json"})
-        resp = conn.getresponse()
+    body = dict(code=code, stream=True, **extra)
+    with Client(port, timeout=timeout).stream("POST", url or "/v1/sessions/%s/exec" % sid,
+                                              body=body) as resp:
         if resp.status != 200:
-            return resp.status, resp, as_json(resp.read())
-        events = []
-        while True:
-            line = resp.readline()
-            if not line:
-                break
-            events.append((time.monotonic() - t0, json.loads(line)))
-        return resp.status, resp, events
-    finally:
-        conn.close()
+            return resp.status, resp, parse_body(resp.read())
+        return resp.status, resp, list(resp.events())
 
-
-def ctl(daemon, *args, input=None, text=True, timeout=120):
-    return subprocess.run([CTL_BIN, "--server", "http://127.0.0.1:%d" % daemon.port, *args],
-                          capture_output=True, text=text, input=input, timeout=timeout)

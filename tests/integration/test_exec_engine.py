@@ -9,7 +9,7 @@ import subprocess
 import threading
 import time
 
-from conftest import CTL_BIN, wait_for
+from harness import CTL_BIN
 from helpers_exec import (MARKER, RUNNER_NAMES, decode_png, exec_raw, exec_until_ok,
                           error_of, new_session, stream_exec)
 
@@ -71,13 +71,23 @@ def test_error_inside_library_keeps_library_frames_but_no_runner(api, session):
         assert name not in tb, (name, tb)
 
 
+def timed_exec(api, sid, code):
+    """(result, milliseconds the request took as the client saw it)."""
+    t0 = time.monotonic()
+    r = api.exec(sid, code)
+    return r, (time.monotonic() - t0) * 1000.0
+
+
 def test_duration_ms(api, session):
+    # duration_ms is the execution's own time: at least what the code slept,
+    # never more than the whole request took (no upper bound on speed).
     sid = session["id"]
-    r = api.exec(sid, "import time\ntime.sleep(0.3)")
+    r, wall_ms = timed_exec(api, sid, "import time\ntime.sleep(0.3)")  # the sleep is the case
     assert r["status"] == "ok"
-    assert isinstance(r["duration_ms"], int) and 300 <= r["duration_ms"] < 5000, r["duration_ms"]
-    r = api.exec(sid, "1")
-    assert 0 <= r["duration_ms"] < 1000, r["duration_ms"]
+    assert isinstance(r["duration_ms"], int) and 300 <= r["duration_ms"] <= wall_ms + 1, \
+        (r["duration_ms"], wall_ms)
+    r, wall_ms = timed_exec(api, sid, "1")
+    assert 0 <= r["duration_ms"] <= wall_ms + 1, (r["duration_ms"], wall_ms)
 
 
 # ---------------------------------------------------------------- output caps
@@ -197,6 +207,7 @@ def test_files_changed_list(api, session):
 
 # ---------------------------------------------------------------- timeouts
 
+# Sandbox code that runs until interrupted (its sleeps are the loop's, not ours).
 SOFT_LOOP = "import time\nn = 0\nwhile True:\n    n += 1; time.sleep(0.05)"
 
 IGNORE_ALL = ("import signal\n"
@@ -216,6 +227,9 @@ def test_soft_timeout_keeps_the_kernel(api, session):
     assert r["status"] == "timeout", r
     assert r["kernel"] == "preserved"
     assert r["reason"], r
+    # Not before timeout_s. The upper side is functional, not a speed claim:
+    # timeout_s plus the kill grace (2 s by default); any later and the daemon
+    # would have killed the kernel instead (status killed, kernel restarted).
     assert 1.9 <= took < 4.0, took
     assert 1900 <= r["duration_ms"] < 4000, r["duration_ms"]
     # The traceback shows where the code was.
@@ -231,7 +245,9 @@ def test_timeout_is_capped_by_the_session_limit(api):
         r = api.exec(s["id"], SOFT_LOOP, timeout_s=30)
         took = time.monotonic() - t0
         assert r["status"] == "timeout" and r["kernel"] == "preserved", r
-        assert took < 3.0, took
+        # Capped, not honoured: well below the 30 s asked for (a sanity bound,
+        # not a speed claim).
+        assert took < 15, took
 
 
 def test_hard_timeout_restarts_the_kernel_and_keeps_files(make_daemon):
@@ -250,12 +266,15 @@ def test_hard_timeout_restarts_the_kernel_and_keeps_files(make_daemon):
         assert r["status"] == "timeout", r
         assert r["kernel"] == "restarted", r
         assert r["reason"], r
-        assert 2.9 <= took < 5.0, took
-        r2, _ = exec_until_ok(api, sid, "1 + 1", bound=5.0)
+        # Not before the deadline and the grace (2 + 1 s); the upper side is a
+        # hang detector, not a speed claim.
+        assert 2.9 <= took < 15, took
+        # The kernel comes back: the bound is a hang detector; how long it
+        # takes is printed (a measurement, not an assertion).
+        r2, _ = exec_until_ok(api, sid, "1 + 1", bound=30)
         back = time.monotonic() - t_answer
         print("[measure] hard timeout -> next successful exec: %.3f s" % back)
         assert r2["status"] == "ok" and r2["result"] == "2", r2
-        assert back < 5.0, back
         # Files survive a restart; variables do not.
         r = api.exec(sid, "open('/workspace/before.txt').read()")
         assert r["result"] == "'kept'", r
@@ -275,8 +294,9 @@ def test_os_exit_is_killed_and_restarted(api, session):
     assert r["status"] == "killed", r
     assert r["kernel"] == "restarted"
     assert r["reason"] and re.search(r"\b3\b", r["reason"]) and "exit" in r["reason"], r["reason"]
-    r, took = exec_until_ok(api, sid, "1 + 1", bound=5.0)
-    assert r["result"] == "2" and took < 5.0
+    r, took = exec_until_ok(api, sid, "1 + 1", bound=30)  # a hang detector
+    assert r["result"] == "2"
+    print("\n[measure] os._exit -> next successful exec: %.3f s" % took)
     r = api.exec(sid, "import os\n(os.path.exists('mark'), 'w' in globals())")
     assert r["result"] == "(True, False)", r
 
@@ -289,7 +309,7 @@ def test_memory_bomb_is_killed_with_oom_reason(api):
         assert r["status"] == "killed", r
         assert r["kernel"] == "restarted"
         assert "out of memory" in (r["reason"] or ""), r["reason"]
-        r, took = exec_until_ok(api, sid, "sum(range(101))", bound=5.0)
+        r, took = exec_until_ok(api, sid, "sum(range(101))", bound=30)  # a hang detector
         assert r["status"] == "ok" and r["result"] == "5050", r
         # One big allocation too.
         r = api.exec(sid, "x = bytearray(512 * 1024 * 1024)", timeout_s=30)
@@ -298,12 +318,14 @@ def test_memory_bomb_is_killed_with_oom_reason(api):
             assert "out of memory" in r["reason"], r["reason"]
         else:  # refused up front (MemoryError) is fine too: the kernel lives
             assert r["error"]["ename"] == "MemoryError", r
-        r, took = exec_until_ok(api, sid, "'alive'", bound=5.0)
+        r, took = exec_until_ok(api, sid, "'alive'", bound=30)
         assert r["result"] == "'alive'"
 
 
 # ---------------------------------------------------------------- streaming
 
+# The 2 s between 'a' and 'b' is the case: 'a' must arrive while the code
+# still runs, so well before 'b'.
 STREAM_CODE = "import time\nprint('a', flush=True)\ntime.sleep(2)\nprint('b')"
 
 
@@ -316,9 +338,11 @@ def test_stream_delivers_output_live(daemon, session):
     first_a = next((t for t, e in events if e.get("type") == "stdout" and "a" in e["text"]), None)
     assert first_a is not None, events
     print("\n[measure] streaming: first stdout event %.3f s after the request" % first_a)
-    assert first_a < 1.5, first_a
     b_at = next(t for t, e in events if e.get("type") == "stdout" and "b" in e["text"])
     assert b_at >= 1.9, b_at
+    # Live, not buffered to the end: 'a' came while the code slept, most of
+    # those 2 s before 'b' (an ordering in time, not a bound on speed).
+    assert b_at - first_a >= 1.5, (first_a, b_at)
     t_last, last = events[-1]
     assert last["type"] == "result", last
     assert last["status"] == "ok" and last["stdout"] == "a\nb\n", last
@@ -365,7 +389,7 @@ def test_ctl_exec_streams_on_a_terminal(daemon, session):
                             stdin=subprocess.DEVNULL, stdout=slave, stderr=slave)
     os.close(slave)
     got = b""
-    first_a = None
+    first_a = first_b = None
     try:
         deadline = t0 + 20
         while time.monotonic() < deadline:
@@ -380,6 +404,8 @@ def test_ctl_exec_streams_on_a_terminal(daemon, session):
                 got += chunk
                 if first_a is None and b"a" in got:
                     first_a = time.monotonic() - t0
+                if first_b is None and b"b" in got:
+                    first_b = time.monotonic() - t0
             elif proc.poll() is not None:
                 break
         proc.wait(10)
@@ -392,7 +418,8 @@ def test_ctl_exec_streams_on_a_terminal(daemon, session):
     assert proc.returncode == 0, got
     text = got.replace(b"\r\n", b"\n").decode()
     assert "a\nb\n" in text, text
-    assert first_a is not None and first_a < 1.5, (first_a, text)
+    # Streamed: 'a' was on the terminal while the code slept, well before 'b'.
+    assert None not in (first_a, first_b) and first_b - first_a >= 1.5, (first_a, first_b, text)
 
 
 # ---------------------------------------------------------------- concurrency
@@ -400,17 +427,23 @@ def test_ctl_exec_streams_on_a_terminal(daemon, session):
 def test_exec_on_busy_session_is_409(daemon, api, session):
     sid = session["id"]
     out = {}
+    # (the sandbox's sleep keeps the session busy while we knock)
     t = threading.Thread(target=lambda: out.setdefault("r", api.exec(sid, "import time; time.sleep(1.5); 'done'")))
     t.start()
     try:
-        wait_for(lambda: api.request("GET", "/v1/sessions/" + sid)[1]["state"] == "busy", 10,
-                 what="session to be busy")
+        daemon.wait_state(sid, "busy")
         assert error_of(exec_raw(api, sid, "1")) == (409, "busy")
         status, _, doc = stream_exec(daemon.port, sid, "1")
         assert status == 409 and doc["error"]["code"] == "busy", doc
     finally:
         t.join(30)
     assert out["r"]["result"] == "'done'"
+
+
+# Sleeps 1.5 s (the case) and says when it started and ended, by the host's
+# clock (a container reads the same clock).
+TIMED_SLEEP = ("import time\nt0 = time.time()\ntime.sleep(1.5)\n"
+               "print(t0, time.time())\n'slept'")
 
 
 def test_two_sessions_run_in_parallel(api):
@@ -421,8 +454,7 @@ def test_two_sessions_run_in_parallel(api):
         def run(s):
             barrier.wait()
             t = time.monotonic()
-            results[s["id"]] = (api.exec(s["id"], "import time\ntime.sleep(1.5)\n'slept'"),
-                                time.monotonic() - t)
+            results[s["id"]] = (api.exec(s["id"], TIMED_SLEEP), time.monotonic() - t)
 
         threads = [threading.Thread(target=run, args=(s,)) for s in (a, b)]
         t0 = time.monotonic()
@@ -433,7 +465,11 @@ def test_two_sessions_run_in_parallel(api):
         wall = time.monotonic() - t0
         print("\n[measure] two parallel 1.5 s execs: %.3f s wall" % wall)
         assert len(results) == 2
+        spans = []
         for r, took in results.values():
             assert r["status"] == "ok" and r["result"] == "'slept'", r
             assert took >= 1.5
-        assert wall < 2.6, wall
+            spans.append([float(x) for x in r["stdout"].split()])
+        # In parallel: each one's sleep began before the other's ended (run
+        # one after the other, they would not overlap at all).
+        assert max(s for s, _ in spans) < min(e for _, e in spans), spans

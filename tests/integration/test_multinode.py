@@ -3,7 +3,7 @@ recovers only its own sessions, so every session is reaped exactly once."""
 import json
 import signal
 
-from conftest import wait_for
+from harness import wait_for
 
 
 def test_nodes_sharing_redis_keep_to_their_own(make_daemon, redis_server):

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from conftest import Daemon, _finish_daemon, wait_for
+from harness import Daemon, wait_for
 from helpers_exec import error_of
 
 
@@ -15,7 +15,7 @@ from helpers_exec import error_of
 def daemon(redis_server, tmpdir_session):
     d = Daemon(redis_server, tmpdir_session, ("--pool-size", "0"))
     yield d
-    _finish_daemon(d)
+    d.finish()
 
 
 @pytest.fixture
@@ -47,6 +47,7 @@ def test_oneshot_uses_a_container_of_its_own_and_removes_it(daemon, api):
     before = set(daemon.containers())
     out = {}
     t = threading.Thread(target=lambda: out.setdefault(
+        # (the sandbox's sleep keeps the one-shot running while we look)
         "r", oneshot(api, {"code": "import time\ntime.sleep(1.5)\n'slept'", "timeout_s": 10})))
     t.start()
     try:
@@ -75,6 +76,7 @@ def test_oneshot_results_errors_and_timeouts(daemon, api):
     status, r = oneshot(api, {"code": "while True:\n    pass", "timeout_s": 1})
     took = time.monotonic() - t0
     assert status == 200 and r["status"] == "timeout", r
+    # A hang detector, not a speed claim: a 1 s deadline answered within ten.
     assert took < 10, took
     wait_for(lambda: set(daemon.containers()) <= before, 15, interval=0.1,
              what="every one-shot container to be removed")

@@ -1,19 +1,10 @@
 """Issue 6: the warm pool. Creates it can serve are claimed from pre-started
 sandboxes (limits applied live); the pool refills; others are created cold."""
 import json
-import re
 import subprocess
 
-from conftest import wait_for
-
-
-def metric(api, name):
-    status, text = api.request("GET", "/metrics")
-    assert status == 200
-    text = text.decode() if isinstance(text, bytes) else str(text)
-    m = re.search(r"^%s (\d+)$" % re.escape(name), text, re.M)
-    assert m, name
-    return int(m.group(1))
+from harness import wait_for
+from harness.servers import HttpServer
 
 
 def memory_of(container):
@@ -25,11 +16,11 @@ def memory_of(container):
 def test_pool_serves_refills_and_applies_limits(make_daemon):
     d = make_daemon("--pool-size", "2")
     api = d.api
-    wait_for(lambda: metric(api, "ci_pool_size") == 2, 60, interval=0.1, what="a full pool")
-    hits = metric(api, "ci_pool_hits_total")
+    wait_for(lambda: d.metric("ci_pool_size") == 2, 60, interval=0.1, what="a full pool")
+    hits = d.metric("ci_pool_hits_total")
     s = api.create(limits={"memory_mb": 128})
     try:
-        assert metric(api, "ci_pool_hits_total") == hits + 1
+        assert d.metric("ci_pool_hits_total") == hits + 1
         assert s["limits"]["memory_mb"] == 128 and s["tenant"] == "default"
         (cid,) = d.containers("label=ci.session=" + s["id"])
         assert memory_of(cid) == 128 << 20  # applied to the running container
@@ -38,7 +29,7 @@ def test_pool_serves_refills_and_applies_limits(make_daemon):
         r = api.exec(s["id"], "b = bytearray(400 * 1024 * 1024)")
         assert r["status"] == "killed" and "out of memory" in r["reason"]
         # The pool makes up for the one it gave away.
-        wait_for(lambda: metric(api, "ci_pool_size") == 2, 60, interval=0.1,
+        wait_for(lambda: d.metric("ci_pool_size") == 2, 60, interval=0.1,
                  what="the pool to refill")
         # A pool sandbox is nobody's session.
         listed = [x["id"] for x in api.request("GET", "/v1/sessions")[1]["sessions"]]
@@ -50,12 +41,12 @@ def test_pool_serves_refills_and_applies_limits(make_daemon):
 def test_requests_the_pool_cannot_serve_are_created_cold(make_daemon):
     d = make_daemon("--pool-size", "1")
     api = d.api
-    wait_for(lambda: metric(api, "ci_pool_size") == 1, 60, interval=0.1, what="a full pool")
-    hits = metric(api, "ci_pool_hits_total")
+    wait_for(lambda: d.metric("ci_pool_size") == 1, 60, interval=0.1, what="a full pool")
+    hits = d.metric("ci_pool_hits_total")
     s = api.create(env={"GREETING": "hello"}, limits={"disk_mb": 64})
     try:
-        assert metric(api, "ci_pool_hits_total") == hits
-        assert metric(api, "ci_pool_size") == 1
+        assert d.metric("ci_pool_hits_total") == hits
+        assert d.metric("ci_pool_size") == 1
         r = api.exec(s["id"], "import os; os.environ['GREETING']")
         assert r["result"] == "'hello'"
     finally:
@@ -63,24 +54,8 @@ def test_requests_the_pool_cannot_serve_are_created_cold(make_daemon):
 
 
 def test_network_pool_serves_allowlisted_sessions(make_daemon, tmp_path):
-    import http.server
-    import threading
-
-    class Hello(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            body = b"hello from the test's own server"
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hello)
-    port = server.server_address[1]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    server = HttpServer(body=b"hello from the test's own server")
+    port = server.port
     hosts = tmp_path / "hosts"
     hosts.write_text("127.0.0.1 allowed.test other.test\n")
     try:
@@ -88,11 +63,11 @@ def test_network_pool_serves_allowlisted_sessions(make_daemon, tmp_path):
                         "--egress-resolver", "hosts-only", "--egress-hosts-file", str(hosts),
                         "--egress-trusted", "127.0.0.1:%d" % port)
         api = d.api
-        wait_for(lambda: metric(api, "ci_pool_size") == 1, 60, interval=0.1,
+        wait_for(lambda: d.metric("ci_pool_size") == 1, 60, interval=0.1,
                  what="a warm networked sandbox")
         s = api.create(network={"allow": ["allowed.test:%d" % port]})
         try:
-            assert metric(api, "ci_pool_hits_total") == 1
+            assert d.metric("ci_pool_hits_total") == 1
             code = ("import urllib.request\n"
                     "urllib.request.urlopen('http://allowed.test:%d/').read()" % port)
             r = api.exec(s["id"], code)
@@ -102,5 +77,4 @@ def test_network_pool_serves_allowlisted_sessions(make_daemon, tmp_path):
         finally:
             api.delete(s["id"])
     finally:
-        server.shutdown()
-        server.server_close()
+        server.stop()

@@ -1,0 +1,265 @@
+"""The daemon under test: the real ci-daemon binary (the ASan build in the
+suites, CITEST_DAEMON) on a free loopback port, with a key prefix, a node
+name and a state directory of its own, so runs never touch each other.
+
+It is started and stopped by its pid. What it made is found again by its
+label (ci.prefix=<prefix>) and its key prefix, and removed by cleanup() even
+when a test failed: containers, the sandbox network and its host firewall
+chain, Redis keys, the state directory (after unmounting the tmpfs the daemon
+mounts there). finish() is the end of every daemon's life in a test: stop it,
+fail on a sanitizer report in its log, clean up.
+"""
+import datetime
+import os
+import resource
+import signal
+import subprocess
+import tempfile
+import time
+import uuid
+
+from . import procfs
+from .http import Client, free_port
+from .wait import wait_for
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+DAEMON_BIN = os.environ.get("CITEST_DAEMON", os.path.join(ROOT, "build", "ci-daemon"))
+CTL_BIN = os.environ.get("CITEST_CTL", os.path.join(ROOT, "build", "ci-ctl"))
+
+SANITIZER_MARKS = ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer")
+
+
+def parse_time(text):
+    """A timestamp as the daemon writes them (RFC 3339 UTC with milliseconds)
+    -> seconds since the epoch."""
+    dt = datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ")
+    return dt.replace(tzinfo=datetime.timezone.utc).timestamp()
+
+
+def remove_state_dir(path):
+    """rm -rf a daemon's state directory, after unmounting the tmpfs the
+    daemon mounts for its sessions' IPC directories (--ipc-tmpfs)."""
+    path = os.path.realpath(path)
+    with open("/proc/self/mountinfo") as f:
+        points = [line.split()[4] for line in f]
+    for p in sorted((p for p in points if p == path or p.startswith(path + "/")), reverse=True):
+        subprocess.run(["umount", "-l", p], capture_output=True)
+    subprocess.run(["rm", "-rf", path])
+
+
+class Daemon:
+    """A started daemon (the constructor waits for /readyz).
+
+    extra_args  more flags
+    nofile      (soft, hard): start it with that RLIMIT_NOFILE (as `ulimit -n`
+                would), instead of the test's own
+    env         variables to set for it (ASAN_OPTIONS, say) over the test's own
+    binary      another ci-daemon (the A/B benchmark's baseline)
+    """
+
+    def __init__(self, redis, tmp, extra_args=(), nofile=None, env=None, binary=None):
+        self.run_id = uuid.uuid4().hex[:10]
+        self.prefix = "citest-%s:" % self.run_id
+        self.node = "citest-%s" % self.run_id
+        self.port = free_port()
+        self.state_dir = tempfile.mkdtemp(prefix="cit-", dir="/tmp")
+        self.log_path = os.path.join(tmp, "daemon-%s.log" % self.run_id)
+        self.redis = redis
+        self.args = [binary or DAEMON_BIN, "--listen", "127.0.0.1:%d" % self.port,
+                     "--redis", redis.url, "--state-dir", self.state_dir,
+                     "--key-prefix", self.prefix, "--node", self.node, "--log-level", "debug",
+                     *extra_args]
+        self.api = Client(self.port)
+        self.proc = None
+        self.log = None
+        self.nofile = nofile
+        self.env = dict(env or {})
+        try:
+            self.start()
+        except BaseException:
+            # Nobody holds a daemon whose construction failed: stop it here.
+            if self.proc is not None and self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            if self.log is not None:
+                self.log.close()
+            self.cleanup()
+            raise
+
+    # ---------------------------------------------------------- life
+
+    def start(self):
+        """Start (or start again, with the same flags) and wait for /readyz."""
+        self.log = open(self.log_path, "ab")
+        env = dict(os.environ)
+        env.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
+        env.update(self.env)
+        preexec = None
+        if self.nofile is not None:
+            limits = tuple(self.nofile)
+
+            def preexec():
+                resource.setrlimit(resource.RLIMIT_NOFILE, limits)
+        self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT, env=env,
+                                     preexec_fn=preexec)
+        wait_for(self.ready, 30, interval=0.05, what="the daemon's /readyz")
+
+    def restart(self):
+        """Start a stopped (or killed) daemon again with the same flags."""
+        if self.log is not None and not self.log.closed:
+            self.log.close()
+        self.start()
+
+    def ready(self):
+        if self.proc.poll() is not None:
+            raise AssertionError("daemon exited with %s:\n%s" % (self.proc.returncode, self.read_log()))
+        try:
+            return self.api.request("GET", "/readyz", timeout=2)[0] == 200
+        except OSError:
+            return False
+
+    def stop(self, sig=signal.SIGTERM, timeout=30):
+        """Signal it (by pid) and wait for it to exit; returns the exit status."""
+        rc = procfs.stop_process(self.proc, sig, timeout) if self.proc is not None else None
+        if self.log is not None:
+            self.log.close()
+        return rc
+
+    def kill(self):
+        """kill -9 (by pid); returns the monotonic time of the kill."""
+        t = time.monotonic()
+        self.proc.kill()
+        self.proc.wait(10)
+        self.log.close()
+        return t
+
+    def finish(self):
+        """Stop, then fail on a sanitizer report; clean up whatever happens."""
+        try:
+            self.stop()
+            errors = self.sanitizer_errors()
+            assert not errors, "sanitizer reported %s; log:\n%s" % (errors, self.read_log()[-8000:])
+        finally:
+            self.cleanup()
+
+    # ---------------------------------------------------------- what it says
+
+    def read_log(self):
+        with open(self.log_path, "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def log_mark(self):
+        """A position in the log: log_since(mark) is what came after it."""
+        return len(self.read_log())
+
+    def log_since(self, mark):
+        return self.read_log()[mark:]
+
+    def wait_log(self, text, timeout=10, since=0, count=1):
+        """Wait until the log (after mark `since`) holds text `count` times."""
+        return wait_for(lambda: self.log_since(since).count(text) >= count, timeout,
+                        what="%r in the daemon's log" % text)
+
+    def sanitizer_errors(self):
+        log = self.read_log()
+        return [m for m in SANITIZER_MARKS if m in log]
+
+    def metrics(self):
+        """/metrics as {series: value} (Client.metrics)."""
+        return self.api.metrics()
+
+    _NO_DEFAULT = object()
+
+    def metric(self, name, default=_NO_DEFAULT):
+        m = self.metrics()
+        if name in m:
+            return m[name]
+        if default is not self._NO_DEFAULT:
+            return default
+        raise AssertionError("no metric %s" % name)
+
+    def wait_state(self, sid, want, timeout=10):
+        """Wait until session sid is in state want (busy: its exec is running)."""
+        wait_for(lambda: self.api.state(sid) == want, timeout,
+                 what="session %s to be %s" % (sid, want))
+
+    def wait_orphan_sweep(self, timeout=75):
+        """Return right after the daemon's own orphan sweep has run.
+
+        The daemon removes containers of its prefix that no session owns (and
+        an unused sandbox network) by itself: 2 s after it starts, then every
+        minute. A test of `ci-ctl gc` must not race that sweep: a container
+        of ours made to look orphaned (the daemon's labels, no session) is
+        what the sweep removes, so its removal is the sweep, seen; the next
+        one is a minute away."""
+        self.wait_log("recovery:", timeout=30)  # the start-up reconcile is done
+        out = subprocess.run(["docker", "create", "--label", "ci.prefix=" + self.prefix,
+                              "--label", "ci.node=" + self.node, "ci/python:latest", "true"],
+                             capture_output=True, text=True, timeout=60, check=True)
+        marker = out.stdout.strip()
+        try:
+            self.wait_log("gc: removing orphan container %s" % marker[:12], timeout=timeout)
+            wait_for(lambda: marker not in self.containers(), 30,
+                     what="the sweep to remove container %.12s" % marker)
+        finally:
+            subprocess.run(["docker", "rm", "-f", marker], capture_output=True, timeout=60)
+
+    def ctl(self, *args, input=None, text=True, timeout=120):  # noqa: A002 - subprocess's name
+        """ci-ctl against this daemon."""
+        return subprocess.run([CTL_BIN, "--server", "http://127.0.0.1:%d" % self.port, *args],
+                              capture_output=True, text=text, input=input, timeout=timeout)
+
+    # ---------------------------------------------------------- the process
+
+    def rss_kb(self):
+        return procfs.rss_kb(self.proc.pid)
+
+    def fd_count(self):
+        return procfs.fd_count(self.proc.pid)
+
+    def cpu_seconds(self):
+        return procfs.cpu_seconds(self.proc.pid)
+
+    def open_api_connections(self):
+        """Client connections to the API the daemon has not closed yet."""
+        return procfs.open_connections(self.port)
+
+    # ---------------------------------------------------------- what it made
+
+    def containers(self, *filters, all_states=True):
+        args = ["docker", "ps", "-q", "--no-trunc", "--filter", "label=ci.prefix=%s" % self.prefix]
+        if all_states:
+            args.insert(2, "-a")
+        for f in filters:
+            args += ["--filter", f]
+        out = subprocess.run(args, capture_output=True, text=True, timeout=30)
+        return [line for line in out.stdout.split() if line]
+
+    def networks(self):
+        out = subprocess.run(["docker", "network", "ls", "-q", "--filter",
+                              "label=ci.prefix=%s" % self.prefix], capture_output=True, text=True,
+                             timeout=30)
+        return out.stdout.split()
+
+    def cleanup(self):
+        ids = self.containers()
+        if ids:
+            subprocess.run(["docker", "rm", "-f", *ids], capture_output=True, timeout=120)
+        # The sandbox network and its host firewall chain (CI-IN-<hash> for
+        # bridge ci<hash>), found by this run's label.
+        for net in self.networks():
+            out = subprocess.run(["docker", "network", "inspect", net, "--format",
+                                  '{{index .Options "com.docker.network.bridge.name"}}'],
+                                 capture_output=True, text=True, timeout=30)
+            bridge = out.stdout.strip()
+            if bridge.startswith("ci"):
+                chain = "CI-IN-" + bridge[2:]
+                subprocess.run(["iptables", "-w", "-D", "INPUT", "-i", bridge, "-j", chain],
+                               capture_output=True)
+                subprocess.run(["iptables", "-w", "-F", chain], capture_output=True)
+                subprocess.run(["iptables", "-w", "-X", chain], capture_output=True)
+            subprocess.run(["docker", "network", "rm", net], capture_output=True, timeout=60)
+        keys = self.redis.cli("--scan", "--pattern", self.prefix + "*").split()
+        for k in keys:
+            self.redis.cli("DEL", k)
+        remove_state_dir(self.state_dir)
