@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "defer.h"
-#include "docker_json.h"
 #include "json.h"
 #include "log.h"
 #include "xalloc.h"
@@ -453,16 +452,4 @@ bool docker_reachable(const struct docker *d)
 const char *docker_api_version(const struct docker *d)
 {
 	return d->version[0] ? d->version : NULL;
-}
-
-struct err *docker_error(const struct docker_response *resp, const char *what)
-{
-	if (resp->status == 0)
-		return err_new(ERR_UNAVAILABLE, "%s: docker: %s", what, resp->error);
-	AUTOFREE char *msg = docker_json_error_message(resp->body, resp->len);
-	enum err_code code = resp->status == 404   ? ERR_NOT_FOUND
-			     : resp->status >= 500 ? ERR_UNAVAILABLE
-						   : ERR_INTERNAL;
-	return err_new(code, "%s: docker: %ld %.300s", what, resp->status,
-		       msg ? msg : "(no message)");
 }

@@ -8,6 +8,19 @@
 #include "docker_json.h"
 #include "xalloc.h"
 
+/* docker_internal.h says what this is. */
+struct err *docker_error(const struct docker_response *resp, const char *what)
+{
+	if (resp->status == 0)
+		return err_new(ERR_UNAVAILABLE, "%s: docker: %s", what, resp->error);
+	AUTOFREE char *msg = docker_json_error_message(resp->body, resp->len);
+	enum err_code code = resp->status == 404   ? ERR_NOT_FOUND
+			     : resp->status >= 500 ? ERR_UNAVAILABLE
+						   : ERR_INTERNAL;
+	return err_new(code, "%s: docker: %ld %.300s", what, resp->status,
+		       msg ? msg : "(no message)");
+}
+
 /* One typed call in flight: the caller's callback and what the answer needs. */
 struct call_ctx {
 	struct docker *d;

@@ -1,4 +1,10 @@
-/* egress.c: CONNECT / absolute-URI HTTP proxy with per-session allowlists. */
+/* egress.c: CONNECT / absolute-URI HTTP proxy with per-session allowlists.
+ *
+ * One concern, over 700 lines: the life of a proxy connection, from accept
+ * through the checked request head, the allowlist, the resolution and the
+ * address policy, the upstream connect, to the one forwarded request (or the
+ * tunnel) and the close; plus its listeners. Parsing is egress_head.c's,
+ * names resolver.c's, rules netpolicy.c's. */
 #include "egress.h"
 
 #include <arpa/inet.h>
