@@ -466,22 +466,6 @@ static void dns_done(const struct err *e, const struct sockaddr_storage *addrs, 
 	filter_addrs(c, addrs, n);
 }
 
-static int parse_ip(const char *s, struct sockaddr_storage *out)
-{
-	/* inet_pton, not inet_aton: dotted decimal only (no 0177.0.0.1, 127.1). */
-	memset(out, 0, sizeof(*out));
-	if (strchr(s, ':')) {
-		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)out;
-		s6->sin6_family = AF_INET6;
-		return inet_pton(AF_INET6, s, &s6->sin6_addr) == 1 ? 0 : -1;
-	}
-	struct sockaddr_in *s4 = (struct sockaddr_in *)out;
-	s4->sin_family = AF_INET;
-	return netpolicy_host_kind(s) == NETPOLICY_IPV4 && inet_pton(AF_INET, s, &s4->sin_addr) == 1
-		   ? 0
-		   : -1;
-}
-
 static void resolve(struct egress_conn *c)
 {
 	struct egress *eg = c->eg;
@@ -491,7 +475,7 @@ static void resolve(struct egress_conn *c)
 	 * hosts file, needs no DNS. */
 	enum netpolicy_host_kind kind = netpolicy_host_kind(c->host);
 	if (kind == NETPOLICY_IPV4 || kind == NETPOLICY_IPV6) {
-		if (parse_ip(c->host, &addrs[0]) == 0)
+		if (netpolicy_parse_ip(c->host, &addrs[0]) == 0)
 			filter_addrs(c, addrs, 1);
 		else
 			conn_refuse(c, 400, "'%s' is not an IP address", c->host);
@@ -682,7 +666,7 @@ static int parse_trusted(struct egress *eg, const char *list, struct err **errp)
 		char host[NETPOLICY_HOST_MAX + 1];
 		int port = 0;
 		if (netpolicy_split(tok, 0, host, sizeof(host), &port, NULL) < 0 ||
-		    (strchr(host, ':') && tok[0] != '[') || parse_ip(host, &t->addr) < 0)
+		    (strchr(host, ':') && tok[0] != '[') || netpolicy_parse_ip(host, &t->addr) < 0)
 			return err_set(errp, ERR_BAD_REQUEST,
 				       "egress-trusted: '%s' is not IP[:PORT] ([IPv6][:PORT])",
 				       tok);
@@ -737,7 +721,7 @@ int egress_reload_hosts(struct egress *eg, struct err **errp)
 int egress_listen(struct egress *eg, const char *ip, int port, int *bound, struct err **errp)
 {
 	struct sockaddr_storage ss;
-	if (parse_ip(ip, &ss) < 0)
+	if (netpolicy_parse_ip(ip, &ss) < 0)
 		return err_set(errp, ERR_INTERNAL, "egress: bad listen address %s", ip);
 	struct egress_listener *el;
 	LIST_FOREACH (el, &eg->listeners, link) {
@@ -770,7 +754,7 @@ int egress_listen(struct egress *eg, const char *ip, int port, int *bound, struc
 	listen_guard_watch(l, "egress proxy", NULL, NULL); /* EMFILE: back off */
 	el = xcalloc(1, sizeof(*el));
 	el->l = l;
-	parse_ip(ip, &el->addr);
+	netpolicy_parse_ip(ip, &el->addr);
 	el->port = *bound;
 	LIST_INSERT_HEAD(&eg->listeners, el, link);
 	load_local_addrs(eg); /* the new bridge address is one of ours now */
@@ -780,7 +764,7 @@ int egress_listen(struct egress *eg, const char *ip, int port, int *bound, struc
 void egress_unlisten(struct egress *eg, const char *ip)
 {
 	struct sockaddr_storage ss;
-	if (parse_ip(ip, &ss) < 0)
+	if (netpolicy_parse_ip(ip, &ss) < 0)
 		return;
 	for (struct egress_listener *el = LIST_FIRST(&eg->listeners), *next; el; el = next) {
 		next = LIST_NEXT(el, link);

@@ -453,3 +453,19 @@ const char *netpolicy_refusal(const struct sockaddr *sa, int port,
 	}
 	return NULL;
 }
+
+int netpolicy_parse_ip(const char *s, struct sockaddr_storage *out)
+{
+	/* inet_pton, not inet_aton: dotted decimal only (no 0177.0.0.1, 127.1). */
+	memset(out, 0, sizeof(*out));
+	if (strchr(s, ':')) {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)out;
+		s6->sin6_family = AF_INET6;
+		return inet_pton(AF_INET6, s, &s6->sin6_addr) == 1 ? 0 : -1;
+	}
+	struct sockaddr_in *s4 = (struct sockaddr_in *)out;
+	s4->sin_family = AF_INET;
+	return netpolicy_host_kind(s) == NETPOLICY_IPV4 && inet_pton(AF_INET, s, &s4->sin_addr) == 1
+		   ? 0
+		   : -1;
+}

@@ -89,4 +89,8 @@ const char *netpolicy_refusal(const struct sockaddr *sa, int port,
 			      const struct netpolicy_trusted *trusted, size_t n_trusted,
 			      const struct sockaddr_storage *own, size_t n_own);
 
+/* A canonical IP literal (IPv4 dotted decimal, or IPv6 without brackets)
+ * into *out, port 0; -1 for anything else. */
+int netpolicy_parse_ip(const char *s, struct sockaddr_storage *out);
+
 #endif

@@ -270,21 +270,6 @@ cut:
 
 /* ---- configuration ---- */
 
-static int parse_addr(const char *s, struct sockaddr_storage *out)
-{
-	memset(out, 0, sizeof(*out));
-	if (strchr(s, ':')) {
-		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)out;
-		s6->sin6_family = AF_INET6;
-		return inet_pton(AF_INET6, s, &s6->sin6_addr) == 1 ? 0 : -1;
-	}
-	struct sockaddr_in *s4 = (struct sockaddr_in *)out;
-	s4->sin_family = AF_INET;
-	return netpolicy_host_kind(s) == NETPOLICY_IPV4 && inet_pton(AF_INET, s, &s4->sin_addr) == 1
-		   ? 0
-		   : -1;
-}
-
 static void set_port(struct sockaddr_storage *ss, int port)
 {
 	if (ss->ss_family == AF_INET)
@@ -308,7 +293,7 @@ int resolver_parse_spec(const char *spec, enum resolver_mode *mode, struct socka
 	int port = 0;
 	/* An IPv6 address goes in brackets: ::1:53 could be either. */
 	if (netpolicy_split(spec, 0, host, sizeof(host), &port, NULL) < 0 || port == 0 ||
-	    (strchr(host, ':') && spec[0] != '[') || parse_addr(host, server) < 0)
+	    (strchr(host, ':') && spec[0] != '[') || netpolicy_parse_ip(host, server) < 0)
 		return err_set(errp, ERR_BAD_REQUEST,
 			       "egress-resolver: '%.64s' is not system, hosts-only or IP:PORT "
 			       "([IPv6]:PORT)",
@@ -345,7 +330,7 @@ static int load_hosts(const char *path, struct host_entry **out, size_t *n_out, 
 		if (ip == NULL)
 			continue;
 		struct sockaddr_storage addr;
-		if (parse_addr(ip, &addr) < 0) {
+		if (netpolicy_parse_ip(ip, &addr) < 0) {
 			rc = err_set(errp, ERR_BAD_REQUEST,
 				     "%s:%d: '%.64s' is not an IP address (dotted decimal or IPv6)",
 				     path, lineno, ip);
@@ -403,7 +388,7 @@ static size_t load_resolv_conf(struct sockaddr_storage *out)
 		if (key == NULL || strcmp(key, "nameserver") != 0)
 			continue;
 		char *ip = strtok_r(NULL, " \t\r\n", &save);
-		if (ip && strchr(ip, '%') == NULL && parse_addr(ip, &out[n]) == 0) {
+		if (ip && strchr(ip, '%') == NULL && netpolicy_parse_ip(ip, &out[n]) == 0) {
 			set_port(&out[n], 53);
 			n++;
 		}
