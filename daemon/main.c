@@ -18,6 +18,7 @@
 #include "log.h"
 #include "manager.h"
 #include "network.h"
+#include "proc.h"
 #include "store.h"
 
 extern char **environ;
@@ -323,6 +324,7 @@ out:
 	http_api_free(d.api);
 	manager_free(d.mgr);
 	net_free(net);
+	proc_free_all();
 	egress_free(egress);
 	store_free(store);
 	docker_free(docker);

@@ -587,6 +587,7 @@ void manager_free(struct manager *m)
 		msession_free(ms);
 	}
 	pool_free(m->pool);
+	manager_shutdown_free(m); /* the loop stopped before it ended: nobody waits */
 	event_free(m->sweep);
 	manager_tombs_free(m);
 	uid_range_free(m->uids);

@@ -32,6 +32,7 @@
 struct create_op;
 struct exec_op;
 struct teardown_op;
+struct shutdown_op;
 
 struct kernel_exit_info {
 	bool valid;
@@ -75,6 +76,7 @@ struct manager {
 	struct uid_range *uids; /* one host uid per session */
 	char *seccomp;          /* the sandboxes' seccomp profile (JSON), NULL = engine's */
 	struct pool *pool;
+	struct shutdown_op *shutdown; /* in progress */
 	bool draining;
 	bool recovering, recovered;
 	manager_event_fn listener;
@@ -156,5 +158,7 @@ void manager_tombs_free(struct manager *m);
 /* manager_recovery.c */
 void manager_registry_write_back(void *arg);
 void manager_sweep_cb(evutil_socket_t fd, short what, void *arg);
+/* Shutdowns still in progress when the daemon exits: freed, nobody told. */
+void manager_shutdown_free(struct manager *m);
 
 #endif

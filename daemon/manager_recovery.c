@@ -253,10 +253,22 @@ void manager_registry_write_back(void *arg)
 
 struct shutdown_op {
 	struct manager *m;
+	struct shutdown_op *next; /* in m->shutdown, until it ends */
 	int pending;
 	manager_done_cb cb;
 	void *arg;
 };
+
+static void shutdown_finish(struct shutdown_op *op)
+{
+	for (struct shutdown_op **pp = &op->m->shutdown; *pp; pp = &(*pp)->next)
+		if (*pp == op) {
+			*pp = op->next;
+			break;
+		}
+	op->cb(NULL, op->arg);
+	free(op);
+}
 
 static void shutdown_net_collected(const struct err *e, const struct net_leftovers *found,
 				   void *arg)
@@ -265,8 +277,7 @@ static void shutdown_net_collected(const struct err *e, const struct net_leftove
 	struct shutdown_op *op = arg;
 	if (e)
 		log_warn("shutdown: sandbox network not removed: %s", e->message);
-	op->cb(NULL, op->arg);
-	free(op);
+	shutdown_finish(op);
 }
 
 static void shutdown_one_done(const struct err *e, void *arg)
@@ -281,8 +292,7 @@ static void shutdown_one_done(const struct err *e, void *arg)
 		net_collect(op->m->net, false, true, shutdown_net_collected, op);
 		return;
 	}
-	op->cb(NULL, op->arg);
-	free(op);
+	shutdown_finish(op);
 }
 
 static void shutdown_deferred(evutil_socket_t fd, short what, void *arg)
@@ -292,11 +302,22 @@ static void shutdown_deferred(evutil_socket_t fd, short what, void *arg)
 	shutdown_one_done(NULL, arg);
 }
 
+void manager_shutdown_free(struct manager *m)
+{
+	while (m->shutdown) {
+		struct shutdown_op *op = m->shutdown;
+		m->shutdown = op->next;
+		free(op);
+	}
+}
+
 void manager_shutdown(struct manager *m, const char *reason, bool pool_only, manager_done_cb cb,
 		      void *arg)
 {
 	m->draining = true;
 	struct shutdown_op *op = xcalloc(1, sizeof(*op));
+	op->next = m->shutdown; /* freed by manager_free if the loop stops first */
+	m->shutdown = op;
 	op->m = m;
 	op->cb = cb;
 	op->arg = arg;

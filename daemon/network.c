@@ -17,6 +17,8 @@ struct net_waiter {
 	struct net_waiter *next;
 };
 
+struct collect_op;
+
 struct sandbox_net {
 	struct event_base *base;
 	const struct config *cfg;
@@ -31,6 +33,7 @@ struct sandbox_net {
 	int port;
 	int step; /* firewall command being run */
 	struct net_waiter *waiters;
+	struct collect_op *collecting; /* in progress; net_free frees them */
 	struct event *retry_ok;
 };
 
@@ -59,6 +62,8 @@ struct sandbox_net *net_new(struct event_base *base, const struct config *cfg,
 	return n;
 }
 
+static void collect_free_all(struct sandbox_net *n);
+
 void net_free(struct sandbox_net *n)
 {
 	if (n == NULL)
@@ -69,6 +74,7 @@ void net_free(struct sandbox_net *n)
 		free(w);
 		w = next;
 	}
+	collect_free_all(n);
 	free(n);
 }
 
@@ -236,6 +242,7 @@ struct egress *net_egress(const struct sandbox_net *n)
 
 struct collect_op {
 	struct sandbox_net *n;
+	struct collect_op *next; /* in n->collecting, until it ends */
 	bool remove;
 	net_collect_cb cb;
 	void *arg;
@@ -243,9 +250,24 @@ struct collect_op {
 	int step; /* removal command being run */
 };
 
+/* Collections cut short by the daemon's exit: nobody waits for them. */
+static void collect_free_all(struct sandbox_net *n)
+{
+	while (n->collecting) {
+		struct collect_op *op = n->collecting;
+		n->collecting = op->next;
+		free(op);
+	}
+}
+
 static void collect_finish(struct collect_op *op, const struct err *e)
 {
 	struct sandbox_net *n = op->n;
+	for (struct collect_op **pp = &n->collecting; *pp; pp = &(*pp)->next)
+		if (*pp == op) {
+			*pp = op->next;
+			break;
+		}
 	if (n->state == NET_REMOVING) {
 		n->state = NET_DOWN;
 		n->gateway[0] = n->proxy_url[0] = '\0';
@@ -378,6 +400,8 @@ void net_collect(struct sandbox_net *n, bool in_use, bool remove, net_collect_cb
 	op->found.network_name = n->name;
 	op->found.bridge = n->bridge;
 	op->found.chain_name = n->chain;
+	op->next = n->collecting;
+	n->collecting = op;
 	/* A network being set up, or removed already, is nobody's leftover. */
 	if (in_use || n->state == NET_STARTING || n->state == NET_REMOVING) {
 		collect_later(op);

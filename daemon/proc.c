@@ -2,6 +2,7 @@
 #include "proc.h"
 
 #include <errno.h>
+#include <sys/queue.h>
 #include <spawn.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -14,7 +15,11 @@
 
 extern char **environ;
 
+/* Helpers still running, for proc_free_all at exit. */
+static LIST_HEAD(, proc) live = LIST_HEAD_INITIALIZER(live);
+
 struct proc {
+	LIST_ENTRY(proc) link; /* live, until it finished */
 	pid_t pid;
 	int pidfd;
 	struct event *ev;
@@ -23,14 +28,26 @@ struct proc {
 	int status;
 };
 
-static void proc_finish(struct proc *p)
+static void proc_release(struct proc *p)
 {
-	p->cb(p->status, p->arg);
+	LIST_REMOVE(p, link);
 	if (p->ev)
 		event_free(p->ev);
 	if (p->pidfd >= 0)
 		close(p->pidfd);
 	free(p);
+}
+
+static void proc_finish(struct proc *p)
+{
+	p->cb(p->status, p->arg);
+	proc_release(p);
+}
+
+void proc_free_all(void)
+{
+	while (!LIST_EMPTY(&live))
+		proc_release(LIST_FIRST(&live));
 }
 
 static void exited_cb(evutil_socket_t fd, short what, void *arg)
@@ -54,6 +71,7 @@ static void failed_cb(evutil_socket_t fd, short what, void *arg)
 void proc_run(struct event_base *base, char *const argv[], proc_done_cb cb, void *arg)
 {
 	struct proc *p = xcalloc(1, sizeof(*p));
+	LIST_INSERT_HEAD(&live, p, link);
 	p->cb = cb;
 	p->arg = arg;
 	p->status = -1;

@@ -13,4 +13,8 @@ typedef void (*proc_done_cb)(int status, void *arg);
 /* Run argv[0] (searched in PATH); cb runs once, from the loop. */
 void proc_run(struct event_base *base, char *const argv[], proc_done_cb cb, void *arg);
 
+/* The daemon exits: forget the helpers still running (their callbacks will
+ * not run; the helpers themselves finish on their own). */
+void proc_free_all(void);
+
 #endif
