@@ -1,5 +1,5 @@
-"""Finding 10: allowlist IP literals were parsed loosely (0177.0.0.1 was read
-as 177.0.0.1, in decimal). Now an ambiguous IPv4 literal (leading zeros,
+"""Finding 10: allowlist IP literals were parsed loosely (0177.0.0.1, meant
+as octal loopback, was read as the decimal 177 prefix). Now an ambiguous IPv4 literal (leading zeros,
 shorthand such as 127.1, hex, a bare integer, a name ending in a number) in an
 allowlist is a 400 bad_request naming the entry, at create and at PATCH; a
 wildcard never covers IP literals; and the proxy refuses a request target

@@ -293,7 +293,7 @@ attempt("etc_passwd", lambda: write('/etc/passwd', b'evil::0:0::/:/bin/sh\n', os
 attempt("root_file", lambda: write('/evil', b'x', os.O_WRONLY | os.O_CREAT))
 attempt("usr_lib", lambda: write('/usr/lib/python3/dist-packages/evil.py', b'x', os.O_WRONLY | os.O_CREAT))
 attempt("runner", lambda: write('/opt/ci/kernel.py', b'x', os.O_WRONLY | os.O_APPEND))
-attempt("etc_hosts", lambda: write('/etc/hosts', b'1.2.3.4 x\n', os.O_WRONLY | os.O_APPEND))
+attempt("etc_hosts", lambda: write('/etc/hosts', b'127.0.0.9 x\n', os.O_WRONLY | os.O_APPEND))
 attempt("resolv", lambda: write('/etc/resolv.conf', b'x', os.O_WRONLY | os.O_APPEND))
 attempt("proc_sys", lambda: write('/proc/sys/kernel/core_pattern', b'|/tmp/x'))
 attempt("sysrq", lambda: write('/proc/sysrq-trigger', b'b'))
