@@ -3,10 +3,13 @@
  * handlers are in api_<resource>.c. */
 #include "api.h"
 
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
 
 #include "files.h"
 #include "json.h"
@@ -16,27 +19,28 @@
 /* Every route, in matching order (api_route.h has the pattern syntax). The
  * order of a path's methods here is the order of its Allow header. */
 const struct api_route api_routes[] = {
-    {"GET", "/healthz", api_probes_healthz},
-    {"GET", "/readyz", api_probes_readyz},
-    {"GET", "/metrics", api_probes_metrics},
-    {"GET", "/v1/sessions/?", api_sessions_list},
-    {"POST", "/v1/sessions/?", api_sessions_create},
-    {"GET", "/v1/sessions/{id}/?", api_sessions_get},
-    {"PATCH", "/v1/sessions/{id}/?", api_sessions_patch},
-    {"DELETE", "/v1/sessions/{id}/?", api_sessions_delete},
-    {"POST", "/v1/sessions/{id}/exec", api_exec_run},
-    {"POST", "/v1/sessions/{id}/keepalive", api_sessions_keepalive},
-    {"GET", "/v1/sessions/{id}/files", api_files_list},
-    {"PUT", "/v1/sessions/{id}/files/{path...}", api_files_put},
-    {"GET", "/v1/sessions/{id}/files/{path...}", api_files_get},
-    {"DELETE", "/v1/sessions/{id}/files/{path...}", api_files_delete},
-    {"POST", "/v1/exec", api_exec_oneshot},
-    {"GET", "/v1/events", api_events_watch},
-    {"GET", "/v1/admin/orphans", api_admin_orphans},
-    {"POST", "/v1/admin/gc", api_admin_gc},
-    {"POST", "/v1/admin/drain", api_admin_drain},
+    {"GET", "/healthz", api_probes_healthz, API_AUTH_NONE},
+    {"GET", "/readyz", api_probes_readyz, API_AUTH_NONE},
+    /* Per-tenant usage is on it: the operator's, not a tenant's. */
+    {"GET", "/metrics", api_probes_metrics, API_AUTH_ADMIN},
+    {"GET", "/v1/sessions/?", api_sessions_list, API_AUTH_TENANT},
+    {"POST", "/v1/sessions/?", api_sessions_create, API_AUTH_TENANT},
+    {"GET", "/v1/sessions/{id}/?", api_sessions_get, API_AUTH_TENANT},
+    {"PATCH", "/v1/sessions/{id}/?", api_sessions_patch, API_AUTH_TENANT},
+    {"DELETE", "/v1/sessions/{id}/?", api_sessions_delete, API_AUTH_TENANT},
+    {"POST", "/v1/sessions/{id}/exec", api_exec_run, API_AUTH_TENANT},
+    {"POST", "/v1/sessions/{id}/keepalive", api_sessions_keepalive, API_AUTH_TENANT},
+    {"GET", "/v1/sessions/{id}/files", api_files_list, API_AUTH_TENANT},
+    {"PUT", "/v1/sessions/{id}/files/{path...}", api_files_put, API_AUTH_TENANT},
+    {"GET", "/v1/sessions/{id}/files/{path...}", api_files_get, API_AUTH_TENANT},
+    {"DELETE", "/v1/sessions/{id}/files/{path...}", api_files_delete, API_AUTH_TENANT},
+    {"POST", "/v1/exec", api_exec_oneshot, API_AUTH_TENANT},
+    {"GET", "/v1/events", api_events_watch, API_AUTH_TENANT},
+    {"GET", "/v1/admin/orphans", api_admin_orphans, API_AUTH_ADMIN},
+    {"POST", "/v1/admin/gc", api_admin_gc, API_AUTH_ADMIN},
+    {"POST", "/v1/admin/drain", api_admin_drain, API_AUTH_ADMIN},
     /* Admin has never answered 405: any other method or name gets the list. */
-    {"*", "/v1/admin/{...}", api_admin_unknown},
+    {"*", "/v1/admin/{...}", api_admin_unknown, API_AUTH_ADMIN},
 };
 const size_t api_routes_count = sizeof(api_routes) / sizeof(api_routes[0]);
 
@@ -59,11 +63,49 @@ static int api_resolve_tenant(struct http_api *api, struct http_req *req, const 
 
 /* ---- answering ---- */
 
+/* A client's X-Request-Id is kept when it is a plain token: it goes into
+ * log lines and the audit, which must not carry what a client smuggles in. */
+static bool request_id_ok(const char *v)
+{
+	size_t n = v ? strlen(v) : 0;
+	if (n == 0 || n > 64)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!(isalnum((unsigned char)v[i]) || v[i] == '-' || v[i] == '_' || v[i] == '.'))
+			return false;
+	return true;
+}
+
+/* version-traceid-parentid-flags, lowercase hex, ids not all zero. */
+static bool traceparent_ok(const char *v)
+{
+	static const char shape[] = "xx-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx-xxxxxxxxxxxxxxxx-xx";
+	if (v == NULL || strlen(v) != sizeof(shape) - 1 || strncmp(v, "ff", 2) == 0)
+		return false;
+	for (size_t i = 0; i < sizeof(shape) - 1; i++)
+		if (shape[i] == '-'
+			? v[i] != '-'
+			: !isxdigit((unsigned char)v[i]) || isupper((unsigned char)v[i]))
+			return false;
+	return strncmp(v + 3, "00000000000000000000000000000000", 32) != 0 &&
+	       strncmp(v + 36, "0000000000000000", 16) != 0;
+}
+
 static struct call *call_new(struct http_api *api, struct http_req *req)
 {
 	struct call *c = xcalloc(1, sizeof(*c));
 	c->api = api;
 	c->req = req;
+	const char *rid = http_req_header(req, "X-Request-Id");
+	if (request_id_ok(rid))
+		snprintf(c->request_id, sizeof(c->request_id), "%s", rid);
+	else
+		snprintf(c->request_id, sizeof(c->request_id), "%08x%012llx", api->id_prefix,
+			 (unsigned long long)++api->requests_seen);
+	const char *tp = http_req_header(req, "traceparent");
+	if (traceparent_ok(tp))
+		snprintf(c->traceparent, sizeof(c->traceparent), "%s", tp);
+	http_req_add_header(req, "X-Request-Id", c->request_id);
 	return c;
 }
 
@@ -201,6 +243,10 @@ struct http_api *http_api_new(struct event_base *base, const struct config *cfg,
 			      struct egress *egress)
 {
 	struct http_api *api = xcalloc(1, sizeof(*api));
+	/* Request ids: a random prefix per daemon start and a counter, so that
+	 * ids from several nodes and restarts do not collide. */
+	if (getrandom(&api->id_prefix, sizeof(api->id_prefix), 0) != sizeof(api->id_prefix))
+		api->id_prefix = (uint32_t)getpid();
 	api->base = base;
 	api->cfg = cfg;
 	api->mgr = mgr;

@@ -35,6 +35,8 @@ struct http_api {
 	struct store *store;
 	struct egress *egress;
 	struct http_server *srv;
+	uint32_t id_prefix;     /* request ids: random per start ... */
+	uint64_t requests_seen; /* ... and a count */
 	/* Counters for /metrics. */
 	uint64_t requests;
 	uint64_t execs[4]; /* by enum exec_status */
@@ -54,7 +56,11 @@ struct http_api {
 struct call {
 	struct http_api *api;
 	struct http_req *req;
-	const char *tenant;          /* whom the caller acts for (api.c's seam); as long as c */
+	const char *tenant; /* whom the caller acts for (api.c's seam); as long as c */
+	/* The request's id: the client's X-Request-Id when it is a sane token,
+	 * else ours; echoed in the answer, in the logs and the audit. */
+	char request_id[72];
+	char traceparent[64];        /* a valid W3C traceparent from the caller, or "" */
 	char id[SESSION_ID_LEN + 1]; /* the route's {id}, checked; "" without one */
 	char *path;                  /* the route's {path...}, decoded and checked; owned */
 	bool stream;                 /* exec: NDJSON events */

@@ -21,10 +21,20 @@
 struct call;
 typedef void (*api_handler)(struct call *c);
 
+/* Who may call a route once API keys exist (--admin-key-file): a tenant's
+ * key (the default), the admin key, or anyone (the probes). Without keys
+ * every caller is the tenant "default" and admin alike, on loopback. */
+enum api_auth {
+	API_AUTH_TENANT,
+	API_AUTH_ADMIN,
+	API_AUTH_NONE,
+};
+
 struct api_route {
 	const char *method;
 	const char *pattern;
 	api_handler handler;
+	enum api_auth auth;
 };
 
 enum api_match_kind {

@@ -1,5 +1,6 @@
 /* store.c: hiredis async on the event loop; registry writes and tombstones. */
 #include "store.h"
+#include "store_internal.h"
 
 #include <arpa/inet.h>
 #include <event2/dns.h>
@@ -16,23 +17,6 @@
 #include "log.h"
 #include "session_json.h"
 #include "xalloc.h"
-
-struct store {
-	struct event_base *base;
-	redisAsyncContext *ac;
-	struct event *reconnect;
-	struct event *ping;
-	char *host, *path;
-	int port, db;
-	char *prefix, *node;
-	int64_t tomb_ttl_s;
-	bool connected;
-	int backoff_ms;
-	struct evdns_base *dns;
-	struct evdns_getaddrinfo_request *resolving;
-	void (*on_connect)(void *arg);
-	void *on_connect_arg;
-};
 
 int store_parse_url(const char *url, char **host, int *port, char **path, int *db,
 		    struct err **errp)

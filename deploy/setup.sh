@@ -13,7 +13,7 @@ die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
 
 PACKAGES=(
 	# build
-	gcc make pkg-config libevent-dev libcurl4-openssl-dev libyajl-dev libhiredis-dev uuid-dev
+	gcc make pkg-config libevent-dev libssl-dev libcurl4-openssl-dev libyajl-dev libhiredis-dev uuid-dev
 	# llhttp's C sources (/usr/share/llhttp), built with the daemon (see the Makefile)
 	node-llhttp
 	# services
@@ -21,7 +21,7 @@ PACKAGES=(
 	# the sandbox image is built from Debian packages, no registry
 	debootstrap
 	# tests
-	python3 python3-pytest python3-openpyxl valgrind clang-format clang libclang-rt-14-dev
+	python3 python3-pytest python3-openpyxl openssl valgrind clang-format clang libclang-rt-14-dev
 )
 
 need_root() {

@@ -21,13 +21,13 @@ static void h_c(struct call *c)
 }
 
 static const struct api_route toy[] = {
-    {"GET", "/things/?", h_a},
-    {"POST", "/things/?", h_b},
-    {"GET", "/things/{id}", h_c},
-    {"PUT", "/things/{id}/blob/{path...}", h_a},
-    {"GET", "/things/{id}/blob/{path...}", h_b},
-    {"GET", "/x/exact", h_a},
-    {"*", "/x/{...}", h_c},
+    {"GET", "/things/?", h_a, API_AUTH_TENANT},
+    {"POST", "/things/?", h_b, API_AUTH_TENANT},
+    {"GET", "/things/{id}", h_c, API_AUTH_TENANT},
+    {"PUT", "/things/{id}/blob/{path...}", h_a, API_AUTH_TENANT},
+    {"GET", "/things/{id}/blob/{path...}", h_b, API_AUTH_TENANT},
+    {"GET", "/x/exact", h_a, API_AUTH_TENANT},
+    {"*", "/x/{...}", h_c, API_AUTH_TENANT},
 };
 #define TOY_N (sizeof(toy) / sizeof(toy[0]))
 
@@ -218,9 +218,11 @@ TEST(api_route_allow_is_bounded)
 {
 	/* More methods than API_ALLOW_MAX holds: cut, never overrun. */
 	static const struct api_route many[] = {
-	    {"AAAAAAAAAAAAAAAAAAAA", "/m", h_a}, {"BBBBBBBBBBBBBBBBBBBB", "/m", h_a},
-	    {"CCCCCCCCCCCCCCCCCCCC", "/m", h_a}, {"DDDDDDDDDDDDDDDDDDDD", "/m", h_a},
-	    {"AAAAAAAAAAAAAAAAAAAA", "/m", h_b},
+	    {"AAAAAAAAAAAAAAAAAAAA", "/m", h_a, API_AUTH_TENANT},
+	    {"BBBBBBBBBBBBBBBBBBBB", "/m", h_a, API_AUTH_TENANT},
+	    {"CCCCCCCCCCCCCCCCCCCC", "/m", h_a, API_AUTH_TENANT},
+	    {"DDDDDDDDDDDDDDDDDDDD", "/m", h_a, API_AUTH_TENANT},
+	    {"AAAAAAAAAAAAAAAAAAAA", "/m", h_b, API_AUTH_TENANT},
 	};
 	struct api_match m;
 	api_route_match(many, 5, "GET", "/m", &m);

@@ -1,0 +1,33 @@
+/* store_internal.h: what the store's files share (store.c: the connection,
+ * the session registry, clocks and tombstones; other store_*.c files add
+ * their own keys on the same connection). The only files that include
+ * hiredis are these. */
+#ifndef CI_STORE_INTERNAL_H
+#define CI_STORE_INTERNAL_H
+
+#include <event2/dns.h>
+#include <event2/event.h>
+#include <hiredis/async.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "store.h"
+
+struct store {
+	struct event_base *base;
+	redisAsyncContext *ac;
+	struct event *reconnect;
+	struct event *ping;
+	char *host, *path;
+	int port, db;
+	char *prefix, *node;
+	int64_t tomb_ttl_s;
+	bool connected;
+	int backoff_ms;
+	struct evdns_base *dns;
+	struct evdns_getaddrinfo_request *resolving;
+	void (*on_connect)(void *arg);
+	void *on_connect_arg;
+};
+
+#endif
