@@ -51,13 +51,11 @@ static const char *const DEFAULT_TENANT = "default";
 /* Whom the request acts for: the one place that decides it, and the only
  * one that knows the default. Every caller is "default" for now; API keys
  * will be resolved here, and a request without a valid one refused here. */
-static int api_resolve_tenant(struct http_api *api, struct http_req *req, const char **tenant,
-			      struct err **errp)
+static int api_resolve_tenant(struct call *c, struct err **errp)
 {
-	(void)api;
-	(void)req;
 	(void)errp;
-	*tenant = DEFAULT_TENANT;
+	c->tenant = DEFAULT_TENANT;
+	c->admin = true;
 	return 0;
 }
 
@@ -228,7 +226,7 @@ static void on_request(struct http_req *req, void *arg)
 		return;
 	}
 	struct err *e = NULL;
-	if (api_resolve_tenant(api, req, &c->tenant, &e) < 0) {
+	if (api_resolve_tenant(c, &e) < 0) {
 		api_reply(c, 0, NULL, e);
 		err_free(e);
 		return;

@@ -57,6 +57,10 @@ struct call {
 	struct http_api *api;
 	struct http_req *req;
 	const char *tenant; /* whom the caller acts for (api.c's seam); as long as c */
+	/* The key that authenticated the call: its id ("" without keys, and
+	 * "admin" for the admin key); for the audit and the logs. */
+	char key_id[24];
+	bool admin; /* the admin key (or no keys at all): may call API_AUTH_ADMIN routes */
 	/* The request's id: the client's X-Request-Id when it is a sane token,
 	 * else ours; echoed in the answer, in the logs and the audit. */
 	char request_id[72];

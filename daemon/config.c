@@ -30,6 +30,9 @@ struct opt {
 static const struct opt opt_table[] = {
     {"config", OPT_STR, O(config_file), "", 0, 0, "config file to read (key = value lines)"},
     {"listen", OPT_STR, O(listen), "127.0.0.1:8080", 0, 0, "HOST:PORT or unix:PATH for the API"},
+    {"admin-key-file", OPT_STR, O(admin_key_file), "", 0, 0,
+     "file holding the admin key; set, every call needs a key (tenants, quotas); empty = one "
+     "tenant \"default\", loopback only"},
     {"redis", OPT_STR, O(redis), "redis://127.0.0.1:6379", 0, 0,
      "redis://HOST:PORT[/DB] or unix:///PATH"},
     {"docker", OPT_STR, O(docker), "/var/run/docker.sock", 0, 0, "Docker engine unix socket"},

@@ -30,6 +30,7 @@ struct config {
 	char *egress_trusted;    /* IP[:PORT],... the proxy may reach although private */
 	char *seccomp_profile;   /* "" = built in, "engine" = the engine's default, or a path */
 	char *egress_resolver;   /* system, hosts-only or IP:PORT */
+	char *admin_key_file;    /* "" = single tenant "default", loopback only */
 
 	int64_t idle_timeout_s, max_idle_timeout_s;
 	int64_t max_lifetime_s; /* no session lives longer, however active */
