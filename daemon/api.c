@@ -39,6 +39,9 @@ const struct api_route api_routes[] = {
     {"GET", "/v1/admin/orphans", api_admin_orphans, API_AUTH_ADMIN},
     {"POST", "/v1/admin/gc", api_admin_gc, API_AUTH_ADMIN},
     {"POST", "/v1/admin/drain", api_admin_drain, API_AUTH_ADMIN},
+    {"POST", "/v1/admin/keys", api_keys_create, API_AUTH_ADMIN},
+    {"GET", "/v1/admin/keys", api_keys_list, API_AUTH_ADMIN},
+    {"DELETE", "/v1/admin/keys/{key}", api_keys_revoke, API_AUTH_ADMIN},
     /* Admin has never answered 405: any other method or name gets the list. */
     {"*", "/v1/admin/{...}", api_admin_unknown, API_AUTH_ADMIN},
 };
@@ -46,17 +49,21 @@ const size_t api_routes_count = sizeof(api_routes) / sizeof(api_routes[0]);
 
 /* ---- the caller's tenant ---- */
 
-static const char *const DEFAULT_TENANT = "default";
-
-/* Whom the request acts for: the one place that decides it, and the only
- * one that knows the default. Every caller is "default" for now; API keys
- * will be resolved here, and a request without a valid one refused here. */
-static int api_resolve_tenant(struct call *c, struct err **errp)
+/* The caller is known and may call c->route. */
+static void route_authorized(struct call *c)
 {
-	(void)errp;
-	c->tenant = DEFAULT_TENANT;
-	c->admin = true;
-	return 0;
+	c->route->handler(c);
+}
+
+/* Whom the request acts for, and whether it may call route: the one place
+ * that decides it (api_auth.c knows the keys). A refused call has been
+ * answered there; one whose key Redis is asked about goes on from the
+ * lookup's callback. */
+static void api_resolve_tenant(struct call *c, const struct api_route *route)
+{
+	c->route = route;
+	if (api_auth_check(c, route->auth, route_authorized) == 1)
+		route_authorized(c);
 }
 
 /* ---- answering ---- */
@@ -174,7 +181,7 @@ static void missing_cb(const struct err *e, void *arg)
 
 void api_missing(struct call *c)
 {
-	manager_explain_missing(c->api->mgr, c->id, missing_cb, c);
+	manager_explain_missing(c->api->mgr, c->id, c->tenant, missing_cb, c);
 }
 
 void api_fail_session(struct call *c, struct err *e)
@@ -204,6 +211,7 @@ static void on_request(struct http_req *req, void *arg)
 		return;
 	}
 	memcpy(c->id, m.id, sizeof(c->id));
+	memcpy(c->key, m.key, sizeof(c->key));
 	/* A file path is checked before the method, like the id. */
 	if (m.path) {
 		c->path = http_percent_decode(m.path, strlen(m.path));
@@ -225,13 +233,7 @@ static void on_request(struct http_req *req, void *arg)
 			 http_req_method(req), m.allow);
 		return;
 	}
-	struct err *e = NULL;
-	if (api_resolve_tenant(c, &e) < 0) {
-		api_reply(c, 0, NULL, e);
-		err_free(e);
-		return;
-	}
-	m.route->handler(c);
+	api_resolve_tenant(c, m.route);
 }
 
 /* ---- the server ---- */
@@ -269,14 +271,18 @@ void http_api_free(struct http_api *api)
 	if (api == NULL)
 		return;
 	api_events_end_all(api);
+	api_auth_stop(api);
 	manager_set_listener(api->mgr, NULL, NULL);
 	api_probes_stop(api);
 	http_server_free(api->srv);
 	free(api);
 }
 
+/* The admin key first: a daemon whose key file is unusable must not serve. */
 int http_api_listen(struct http_api *api, struct err **errp)
 {
+	if (api->auth == NULL && api_auth_start(api, errp) < 0)
+		return -1;
 	return http_server_listen(api->srv, api->cfg->listen, errp);
 }
 

@@ -21,6 +21,7 @@
 #include "http_api.h"
 #include "http_server.h"
 
+struct api_keyring;
 struct api_watcher;
 struct call;
 
@@ -50,13 +51,16 @@ struct http_api {
 	int64_t tick_due_us;
 	int64_t lag_max_us;
 	LIST_HEAD(, api_watcher) watchers; /* GET /v1/events clients (api_events.c) */
+	struct api_keyring *auth; /* API keys (api_auth.c); NULL without --admin-key-file */
 };
 
 /* One request being served, carried through its async steps. */
 struct call {
 	struct http_api *api;
 	struct http_req *req;
-	const char *tenant; /* whom the caller acts for (api.c's seam); as long as c */
+	const char *tenant;            /* whom the caller acts for (api.c's seam); as long as c */
+	char tenant_name[64];          /* a key's tenant, which c->tenant then points to */
+	const struct api_route *route; /* the route being served */
 	/* The key that authenticated the call: its id ("" without keys, and
 	 * "admin" for the admin key); for the audit and the logs. */
 	char key_id[24];
@@ -64,11 +68,12 @@ struct call {
 	/* The request's id: the client's X-Request-Id when it is a sane token,
 	 * else ours; echoed in the answer, in the logs and the audit. */
 	char request_id[72];
-	char traceparent[64];        /* a valid W3C traceparent from the caller, or "" */
-	char id[SESSION_ID_LEN + 1]; /* the route's {id}, checked; "" without one */
-	char *path;                  /* the route's {path...}, decoded and checked; owned */
-	bool stream;                 /* exec: NDJSON events */
-	api_body_fn on_body;         /* api_read_body */
+	char traceparent[64];            /* a valid W3C traceparent from the caller, or "" */
+	char id[SESSION_ID_LEN + 1];     /* the route's {id}, checked; "" without one */
+	char *path;                      /* the route's {path...}, decoded and checked; owned */
+	char key[API_KEY_PARAM_MAX + 1]; /* the route's {key} (an API key id, unchecked); "" */
+	bool stream;                     /* exec: NDJSON events */
+	api_body_fn on_body;             /* api_read_body */
 };
 
 /* Answer and free c: with e when it is set (its code's status; Retry-After
@@ -101,6 +106,26 @@ void api_fail_session(struct call *c, struct err *e);
 /* Free c without answering: its streamed reply is over, or the server has
  * answered (a refused body). */
 void api_call_free(struct call *c);
+
+/* ---- who the caller is (api_auth.c) ---- */
+
+/* Read the admin key file (--admin-key-file) and turn keys on; without the
+ * option, nothing (every caller is "default"). -1 when the file is
+ * unusable: the daemon must not start. */
+int api_auth_start(struct http_api *api, struct err **errp);
+/* Answer the calls still waiting for a key lookup (503) and free it all. */
+void api_auth_stop(struct http_api *api);
+bool api_auth_enabled(const struct http_api *api);
+/* Forget what the cache knows of key id (it was revoked here). */
+void api_auth_forget(struct http_api *api, const char *id);
+
+/* Whether c's caller may call a route of kind need. 1: yes, now
+ * (c->tenant, c->key_id, c->admin are set). -1: no, and c has been
+ * answered (401 with WWW-Authenticate, 403, or 503 when Redis cannot say)
+ * and freed. 0: Redis is being asked; done(c) will run once, from the
+ * loop, when the answer is yes, else c is answered and freed there. */
+typedef void (*api_auth_done_fn)(struct call *c);
+int api_auth_check(struct call *c, enum api_auth need, api_auth_done_fn done);
 
 /* The route table, in matching order (exposed for the unit tests). */
 extern const struct api_route api_routes[];
@@ -138,5 +163,9 @@ void api_admin_orphans(struct call *c);
 void api_admin_gc(struct call *c);
 void api_admin_drain(struct call *c);
 void api_admin_unknown(struct call *c);
+
+void api_keys_create(struct call *c);
+void api_keys_list(struct call *c);
+void api_keys_revoke(struct call *c);
 
 #endif

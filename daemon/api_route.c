@@ -11,7 +11,19 @@ enum shape { SHAPE_NO, SHAPE_YES, SHAPE_BAD_ID };
 struct captures {
 	const char *id; /* the {id} segment (SESSION_ID_LEN bytes), in the path */
 	const char *path;
+	const char *key; /* the {key} segment, keylen bytes */
+	size_t keylen;
 };
+
+/* A {key} segment: letters and digits only, 1..API_KEY_PARAM_MAX. */
+static size_t key_at(const char *s)
+{
+	size_t n = 0;
+	while ((s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'z') ||
+	       (s[n] >= 'A' && s[n] <= 'Z'))
+		n++;
+	return n <= API_KEY_PARAM_MAX && (s[n] == '\0' || s[n] == '/') ? n : 0;
+}
 
 /* Every pattern with an {id} has it at the same place in a given path, so
  * the segment there is measured and checked once per request, not once per
@@ -43,6 +55,8 @@ static enum shape match_shape(const char *p, const char *s, struct captures *cap
 {
 	cap->id = NULL;
 	cap->path = NULL;
+	cap->key = NULL;
+	cap->keylen = 0;
 	for (;; p++, s++) {
 		if (*p == '{' && strcmp(p, "{path...}") == 0) {
 			cap->path = s;
@@ -56,6 +70,15 @@ static enum shape match_shape(const char *p, const char *s, struct captures *cap
 				return SHAPE_BAD_ID;
 			cap->id = s;
 			p += strlen("{id}");
+			s += n;
+		}
+		if (*p == '{' && strncmp(p, "{key}", 5) == 0) {
+			size_t n = key_at(s);
+			if (n == 0)
+				return SHAPE_NO;
+			cap->key = s;
+			cap->keylen = n;
+			p += strlen("{key}");
 			s += n;
 		}
 		if (*p == '/' && p[1] == '?' && p[2] == '\0')
@@ -115,6 +138,9 @@ void api_route_match(const struct api_route *routes, size_t n, const char *metho
 		if (cap.id)
 			memcpy(m->id, cap.id, SESSION_ID_LEN);
 		m->path = cap.path;
+		memset(m->key, 0, sizeof(m->key));
+		if (cap.key)
+			memcpy(m->key, cap.key, cap.keylen);
 		shaped = true;
 	}
 	m->kind = m->route ? API_MATCH_FOUND

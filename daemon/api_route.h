@@ -5,6 +5,9 @@
  * text with these parameters:
  *   {id}       one segment (up to the next '/'): a session id. The matcher
  *              checks it (session_id_valid), so no handler sees a bad one.
+ *   {key}      one segment of 1 to API_KEY_PARAM_MAX letters and digits: an
+ *              API key's id, checked by its handler (a key id that is not
+ *              one is a 404 there, like an unknown one).
  *   {path...}  the rest of the path, possibly empty, still percent-encoded:
  *              a file path in the session (the caller decodes and checks it).
  *   {...}      the rest of the path, whatever it is (not captured).
@@ -44,6 +47,8 @@ enum api_match_kind {
 	API_MATCH_NONE,   /* no such route */
 };
 
+#define API_KEY_PARAM_MAX 64
+
 /* Room for the longest Allow value the table needs ("PUT, GET, DELETE"). */
 #define API_ALLOW_MAX 64
 
@@ -52,8 +57,9 @@ struct api_match {
 	const struct api_route *route; /* FOUND */
 	/* FOUND and METHOD: the parameters, of the chosen route (FOUND) or of
 	 * the first route whose pattern matched (METHOD). */
-	char id[SESSION_ID_LEN + 1]; /* the {id}; "" when the pattern has none */
-	const char *path;            /* the {path...}, a pointer into path; NULL when none */
+	char id[SESSION_ID_LEN + 1];     /* the {id}; "" when the pattern has none */
+	const char *path;                /* the {path...}, a pointer into path; NULL when none */
+	char key[API_KEY_PARAM_MAX + 1]; /* the {key}; "" when the pattern has none */
 	/* FOUND and METHOD: the methods the path has, in table order,
 	 * ", "-separated ("GET, PATCH, DELETE"); "*" routes are not listed. */
 	char allow[API_ALLOW_MAX];

@@ -58,9 +58,11 @@ int manager_create(struct manager *m, const struct session_request *req, const c
 /* The live session with this id owned by tenant, or NULL. Borrowed. */
 const struct session *manager_get(struct manager *m, const char *id, const char *tenant);
 
-/* Why a session is not here: 410 expired with when and why (tombstone), or
- * 404. Always calls cb with an error. */
-void manager_explain_missing(struct manager *m, const char *id, manager_done_cb cb, void *arg);
+/* Why tenant's session id is not here: 410 expired with when and why
+ * (tombstone), or 404. Another tenant's session, live or ended, is a 404
+ * exactly like an id that never existed. Always calls cb with an error. */
+void manager_explain_missing(struct manager *m, const char *id, const char *tenant,
+			     manager_done_cb cb, void *arg);
 
 int manager_exec(struct manager *m, const char *id, const char *tenant, const char *code,
 		 size_t len, int64_t timeout_s, manager_event_cb on_event, manager_exec_cb cb,

@@ -192,6 +192,7 @@ struct explain_op {
 	manager_done_cb cb;
 	void *arg;
 	char id[SESSION_ID_LEN + 1];
+	char tenant[64];
 	struct err *answer; /* known at once: delivered from the loop */
 };
 
@@ -219,22 +220,31 @@ static struct err *ended_error(const char *id, const char *reason, int64_t ended
 }
 
 static void explain_tomb(bool found, const char *reason, int64_t ended_at_ms, const char *state,
-			 void *arg)
+			 const char *tenant, void *arg)
 {
 	struct explain_op *op = arg;
-	op->answer = found ? ended_error(op->id, reason, ended_at_ms, state)
-			   : err_new(ERR_NOT_FOUND, "no session %s", op->id);
+	/* Another tenant's ending is not this caller's business: to them the
+	 * id never existed. */
+	op->answer = found && strcmp(tenant, op->tenant) == 0
+			 ? ended_error(op->id, reason, ended_at_ms, state)
+			 : err_new(ERR_NOT_FOUND, "no session %s", op->id);
 	explain_deliver(op);
 }
 
-void manager_explain_missing(struct manager *m, const char *id, manager_done_cb cb, void *arg)
+void manager_explain_missing(struct manager *m, const char *id, const char *tenant,
+			     manager_done_cb cb, void *arg)
 {
 	struct explain_op *op = xcalloc(1, sizeof(*op));
 	op->cb = cb;
 	op->arg = arg;
 	snprintf(op->id, sizeof(op->id), "%s", id);
+	snprintf(op->tenant, sizeof(op->tenant), "%s", tenant);
 	struct msession *ms = manager_find(m, id);
+	if (ms && strcmp(ms->s->tenant, tenant) != 0)
+		ms = NULL;
 	struct tomb *t = manager_tomb_find(m, id);
+	if (t && strcmp(t->tenant, tenant) != 0)
+		t = NULL;
 	if (ms && ms->teardown) /* ending right now: the tombstone may not be written yet */
 		op->answer = ended_error(id, ms->end_reason, clock_now_ms(),
 					 session_state_name(ms->s->state));

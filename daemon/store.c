@@ -217,7 +217,7 @@ static void op_fail_deferred(evutil_socket_t fd, short what, void *arg)
 	if (op->cb)
 		op->cb(&e, op->arg);
 	if (op->tomb_cb)
-		op->tomb_cb(false, NULL, 0, NULL, op->arg);
+		op->tomb_cb(false, NULL, 0, NULL, NULL, op->arg);
 	free(op);
 }
 
@@ -355,8 +355,9 @@ static void tomb_reply(redisAsyncContext *ac, void *reply, void *privdata)
 		v = json_parse(r->str, r->len, &e);
 	int64_t ended = 0;
 	json_get_int(v, "ended_at_ms", &ended);
-	const char *reason = json_get_str(v, "reason");
-	op->tomb_cb(v != NULL && reason != NULL, reason, ended, json_get_str(v, "state"), op->arg);
+	const char *reason = json_get_str(v, "reason"), *tenant = json_get_str(v, "tenant");
+	op->tomb_cb(v != NULL && reason != NULL, reason, ended, json_get_str(v, "state"),
+		    tenant ? tenant : "default", op->arg);
 	err_free(e);
 	if (v)
 		yajl_tree_free(v);

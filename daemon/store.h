@@ -5,6 +5,9 @@
  *   P expiry:<node>         sorted set: session id → expires_at (ms)
  *   P node:<node>:sessions  set of the node's session ids
  *   P tomb:<id>             why and when a session ended (JSON), 24 h
+ *   P key:<key id>          an API key: hash of tenant, sha256 (of its
+ *                           secret, hex) and created (unix s); store_keys.c
+ *   P keys                  set of the key ids
  * Redis is reached through hiredis's libevent adapter: nothing here blocks. */
 #ifndef CI_STORE_H
 #define CI_STORE_H
@@ -55,9 +58,10 @@ void store_session_end(struct store *st, const struct session *s, const char *re
 		       store_done_cb cb, void *arg);
 
 /* A tombstone, if any: found false when there is none (or Redis failed). The
- * strings are borrowed for the call. */
+ * strings are borrowed for the call; tenant is the session's ("default"
+ * for a tombstone written before tombstones said). */
 typedef void (*store_tomb_cb)(bool found, const char *reason, int64_t ended_at_ms,
-			      const char *state, void *arg);
+			      const char *state, const char *tenant, void *arg);
 void store_tombstone_get(struct store *st, const char *id, store_tomb_cb cb, void *arg);
 
 /* Every record of this node: cb gets the record texts (borrowed for the
@@ -72,5 +76,41 @@ void store_node_records(struct store *st, store_records_cb cb, void *arg);
 /* Called each time the connection to Redis is (re-)established, so the
  * owner can write its registry back (Redis may have lost it). */
 void store_set_connect_cb(struct store *st, void (*cb)(void *arg), void *arg);
+
+/* ---- API keys (store_keys.c) ---- */
+
+/* A key as stored: never its secret, only the secret's SHA-256. */
+struct store_key {
+	char id[17];
+	char tenant[64];
+	char sha256[65];
+	int64_t created; /* unix seconds */
+};
+
+/* A key lookup in flight, until its callback ran. */
+struct store_key_op;
+
+/* The key with this id: k NULL when there is none (or what Redis holds
+ * for it is malformed), e set when Redis failed (unavailable). k is
+ * borrowed for the call. Runs once, never inside store_key_get. */
+typedef void (*store_key_cb)(const struct err *e, const struct store_key *k, void *arg);
+struct store_key_op *store_key_get(struct store *st, const char *id, store_key_cb cb, void *arg);
+
+/* op's callback will not run (op must not have completed). NULL-safe. */
+void store_key_cancel(struct store_key_op *op);
+
+/* Store a new key (hash and set, in one MULTI). */
+void store_key_put(struct store *st, const struct store_key *k, store_done_cb cb, void *arg);
+
+/* Every key (tenant NULL) or a tenant's, sorted by created then id; the
+ * array is borrowed for the call. At most STORE_KEYS_LIST_MAX are read. */
+#define STORE_KEYS_LIST_MAX 10000
+typedef void (*store_keys_cb)(const struct err *e, const struct store_key *keys, size_t n,
+			      void *arg);
+void store_key_list(struct store *st, const char *tenant, store_keys_cb cb, void *arg);
+
+/* Remove a key: existed says whether there was one. */
+typedef void (*store_key_del_cb)(const struct err *e, bool existed, void *arg);
+void store_key_del(struct store *st, const char *id, store_key_del_cb cb, void *arg);
 
 #endif
