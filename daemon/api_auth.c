@@ -211,6 +211,10 @@ static void key_looked_up(const struct err *e, const struct store_key *k, void *
 		api_fail(c, ERR_UNAVAILABLE, "the client has gone");
 	} else if (judge(c, w->need, apikey_cache_get(a->cache, w->id, now), w->id, w->sha256) ==
 		   1) {
+		/* The server moves a body only right after the request callback
+		 * returned; the handler runs later, so the body bytes already
+		 * buffered are delivered from the loop once it has claimed them. */
+		http_req_resume_body(c->req);
 		w->done(c);
 	}
 	free(w);
@@ -278,6 +282,8 @@ int api_auth_check(struct call *c, enum api_auth need, api_auth_done_fn done)
 	memcpy(w->id, id, sizeof(w->id));
 	memcpy(w->sha256, sha, sizeof(w->sha256));
 	LIST_INSERT_HEAD(&a->waits, w, link);
+	/* No body is read until somebody may have it. */
+	http_req_pause_body(c->req);
 	w->op = store_key_get(c->api->store, id, key_looked_up, w);
 	return 0;
 }

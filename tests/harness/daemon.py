@@ -55,11 +55,17 @@ class Daemon:
                 would), instead of the test's own
     env         variables to set for it (ASAN_OPTIONS, say) over the test's own
     binary      another ci-daemon (the A/B benchmark's baseline)
+    admin_key   run with API keys: the key is written to a file of its own
+                (mode 600) given as --admin-key-file; .admin is then a Client
+                sending it, and .key(tenant) issues a tenant's key
+    prefix      the Redis key prefix (default: one of its own; two daemons
+                given the same one share sessions' registry and keys)
     """
 
-    def __init__(self, redis, tmp, extra_args=(), nofile=None, env=None, binary=None):
+    def __init__(self, redis, tmp, extra_args=(), nofile=None, env=None, binary=None,
+                 admin_key=None, prefix=None):
         self.run_id = uuid.uuid4().hex[:10]
-        self.prefix = "citest-%s:" % self.run_id
+        self.prefix = prefix or "citest-%s:" % self.run_id
         self.node = "citest-%s" % self.run_id
         self.port = free_port()
         self.state_dir = tempfile.mkdtemp(prefix="cit-", dir="/tmp")
@@ -69,7 +75,16 @@ class Daemon:
                      "--redis", redis.url, "--state-dir", self.state_dir,
                      "--key-prefix", self.prefix, "--node", self.node, "--log-level", "debug",
                      *extra_args]
+        self.admin_key = admin_key
+        self.admin_key_file = None
+        if admin_key is not None:
+            self.admin_key_file = os.path.join(self.state_dir + ".admin-key")
+            fd = os.open(self.admin_key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(admin_key + "\n")
+            self.args += ["--admin-key-file", self.admin_key_file]
         self.api = Client(self.port)
+        self.admin = Client(self.port, api_key=admin_key) if admin_key is not None else self.api
         self.proc = None
         self.log = None
         self.nofile = nofile
@@ -165,8 +180,19 @@ class Daemon:
         return [m for m in SANITIZER_MARKS if m in log]
 
     def metrics(self):
-        """/metrics as {series: value} (Client.metrics)."""
-        return self.api.metrics()
+        """/metrics as {series: value} (Client.metrics; with the admin key, if any)."""
+        return self.admin.metrics()
+
+    def key(self, tenant, **extra):
+        """Issue an API key for tenant (POST /v1/admin/keys): its document,
+        {"id", "key", "tenant", "created"}."""
+        status, doc = self.admin.request("POST", "/v1/admin/keys", body=dict(tenant=tenant, **extra))
+        assert status == 201, (status, doc)
+        return doc
+
+    def client(self, api_key):
+        """A Client of this daemon that sends api_key."""
+        return Client(self.port, api_key=api_key)
 
     _NO_DEFAULT = object()
 
@@ -178,9 +204,10 @@ class Daemon:
             return default
         raise AssertionError("no metric %s" % name)
 
-    def wait_state(self, sid, want, timeout=10):
+    def wait_state(self, sid, want, timeout=10, client=None):
         """Wait until session sid is in state want (busy: its exec is running)."""
-        wait_for(lambda: self.api.state(sid) == want, timeout,
+        api = client or self.api
+        wait_for(lambda: api.state(sid) == want, timeout,
                  what="session %s to be %s" % (sid, want))
 
     def wait_orphan_sweep(self, timeout=75):
@@ -204,10 +231,20 @@ class Daemon:
         finally:
             subprocess.run(["docker", "rm", "-f", marker], capture_output=True, timeout=60)
 
-    def ctl(self, *args, input=None, text=True, timeout=120):  # noqa: A002 - subprocess's name
-        """ci-ctl against this daemon."""
+    def ctl(self, *args, input=None, text=True, timeout=120, env=None):  # noqa: A002
+        """ci-ctl against this daemon (env: variables over the test's own,
+        CICTL_API_KEY say; a value None removes one)."""
+        full = None
+        if env is not None:
+            full = dict(os.environ)
+            for k, v in env.items():
+                if v is None:
+                    full.pop(k, None)
+                else:
+                    full[k] = v
         return subprocess.run([CTL_BIN, "--server", "http://127.0.0.1:%d" % self.port, *args],
-                              capture_output=True, text=text, input=input, timeout=timeout)
+                              capture_output=True, text=text, input=input, timeout=timeout,
+                              env=full)
 
     # ---------------------------------------------------------- the process
 
@@ -263,3 +300,5 @@ class Daemon:
         for k in keys:
             self.redis.cli("DEL", k)
         remove_state_dir(self.state_dir)
+        if self.admin_key_file is not None and os.path.exists(self.admin_key_file):
+            os.unlink(self.admin_key_file)

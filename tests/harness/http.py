@@ -2,7 +2,9 @@
 
   Client(port)            JSON and raw requests to a server on loopback (or a
                           unix socket: Client(unix=path), the Docker engine);
-                          every call has a timeout, so a hang is an error
+                          every call has a timeout, so a hang is an error;
+                          api_key=KEY sends Authorization: Bearer KEY on each
+                          (a request's own Authorization header wins)
     .request(...)         (status, document): the JSON body parsed, else bytes
     .send(...)            a Response: status, headers (lower-case names), body
     .stream(...)          a Stream to read as it comes (NDJSON events, a
@@ -121,18 +123,25 @@ class Client:
     binds the client's end to a local address (another loopback peer)."""
 
     def __init__(self, port=None, host="127.0.0.1", unix=None, timeout=DEFAULT_TIMEOUT,
-                 source=None, persistent=False):
+                 source=None, persistent=False, api_key=None):
         self.port = port
         self.host = host
         self.unix = unix
         self.timeout = timeout
         self.source = source
         self.persistent = persistent
+        self.api_key = api_key
         self._conn = None
 
     def keep_alive(self):
         """A Client of the same server that reuses one connection (for one thread)."""
-        return Client(self.port, self.host, self.unix, self.timeout, self.source, persistent=True)
+        return Client(self.port, self.host, self.unix, self.timeout, self.source, persistent=True,
+                      api_key=self.api_key)
+
+    def with_key(self, api_key):
+        """A Client of the same server that sends another API key (None: none)."""
+        return Client(self.port, self.host, self.unix, self.timeout, self.source,
+                      persistent=self.persistent, api_key=api_key)
 
     def _connection(self, timeout):
         if self.unix is not None:
@@ -141,9 +150,10 @@ class Client:
             self.host, self.port, timeout=timeout,
             source_address=(self.source, 0) if self.source else None)
 
-    @staticmethod
-    def _body(body, raw, headers):
+    def _body(self, body, raw, headers):
         hdrs = dict(headers or {})
+        if self.api_key is not None and not any(k.lower() == "authorization" for k in hdrs):
+            hdrs["Authorization"] = "Bearer " + self.api_key
         if body is not None:
             hdrs.setdefault("Content-Type", "application/json")
             return json.dumps(body).encode(), hdrs
@@ -204,7 +214,10 @@ class Client:
         conn = self._connection(timeout)
         try:
             conn.putrequest(method, path)
-            for k, v in (headers or {"Content-Type": "application/octet-stream"}).items():
+            hdrs = dict(headers or {"Content-Type": "application/octet-stream"})
+            if self.api_key is not None and not any(k.lower() == "authorization" for k in hdrs):
+                hdrs["Authorization"] = "Bearer " + self.api_key
+            for k, v in hdrs.items():
                 conn.putheader(k, v)
             if length is None:
                 conn.putheader("Transfer-Encoding", "chunked")

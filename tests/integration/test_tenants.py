@@ -1,0 +1,360 @@
+"""Issue 11: API keys and tenants. With --admin-key-file every call but the
+probes carries a key; a tenant sees only its own sessions, and another
+tenant's id answers exactly like one that never existed."""
+import hashlib
+import os
+import re
+import subprocess
+import tempfile
+import time
+import uuid
+
+import pytest
+
+from harness import DAEMON_BIN, free_port, remove_state_dir, wait_for
+
+ADMIN = "admin-" + "k" * 40
+NEVER = "00000000-0000-4000-8000-00000000dead"
+
+
+def keyed(make_daemon, *flags, **options):
+    return make_daemon("--pool-size", "0", *flags, admin_key=ADMIN, **options)
+
+
+def error_of(resp):
+    doc = resp.doc
+    assert isinstance(doc, dict) and "error" in doc, (resp.status, resp.body[:300])
+    return doc["error"]["code"], doc["error"]["message"]
+
+
+# ------------------------------------------------------------------ 401 / 403
+
+
+def test_missing_malformed_wrong_and_revoked_keys_are_401(make_daemon):
+    d = keyed(make_daemon)
+    k = d.key("acme")
+    anon = d.client(None)
+    # The probes need nothing.
+    assert anon.request("GET", "/healthz")[0] == 200
+    assert anon.request("GET", "/readyz")[0] == 200
+    r = anon.send("GET", "/v1/sessions")
+    assert r.status == 401 and error_of(r)[0] == "unauthorized"
+    assert r.header("WWW-Authenticate") == "Bearer"
+    assert "Authorization: Bearer" in error_of(r)[1]
+    key_id, secret = k["key"].split(".")
+    wrong_secret = key_id + "." + ("A" if secret[0] != "A" else "B") + secret[1:]
+    unknown_id = "0123456789abcdef." + secret
+    invalid = set()
+    for header in ("Bearer nope", "Basic " + k["key"], "Bearer", "Bearer " + wrong_secret,
+                   "Bearer " + unknown_id, "Bearer " + k["key"] + "x", "Bearer " + "x" * 5000,
+                   "bearer  " + wrong_secret):
+        r = anon.send("GET", "/v1/sessions", headers={"Authorization": header})
+        assert r.status == 401, (header[:40], r.status, r.body[:200])
+        assert r.header("WWW-Authenticate") == "Bearer"
+        invalid.add(error_of(r))
+    # One answer for every kind of bad key: nothing says which part was wrong.
+    assert len(invalid) == 1 and invalid.pop()[0] == "unauthorized"
+    # The right key works, with the scheme in any case.
+    r = anon.send("GET", "/v1/sessions", headers={"Authorization": "bearer " + k["key"]})
+    assert r.status == 200 and r.doc == {"sessions": []}
+    # Revoked: refused at once on the daemon that revoked it.
+    assert d.admin.request("DELETE", "/v1/admin/keys/" + k["id"])[0] == 204
+    r = d.client(k["key"]).send("GET", "/v1/sessions")
+    assert r.status == 401 and error_of(r)[0] == "unauthorized"
+
+
+def test_admin_and_tenant_keys_each_stay_on_their_routes(make_daemon):
+    d = keyed(make_daemon)
+    t = d.client(d.key("acme")["key"])
+    for method, path in (("GET", "/metrics"), ("GET", "/v1/admin/orphans"),
+                         ("POST", "/v1/admin/gc"), ("GET", "/v1/admin/keys"),
+                         ("POST", "/v1/admin/keys"), ("DELETE", "/v1/admin/keys/0123456789abcdef"),
+                         ("POST", "/v1/admin/drain")):
+        r = t.send(method, path, body={"tenant": "evil"} if method == "POST" else None)
+        assert r.status == 403 and error_of(r)[0] == "forbidden", (method, path, r.status)
+    # The admin is not a tenant.
+    for method, path in (("GET", "/v1/sessions"), ("POST", "/v1/sessions"),
+                         ("GET", "/v1/sessions/" + NEVER), ("GET", "/v1/events"),
+                         ("POST", "/v1/exec")):
+        r = d.admin.send(method, path, body={} if method == "POST" else None)
+        assert r.status == 403 and error_of(r)[0] == "forbidden", (method, path, r.status)
+    # Without a key the admin routes are 401 like the others.
+    r = d.client(None).send("GET", "/metrics")
+    assert r.status == 401 and r.header("WWW-Authenticate") == "Bearer"
+    assert d.admin.send("GET", "/metrics").status == 200
+    assert d.admin.send("GET", "/v1/admin/orphans").status == 200
+
+
+def test_key_routes_check_what_they_are_given(make_daemon):
+    d = keyed(make_daemon)
+    for body in ({}, {"tenant": ""}, {"tenant": "Acme"}, {"tenant": "-acme"}, {"tenant": "a" * 64},
+                 {"tenant": "ac me"}, {"tenant": 7}, {"tenant": "acme", "quota": 3},
+                 {"tenant": "acme", "quota": [1]}, {"tenant": "acme", "extra": 1}):
+        r = d.admin.send("POST", "/v1/admin/keys", body=body)
+        assert r.status == 400 and error_of(r)[0] == "bad_request", (body, r.status)
+    r = d.admin.send("POST", "/v1/admin/keys", raw=b"{not json", headers={
+        "Content-Type": "application/json"})
+    assert r.status == 400
+    a1 = d.key("acme", quota={"sessions": 3})
+    assert set(a1) == {"id", "key", "tenant", "created"} and a1["tenant"] == "acme"
+    assert re.fullmatch(r"[0-9a-f]{16}\.[A-Za-z0-9_-]{43}", a1["key"])
+    assert a1["key"].startswith(a1["id"] + ".")
+    a2 = d.key("a" * 63)
+    b1 = d.key("b-corp_2")
+    status, doc = d.admin.request("GET", "/v1/admin/keys")
+    assert status == 200
+    assert sorted(k["id"] for k in doc["keys"]) == sorted([a1["id"], a2["id"], b1["id"]])
+    for k in doc["keys"]:
+        assert set(k) == {"id", "tenant", "created"}  # never the key or its hash
+    status, doc = d.admin.request("GET", "/v1/admin/keys?tenant=acme")
+    assert status == 200 and [k["id"] for k in doc["keys"]] == [a1["id"]]
+    assert d.admin.request("GET", "/v1/admin/keys?tenant=nobody")[1] == {"keys": []}
+    assert d.admin.request("GET", "/v1/admin/keys?tenant=Bad!")[0] == 400
+    assert d.admin.request("GET", "/v1/admin/keys?tenant=")[0] == 400
+    for bad in ("0123456789abcdef", "nothex", "0123456789ABCDEF", "0123456789abcdef0"):
+        r = d.admin.send("DELETE", "/v1/admin/keys/" + bad)
+        assert r.status == 404 and error_of(r)[0] == "not_found", bad
+    assert d.admin.request("DELETE", "/v1/admin/keys/" + a2["id"])[0] == 204
+    assert d.admin.request("DELETE", "/v1/admin/keys/" + a2["id"])[0] == 404
+    status, doc = d.admin.request("GET", "/v1/admin/keys")
+    assert sorted(k["id"] for k in doc["keys"]) == sorted([a1["id"], b1["id"]])
+
+
+def test_without_an_admin_key_file_keys_are_ignored(daemon):
+    # Today's behaviour: tenant "default", and whatever Authorization says.
+    r = daemon.api.send("GET", "/v1/sessions", headers={"Authorization": "Bearer junk"})
+    assert r.status == 200
+    assert daemon.api.send("GET", "/metrics", headers={"Authorization": "Bearer junk"}).status == 200
+    r = daemon.api.send("POST", "/v1/admin/keys", body={"tenant": "acme"})
+    assert r.status == 400 and "--admin-key-file" in error_of(r)[1]
+
+
+@pytest.mark.parametrize("content,mode,why", [
+    (None, 0o600, "No such file"),
+    ("", 0o600, "at least 32"),
+    ("short-key\n", 0o600, "at least 32"),
+    ("two words " + "x" * 40, 0o600, "one word"),
+])
+def test_an_unusable_admin_key_file_stops_the_start(redis_server, tmp_path, content, mode, why):
+    path = tmp_path / "admin.key"
+    if content is not None:
+        path.write_text(content)
+        os.chmod(path, mode)
+    prefix = "citest-%s:" % uuid.uuid4().hex[:10]
+    state = tempfile.mkdtemp(prefix="cit-", dir="/tmp")
+    try:
+        r = subprocess.run([DAEMON_BIN, "--listen", "127.0.0.1:%d" % free_port(), "--redis",
+                            redis_server.url, "--state-dir", state, "--key-prefix", prefix,
+                            "--node", prefix[:-1], "--pool-size", "0",
+                            "--admin-key-file", str(path)],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode != 0 and why in r.stderr, (r.returncode, r.stderr[-2000:])
+    finally:
+        remove_state_dir(state)
+        for k in redis_server.cli("--scan", "--pattern", prefix + "*").split():
+            redis_server.cli("DEL", k)
+
+
+def test_a_readable_admin_key_file_is_warned_about(make_daemon):
+    d = keyed(make_daemon)
+    assert "can be read by its group or others" not in d.read_log()
+    os.chmod(d.admin_key_file, 0o644)
+    d.stop()
+    d.restart()
+    d.wait_log("can be read by its group or others")
+    assert d.admin.send("GET", "/metrics").status == 200
+
+
+# ------------------------------------------------------------------ isolation
+
+
+def same_as_never(resp_a, resp_never, sid):
+    """The answer about A's id equals the one about an id that never existed,
+    once each id is replaced by a placeholder."""
+    ca, ma = error_of(resp_a)
+    cn, mn = error_of(resp_never)
+    return resp_a.status == resp_never.status and ca == cn and \
+        ma.replace(sid, "ID") == mn.replace(NEVER, "ID")
+
+
+def test_isolation_matrix(make_daemon):
+    d = keyed(make_daemon)
+    a = d.client(d.key("alpha")["key"])
+    b = d.client(d.key("beta")["key"])
+    sa = a.create()
+    ended = a.create()
+    sid = sa["id"]
+    assert sa["tenant"] == "alpha"
+    assert a.exec(sid, "secret = 'alpha-only'")["status"] == "ok"
+    assert a.request("PUT", "/v1/sessions/%s/files/notes.txt" % sid, raw=b"alpha's file",
+                     headers={"Content-Type": "application/octet-stream"})[0] == 201
+    assert a.delete(ended["id"]) == 204
+    # A sees its ended session as ended (410); B must see nothing at all.
+    assert a.request("GET", "/v1/sessions/" + ended["id"])[0] == 410
+    calls = [
+        ("GET", "", None, None),
+        ("PATCH", "", {"network": {"allow": []}}, None),
+        ("POST", "/exec", {"code": "secret"}, None),
+        ("POST", "/keepalive", None, None),
+        ("GET", "/files", None, None),
+        ("GET", "/files/notes.txt", None, None),
+        ("PUT", "/files/notes.txt", None, b"overwritten by beta"),
+        ("DELETE", "/files/notes.txt", None, None),
+        ("DELETE", "", None, None),
+    ]
+    for target in (sid, ended["id"]):
+        for method, suffix, body, raw in calls:
+            hdrs = {"Content-Type": "application/octet-stream"} if raw is not None else None
+            r = b.send(method, "/v1/sessions/%s%s" % (target, suffix), body=body, raw=raw,
+                       headers=hdrs)
+            rn = b.send(method, "/v1/sessions/%s%s" % (NEVER, suffix), body=body, raw=raw,
+                        headers=hdrs)
+            assert r.status == 404 and error_of(r)[0] == "not_found", \
+                (method, suffix, target, r.status, r.body[:200])
+            assert same_as_never(r, rn, target), (method, suffix, r.body, rn.body)
+    # B's list has none of A's.
+    assert b.request("GET", "/v1/sessions")[1] == {"sessions": []}
+    # A's session is untouched.
+    assert a.exec(sid, "secret")["result"] == "'alpha-only'"
+    status, doc = a.request("GET", "/v1/sessions/%s/files/notes.txt" % sid)
+    assert status == 200 and doc == b"alpha's file"
+    assert [s["id"] for s in a.request("GET", "/v1/sessions")[1]["sessions"]] == [sid]
+    a.delete(sid)
+
+
+def test_events_go_only_to_the_session_s_tenant(make_daemon):
+    d = keyed(make_daemon)
+    a = d.client(d.key("alpha")["key"])
+    b = d.client(d.key("beta")["key"])
+    with b.stream("GET", "/v1/events", timeout=60) as bs, \
+            a.stream("GET", "/v1/events", timeout=60) as as_:
+        assert bs.status == 200 and as_.status == 200
+        assert next(bs.events())[1]["type"] == "hello"
+        assert next(as_.events())[1]["type"] == "hello"
+        sa = a.create()
+        a.exec(sa["id"], "1 + 1")
+        a.delete(sa["id"])
+        seen_a = []
+        for _, ev in as_.events():
+            seen_a.append(ev)
+            if ev.get("session") == sa["id"] and ev["type"] in ("ended", "removed"):
+                break
+        assert seen_a and all(ev["tenant"] == "alpha" for ev in seen_a)
+        # Events go to every watcher in order: once B sees its own session's
+        # end, anything of A's would have come before it.
+        sb = b.create()
+        b.delete(sb["id"])
+        seen_b = []
+        for _, ev in bs.events():
+            seen_b.append(ev)
+            if ev.get("session") == sb["id"] and ev["type"] in ("ended", "removed"):
+                break
+        assert seen_b and all(ev["session"] == sb["id"] for ev in seen_b), seen_b
+        assert all(ev["tenant"] == "beta" for ev in seen_b)
+
+
+def test_warm_pool_sandbox_carries_nothing_between_tenants(make_daemon):
+    d = make_daemon("--pool-size", "1", admin_key=ADMIN)
+    a = d.client(d.key("alpha")["key"])
+    b = d.client(d.key("beta")["key"])
+    wait_for(lambda: d.metric("ci_pool_size") == 1, 60, interval=0.1, what="a full pool")
+    hits = d.metric("ci_pool_hits_total")
+    sa = a.create()
+    assert d.metric("ci_pool_hits_total") == hits + 1
+    (ca,) = d.containers("label=ci.session=" + sa["id"])
+    probe = "import os; (os.getpid(), os.getuid())"
+    a.exec(sa["id"], "secret = 'alpha'\nopen('/workspace/alpha.txt', 'w').write('x')\n"
+                     "open('/tmp/alpha.txt', 'w').write('x')")
+    pid_uid_a = a.exec(sa["id"], probe)["result"]
+    assert a.delete(sa["id"]) == 204
+    wait_for(lambda: d.metric("ci_pool_size") == 1, 60, interval=0.1, what="the pool to refill")
+    sb = b.create()
+    try:
+        assert d.metric("ci_pool_hits_total") == hits + 2  # from the pool too
+        assert sb["tenant"] == "beta"
+        (cb,) = d.containers("label=ci.session=" + sb["id"])
+        assert cb != ca
+        r = b.exec(sb["id"], "import os\n('secret' in globals(), os.path.exists("
+                             "'/workspace/alpha.txt'), os.path.exists('/tmp/alpha.txt'), "
+                             "sorted(os.listdir('/workspace')))")
+        assert r["result"] == "(False, False, False, [])", r
+        assert b.request("GET", "/v1/sessions/%s/files" % sb["id"])[1]["files"] == []
+        pid_uid_b = b.exec(sb["id"], probe)["result"]
+        uid_a = pid_uid_a.strip("()").split(", ")[1]
+        uid_b = pid_uid_b.strip("()").split(", ")[1]
+        assert uid_a != uid_b, (pid_uid_a, pid_uid_b)
+        # A's id is as unknown to B as any.
+        r = b.send("GET", "/v1/sessions/" + sa["id"])
+        assert r.status == 404 and error_of(r)[0] == "not_found"
+    finally:
+        b.delete(sb["id"])
+
+
+# ------------------------------------------------------------------ storage, nodes
+
+
+def test_keys_are_stored_hashed(make_daemon, redis_server):
+    d = keyed(make_daemon)
+    k = d.key("acme")
+    key_id, secret = k["key"].split(".")
+    assert d.client(k["key"]).request("GET", "/v1/sessions")[0] == 200
+    dump = []
+    for name in redis_server.cli("--scan", "--pattern", d.prefix + "*").split():
+        kind = redis_server.cli("TYPE", name).strip()
+        if kind == "hash":
+            dump.append(redis_server.cli("HGETALL", name))
+        elif kind == "set":
+            dump.append(redis_server.cli("SMEMBERS", name))
+        elif kind == "string":
+            dump.append(redis_server.cli("GET", name))
+        elif kind == "zset":
+            dump.append(redis_server.cli("ZRANGE", name, "0", "-1", "WITHSCORES"))
+        dump.append(name)
+    text = "\n".join(dump)
+    assert secret not in text and k["key"] not in text
+    fields = redis_server.cli("HGETALL", d.prefix + "key:" + key_id).split()
+    record = dict(zip(fields[::2], fields[1::2]))
+    assert record["tenant"] == "acme"
+    assert record["sha256"] == hashlib.sha256(secret.encode()).hexdigest()
+    assert int(record["created"]) > 0
+    assert key_id in redis_server.cli("SMEMBERS", d.prefix + "keys")
+    # Nor does the daemon's log hold it.
+    assert secret not in d.read_log()
+    assert ADMIN not in d.read_log()
+
+
+def test_revocation_reaches_every_node_within_a_second(make_daemon):
+    d1 = keyed(make_daemon)
+    d2 = keyed(make_daemon, prefix=d1.prefix)
+    k = d1.key("acme")
+    c2 = d2.client(k["key"]).keep_alive()
+    try:
+        assert c2.request("GET", "/v1/sessions")[0] == 200  # d2 now trusts it (cached)
+        assert c2.request("GET", "/v1/sessions")[0] == 200
+        t0 = time.monotonic()
+        assert d1.admin.request("DELETE", "/v1/admin/keys/" + k["id"])[0] == 204
+        wait_for(lambda: c2.request("GET", "/v1/sessions", timeout=5)[0] == 401, 5,
+                 interval=0.01, what="node 2 to refuse the revoked key")
+        elapsed = time.monotonic() - t0
+        assert elapsed < 1.0, elapsed
+    finally:
+        c2.close()
+    # A key made on one node works on the other at once (no cache to wait for).
+    k2 = d2.key("acme")
+    assert d1.client(k2["key"]).request("GET", "/v1/sessions")[0] == 200
+
+
+def test_redis_down_is_503_not_401(make_daemon, redis_server, tmp_path):
+    from harness import RedisServer
+    own = RedisServer(str(tmp_path))
+    try:
+        d = make_daemon("--pool-size", "0", "--redis", own.url, admin_key=ADMIN)
+        k = d.key("acme")
+        c = d.client(k["key"])
+        own.kill()
+        wait_for(lambda: c.send("GET", "/v1/sessions", timeout=5).status == 503, 10,
+                 interval=0.05, what="a 503 once Redis is gone and the cache stale")
+        r = c.send("GET", "/v1/sessions", timeout=5)
+        assert r.status == 503 and error_of(r)[0] == "unavailable" and r.header("Retry-After")
+    finally:
+        own.stop()
