@@ -358,3 +358,19 @@ def test_redis_down_is_503_not_401(make_daemon, redis_server, tmp_path):
         assert r.status == 503 and error_of(r)[0] == "unavailable" and r.header("Retry-After")
     finally:
         own.stop()
+
+
+def test_another_node_s_tombstone_is_no_business_of_another_tenant(make_daemon):
+    d1 = keyed(make_daemon)
+    d2 = keyed(make_daemon, prefix=d1.prefix)
+    ka, kb = d1.key("alpha")["key"], d1.key("beta")["key"]
+    s = d1.client(ka).create()
+    assert d1.client(ka).delete(s["id"]) == 204
+    # Node 2 knows the ending from Redis only (the tombstone), not locally.
+    r = d2.client(ka).send("GET", "/v1/sessions/" + s["id"])
+    assert r.status == 410 and error_of(r)[0] == "expired"
+    b2 = d2.client(kb)
+    for suffix, method in (("", "GET"), ("/keepalive", "POST"), ("/files", "GET")):
+        r = b2.send(method, "/v1/sessions/%s%s" % (s["id"], suffix))
+        rn = b2.send(method, "/v1/sessions/%s%s" % (NEVER, suffix))
+        assert r.status == 404 and same_as_never(r, rn, s["id"]), (suffix, r.body, rn.body)

@@ -141,6 +141,17 @@ static const char *const api_expect[] = {
     "GET /v1/admin/orphans -> GET /v1/admin/orphans",
     "POST /v1/admin/gc -> POST /v1/admin/gc",
     "POST /v1/admin/drain -> POST /v1/admin/drain",
+    "POST /v1/admin/keys -> POST /v1/admin/keys",
+    "GET /v1/admin/keys -> GET /v1/admin/keys",
+    "DELETE /v1/admin/keys/0123456789abcdef -> DELETE /v1/admin/keys/{key}",
+    /* A key id is checked by its handler (a 404 like an unknown one); what
+     * cannot be one at all is no key route. */
+    "DELETE /v1/admin/keys/nothex -> DELETE /v1/admin/keys/{key}",
+    "DELETE /v1/admin/keys/ -> * /v1/admin/{...}",
+    "DELETE /v1/admin/keys/a.b -> * /v1/admin/{...}",
+    "DELETE /v1/admin/keys/a/b -> * /v1/admin/{...}",
+    "PUT /v1/admin/keys -> * /v1/admin/{...}",
+    "GET /v1/admin/keys/0123456789abcdef -> * /v1/admin/{...}",
     /* Admin never answers 405: a wrong method or name is its own 404. */
     "POST /v1/admin/orphans -> * /v1/admin/{...}",
     "GET /v1/admin/gc -> * /v1/admin/{...}",
@@ -212,6 +223,54 @@ TEST(api_routes_table_answers)
 	CHECK(m.route->handler == api_files_put);
 	CHECK_STR(m.id, ID);
 	CHECK_STR(m.path, "a/b.txt");
+}
+
+TEST(api_route_key_parameter)
+{
+	static const struct api_route keyed[] = {
+	    {"DELETE", "/k/{key}", h_a, API_AUTH_ADMIN},
+	    {"GET", "/k/{key}/x", h_b, API_AUTH_ADMIN},
+	};
+	struct api_match m;
+	api_route_match(keyed, 2, "DELETE", "/k/0123456789abcdef", &m);
+	CHECK(m.kind == API_MATCH_FOUND && m.route->handler == h_a);
+	CHECK_STR(m.key, "0123456789abcdef");
+	CHECK(m.id[0] == '\0' && m.path == NULL);
+	api_route_match(keyed, 2, "GET", "/k/AbC9/x", &m);
+	CHECK(m.kind == API_MATCH_FOUND && m.route->handler == h_b);
+	CHECK_STR(m.key, "AbC9");
+	api_route_match(keyed, 2, "GET", "/k/0123456789abcdef", &m);
+	CHECK(m.kind == API_MATCH_METHOD);
+	CHECK_STR(m.allow, "DELETE");
+	char longest[80];
+	snprintf(longest, sizeof(longest), "/k/%0*d", API_KEY_PARAM_MAX, 0);
+	api_route_match(keyed, 2, "DELETE", longest, &m);
+	CHECK(m.kind == API_MATCH_FOUND && strlen(m.key) == API_KEY_PARAM_MAX);
+	snprintf(longest, sizeof(longest), "/k/%0*d", API_KEY_PARAM_MAX + 1, 0);
+	api_route_match(keyed, 2, "DELETE", longest, &m);
+	CHECK(m.kind == API_MATCH_NONE);
+	static const char *const none[] = {"/k/", "/k/a-b", "/k/a%2e", "/k/a.b", "/k/a/"};
+	for (size_t i = 0; i < sizeof(none) / sizeof(none[0]); i++) {
+		api_route_match(keyed, 2, "DELETE", none[i], &m);
+		CHECK(m.kind == API_MATCH_NONE);
+	}
+}
+
+TEST(api_routes_auth_column)
+{
+	/* The operator's routes need the admin key; the probes nothing. */
+	for (size_t i = 0; i < api_routes_count; i++) {
+		const struct api_route *r = &api_routes[i];
+		if (strncmp(r->pattern, "/v1/admin/", 10) == 0 ||
+		    strcmp(r->pattern, "/metrics") == 0)
+			CHECK(r->auth == API_AUTH_ADMIN);
+		else if (strcmp(r->pattern, "/healthz") == 0 || strcmp(r->pattern, "/readyz") == 0)
+			CHECK(r->auth == API_AUTH_NONE);
+		else
+			CHECK(r->auth == API_AUTH_TENANT);
+	}
+	CHECK(api_match("DELETE", "/v1/admin/keys/0123456789abcdef").route->handler ==
+	      api_keys_revoke);
 }
 
 TEST(api_route_allow_is_bounded)
