@@ -184,6 +184,16 @@ int cli_report(struct cli_ctx *ctx, const struct err *e, const struct client_res
 		fprintf(stderr, "%s: %s%sHTTP %d: %s\n", CLI_PROG, what, sep, e->peer_status, msg);
 	else
 		fprintf(stderr, "%s: %s%s%s\n", CLI_PROG, what, sep, msg);
+	/* A 401 is about how ci-ctl was called, so say how to call it. */
+	if (e->peer_status == 401)
+		fprintf(
+		    stderr,
+		    ctx->api_key != NULL && ctx->api_key[0] != '\0'
+			? "%s: the API key given (--api-key or CICTL_API_KEY) was refused: check "
+			  "it, or ask the operator for a new one\n"
+			: "%s: this daemon needs an API key: pass --api-key KEY or set "
+			  "CICTL_API_KEY\n",
+		    CLI_PROG);
 	free(msg);
 	free(code);
 	return cli_exit_status(e);

@@ -374,3 +374,44 @@ def test_another_node_s_tombstone_is_no_business_of_another_tenant(make_daemon):
         r = b2.send(method, "/v1/sessions/%s%s" % (s["id"], suffix))
         rn = b2.send(method, "/v1/sessions/%s%s" % (NEVER, suffix))
         assert r.status == 404 and same_as_never(r, rn, s["id"]), (suffix, r.body, rn.body)
+
+
+def test_ctl_keys_and_api_key(make_daemon):
+    d = keyed(make_daemon)
+    admin_env = {"CICTL_API_KEY": ADMIN}
+    r = d.ctl("keys", "create", "--tenant", "acme", "--quota", '{"sessions": 2}', env=admin_env)
+    assert r.returncode == 0, r.stderr
+    key = r.stdout.strip()
+    assert re.fullmatch(r"[0-9a-f]{16}\.[A-Za-z0-9_-]{43}", key) and "shown only" in r.stderr
+    key_id = key.split(".")[0]
+    r = d.ctl("--api-key", ADMIN, "keys", "ls")
+    assert r.returncode == 0 and key_id in r.stdout and "acme" in r.stdout, r.stderr
+    assert key.split(".")[1] not in r.stdout
+    r = d.ctl("keys", "ls", "--tenant", "nobody", env=admin_env)
+    assert r.returncode == 0 and key_id not in r.stdout
+    r = d.ctl("--json", "keys", "ls", "--tenant", "acme", env=admin_env)
+    assert r.returncode == 0 and '"%s"' % key_id in r.stdout
+    # The tenant's key, from the variable and from the option.
+    r = d.ctl("create", env={"CICTL_API_KEY": key})
+    assert r.returncode == 0, r.stderr
+    sid = r.stdout.split()[0]
+    r = d.ctl("--api-key", key, "ls", env={"CICTL_API_KEY": None})
+    assert r.returncode == 0 and sid in r.stdout
+    assert d.ctl("--api-key", key, "rm", sid).returncode == 0
+    # No key, or a refused one: a clear word on how to pass one.
+    r = d.ctl("ls", env={"CICTL_API_KEY": None})
+    assert r.returncode == 5 and "unauthorized" in r.stderr and "--api-key" in r.stderr \
+        and "CICTL_API_KEY" in r.stderr, r.stderr
+    r = d.ctl("keys", "ls", env={"CICTL_API_KEY": key})
+    assert r.returncode == 5 and "forbidden" in r.stderr
+    # Usage errors stay local.
+    assert d.ctl("keys", "create", env=admin_env).returncode == 2
+    assert d.ctl("keys", "create", "--tenant", "x", "--quota", "[1]", env=admin_env).returncode == 2
+    assert d.ctl("keys", "frob", env=admin_env).returncode == 2
+    assert d.ctl("keys", "revoke", env=admin_env).returncode == 2
+    r = d.ctl("keys", "revoke", key_id, env=admin_env)
+    assert r.returncode == 0 and "revoked" in r.stdout, r.stderr
+    r = d.ctl("keys", "revoke", key_id, env=admin_env)
+    assert r.returncode == 5 and "not_found" in r.stderr
+    r = d.ctl("ls", env={"CICTL_API_KEY": key})
+    assert r.returncode == 5 and "was refused" in r.stderr
