@@ -38,22 +38,29 @@ static const char *const DEFAULT_TENANT = "default";
 
 /* A call waiting for Redis to say what its key is. */
 struct auth_wait {
-	struct api_keyring *auth;
 	struct call *c;
 	enum api_auth need;
 	api_auth_done_fn done;
-	struct store_key_op *op;
-	char id[APIKEY_ID_LEN + 1];
 	char sha256[DIGEST_HEX_LEN + 1]; /* of the secret the caller sent */
 	LIST_ENTRY(auth_wait) link;
+};
+
+/* One lookup of a key id in Redis, and every call waiting for it: when the
+ * cache entry of a busy key ends, its many concurrent requests cost one
+ * lookup, not one each. */
+struct key_lookup {
+	struct api_keyring *ring;
+	char id[APIKEY_ID_LEN + 1];
+	struct store_key_op *op;
+	LIST_HEAD(, auth_wait) waits;
+	LIST_ENTRY(key_lookup) link;
 };
 
 struct api_keyring {
 	struct http_api *api;
 	char admin_sha256[DIGEST_HEX_LEN + 1];
 	struct apikey_cache *cache;
-	LIST_HEAD(, auth_wait) waits;
-	uint64_t lookups, cache_hits; /* for the bench and the logs */
+	LIST_HEAD(, key_lookup) lookups; /* in flight; few at a time */
 };
 
 /* ---- the admin key file ---- */
@@ -104,6 +111,13 @@ static int read_admin_key(const char *path, char sha256[DIGEST_HEX_LEN + 1], str
 		rc =
 		    err_set(errp, ERR_BAD_REQUEST,
 			    "admin-key-file %s: the key must be one word (no spaces or NUL)", path);
+	char id[APIKEY_ID_LEN + 1];
+	const char *secret;
+	if (rc == 0 && apikey_parse(buf + b, id, &secret) == 0)
+		rc = err_set(errp, ERR_BAD_REQUEST,
+			     "admin-key-file %s: the key has the shape of a tenant's key; choose "
+			     "another",
+			     path);
 	if (rc == 0)
 		digest_sha256_hex(buf + b, e - b, sha256);
 	explicit_bzero(buf, sizeof(buf)); /* the admin key lives on as a hash only */
@@ -122,7 +136,7 @@ int api_auth_start(struct http_api *api, struct err **errp)
 	}
 	a->api = api;
 	a->cache = apikey_cache_new(KEYS_CACHE_MAX, KEYS_CACHE_TTL_MS);
-	LIST_INIT(&a->waits);
+	LIST_INIT(&a->lookups);
 	api->auth = a;
 	log_info("API keys: on (admin key from %s); key lookups cached %d ms", path,
 		 KEYS_CACHE_TTL_MS);
@@ -143,12 +157,17 @@ void api_auth_stop(struct http_api *api)
 		return;
 	/* Calls still waiting for Redis are answered now: the loop will not
 	 * turn again for their lookups. */
-	while (!LIST_EMPTY(&a->waits)) {
-		struct auth_wait *w = LIST_FIRST(&a->waits);
-		LIST_REMOVE(w, link);
-		store_key_cancel(w->op);
-		api_fail(w->c, ERR_UNAVAILABLE, "the daemon is stopping");
-		free(w);
+	while (!LIST_EMPTY(&a->lookups)) {
+		struct key_lookup *l = LIST_FIRST(&a->lookups);
+		LIST_REMOVE(l, link);
+		store_key_cancel(l->op);
+		while (!LIST_EMPTY(&l->waits)) {
+			struct auth_wait *w = LIST_FIRST(&l->waits);
+			LIST_REMOVE(w, link);
+			api_fail(w->c, ERR_UNAVAILABLE, "the daemon is stopping");
+			free(w);
+		}
+		free(l);
 	}
 	apikey_cache_free(a->cache);
 	free(a);
@@ -193,31 +212,35 @@ static int judge(struct call *c, enum api_auth need, const struct apikey_entry *
 
 static void key_looked_up(const struct err *e, const struct store_key *k, void *arg)
 {
-	struct auth_wait *w = arg;
-	struct api_keyring *a = w->auth;
-	struct call *c = w->c;
-	LIST_REMOVE(w, link);
-	if (e) {
-		api_fail(c, ERR_UNAVAILABLE, "cannot check the API key: %s", e->message);
-		free(w);
-		return;
-	}
+	struct key_lookup *l = arg;
+	struct api_keyring *a = l->ring;
+	LIST_REMOVE(l, link);
 	int64_t now = clock_mono_ms();
-	apikey_cache_put(a->cache, w->id, k != NULL, k ? k->tenant : NULL, k ? k->sha256 : NULL,
-			 now);
-	/* A client that left while we asked gets no handler run for it; the
-	 * reply is then only what frees the request. */
-	if (http_req_client_gone(c->req)) {
-		api_fail(c, ERR_UNAVAILABLE, "the client has gone");
-	} else if (judge(c, w->need, apikey_cache_get(a->cache, w->id, now), w->id, w->sha256) ==
-		   1) {
-		/* The server moves a body only right after the request callback
-		 * returned; the handler runs later, so the body bytes already
-		 * buffered are delivered from the loop once it has claimed them. */
-		http_req_resume_body(c->req);
-		w->done(c);
+	if (e == NULL)
+		apikey_cache_put(a->cache, l->id, k != NULL, k ? k->tenant : NULL,
+				 k ? k->sha256 : NULL, now);
+	while (!LIST_EMPTY(&l->waits)) {
+		struct auth_wait *w = LIST_FIRST(&l->waits);
+		struct call *c = w->c;
+		LIST_REMOVE(w, link);
+		/* A client that left while we asked gets no handler run for it;
+		 * the reply is then only what frees the request. */
+		if (e)
+			api_fail(c, ERR_UNAVAILABLE, "cannot check the API key: %s", e->message);
+		else if (http_req_client_gone(c->req))
+			api_fail(c, ERR_UNAVAILABLE, "the client has gone");
+		else if (judge(c, w->need, apikey_cache_get(a->cache, l->id, now), l->id,
+			       w->sha256) == 1) {
+			/* The server moves a body only right after the request
+			 * callback returned; the handler runs later, so the body
+			 * bytes already buffered are delivered from the loop once
+			 * it has claimed them. */
+			http_req_resume_body(c->req);
+			w->done(c);
+		}
+		free(w);
 	}
-	free(w);
+	free(l);
 }
 
 int api_auth_check(struct call *c, enum api_auth need, api_auth_done_fn done)
@@ -245,8 +268,16 @@ int api_auth_check(struct call *c, enum api_auth need, api_auth_done_fn done)
 		return -1;
 	}
 	char sha[DIGEST_HEX_LEN + 1];
-	digest_sha256_hex(token, strlen(token), sha);
-	if (digest_equal(sha, a->admin_sha256, DIGEST_HEX_LEN)) {
+	char id[APIKEY_ID_LEN + 1];
+	const char *secret;
+	/* A tenant key's shape says it is not the admin key (api_auth_start
+	 * refuses an admin key of that shape), so each call hashes once. */
+	if (apikey_parse(token, id, &secret) < 0) {
+		digest_sha256_hex(token, strlen(token), sha);
+		if (!digest_equal(sha, a->admin_sha256, DIGEST_HEX_LEN)) {
+			refuse(c, ERR_UNAUTHORIZED, MSG_INVALID);
+			return -1;
+		}
 		if (need != API_AUTH_ADMIN) {
 			refuse(c, ERR_FORBIDDEN,
 			       "the admin key is not a tenant's key: use one from POST "
@@ -257,33 +288,33 @@ int api_auth_check(struct call *c, enum api_auth need, api_auth_done_fn done)
 		c->admin = true;
 		return 1;
 	}
-	char id[APIKEY_ID_LEN + 1];
-	const char *secret;
-	if (apikey_parse(token, id, &secret) < 0) {
-		refuse(c, ERR_UNAUTHORIZED, MSG_INVALID);
-		return -1;
-	}
 	apikey_hash(secret, sha);
 	const struct apikey_entry *k = apikey_cache_get(a->cache, id, clock_mono_ms());
-	if (k) {
-		a->cache_hits++;
+	if (k)
 		return judge(c, need, k, id, sha);
-	}
 	if (!store_connected(c->api->store)) {
 		api_fail(c, ERR_UNAVAILABLE, "cannot check the API key: redis is not reachable");
 		return -1;
 	}
-	a->lookups++;
+	struct key_lookup *l;
+	LIST_FOREACH (l, &a->lookups, link)
+		if (strcmp(l->id, id) == 0)
+			break;
+	if (l == NULL) {
+		l = xcalloc(1, sizeof(*l));
+		l->ring = a;
+		memcpy(l->id, id, sizeof(l->id));
+		LIST_INIT(&l->waits);
+		LIST_INSERT_HEAD(&a->lookups, l, link);
+		l->op = store_key_get(c->api->store, id, key_looked_up, l);
+	}
 	struct auth_wait *w = xcalloc(1, sizeof(*w));
-	w->auth = a;
 	w->c = c;
 	w->need = need;
 	w->done = done;
-	memcpy(w->id, id, sizeof(w->id));
 	memcpy(w->sha256, sha, sizeof(w->sha256));
-	LIST_INSERT_HEAD(&a->waits, w, link);
+	LIST_INSERT_HEAD(&l->waits, w, link);
 	/* No body is read until somebody may have it. */
 	http_req_pause_body(c->req);
-	w->op = store_key_get(c->api->store, id, key_looked_up, w);
 	return 0;
 }

@@ -14,7 +14,12 @@
  *
  * Only loopback: the host is always 127.0.0.1.
  *
- *   loadgen --port PORT [--duration S] [--code PYTHON] ID...
+ *   loadgen --port PORT [--duration S] [--code PYTHON] [--api-key KEY] ID...
+ *   loadgen --port PORT [--duration S] [--api-key KEY] --get PATH --conns N
+ *
+ * --api-key sends "Authorization: Bearer KEY" on every request; --get sends
+ * GET PATH on N connections instead of executions (the auth-check rate of
+ * the keys benchmark: GET /v1/sessions costs the daemon little else).
  *
  * Build: cc -O2 -Wall -Wextra -Werror tests/bench/loadgen.c -o build/bench/loadgen \
  *        $(pkg-config --cflags --libs libevent)
@@ -299,7 +304,10 @@ static void json_escape(const char *s, char *out, size_t cap)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: loadgen --port PORT [--duration S] [--code PYTHON] SESSION_ID...\n");
+	fprintf(stderr, "usage: loadgen --port PORT [--duration S] [--code PYTHON] [--api-key KEY] "
+			"SESSION_ID...\n"
+			"       loadgen --port PORT [--duration S] [--api-key KEY] --get PATH --conns "
+			"N\n");
 	exit(2);
 }
 
@@ -307,7 +315,8 @@ int main(int argc, char **argv)
 {
 	int port = 0;
 	double duration = 10;
-	const char *code = "1";
+	const char *code = "1", *api_key = NULL, *get = NULL;
+	int conns_n = 0;
 	int first_id = argc;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--port") && i + 1 < argc)
@@ -316,6 +325,12 @@ int main(int argc, char **argv)
 			duration = atof(argv[++i]);
 		else if (!strcmp(argv[i], "--code") && i + 1 < argc)
 			code = argv[++i];
+		else if (!strcmp(argv[i], "--api-key") && i + 1 < argc)
+			api_key = argv[++i];
+		else if (!strcmp(argv[i], "--get") && i + 1 < argc)
+			get = argv[++i];
+		else if (!strcmp(argv[i], "--conns") && i + 1 < argc)
+			conns_n = atoi(argv[++i]);
 		else if (argv[i][0] == '-')
 			usage();
 		else {
@@ -323,7 +338,11 @@ int main(int argc, char **argv)
 			break;
 		}
 	}
-	int n = argc - first_id;
+	int n = get ? conns_n : argc - first_id;
+	if (get && (get[0] != '/' || strpbrk(get, " \r\n") || argc != first_id))
+		usage();
+	if (api_key && strpbrk(api_key, "\r\n"))
+		usage();
 	if (port <= 0 || port > 65535 || n <= 0 || duration <= 0 || duration > 600)
 		usage();
 
@@ -344,11 +363,21 @@ int main(int argc, char **argv)
 		return 1;
 	for (int i = 0; i < n; i++) {
 		struct conn *c = &conns[i];
-		c->id = argv[first_id + i];
-		int len = asprintf(&c->request,
-				   "POST /v1/sessions/%s/exec HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
-				   "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
-				   c->id, port, body_len, body);
+		char auth[512] = "";
+		if (api_key)
+			snprintf(auth, sizeof auth, "Authorization: Bearer %s\r\n", api_key);
+		int len;
+		if (get) {
+			c->id = get;
+			len = asprintf(&c->request, "GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n%s\r\n",
+				       get, port, auth);
+		} else {
+			c->id = argv[first_id + i];
+			len = asprintf(&c->request,
+				       "POST /v1/sessions/%s/exec HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+				       "%sContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+				       c->id, port, auth, body_len, body);
+		}
 		if (len < 0)
 			return 1;
 		c->request_len = (size_t)len;

@@ -81,6 +81,14 @@ if [[ "${BENCH_COMPARE:-1}" != 0 ]]; then
 		echo "bench: the baseline could not be built; no A/B rows" >&2
 	fi
 fi
+# API keys (issue 11): exec round trip with a key vs without, and auth
+# checks per second, two daemons of this build in this same run.
+if [[ "${BENCH_KEYS:-1}" != 0 ]]; then
+	echo
+	echo "bench: API keys, with a key vs without (BENCH_KEYS=0 skips it)"
+	timeout --signal=TERM --kill-after=60 300 /usr/bin/python3 tests/bench/keys.py \
+		"$CITEST_DAEMON" || rc=$?
+fi
 timeout --signal=TERM --kill-after=120 "$limit" /usr/bin/python3 tests/bench/bench.py || rc=$?
 if [[ $rc == 124 || $rc == 143 || $rc == 137 ]]; then
 	echo "bench: stopped after the ${limit}s limit (BENCH_TIMEOUT_S)" >&2
