@@ -232,9 +232,10 @@ static void key_looked_up(const struct err *e, const struct store_key *k, void *
 		else if (judge(c, w->need, apikey_cache_get(a->cache, l->id, now), l->id,
 			       w->sha256) == 1) {
 			/* The server moves a body only right after the request
-			 * callback returned; the handler runs later, so the body
-			 * bytes already buffered are delivered from the loop once
-			 * it has claimed them. */
+			 * callback returned; this handler runs later, so the bytes
+			 * already buffered must be moved once it has claimed them:
+			 * a resume does that, from the loop. */
+			http_req_pause_body(c->req);
 			http_req_resume_body(c->req);
 			w->done(c);
 		}
@@ -313,8 +314,9 @@ int api_auth_check(struct call *c, enum api_auth need, api_auth_done_fn done)
 	w->need = need;
 	w->done = done;
 	memcpy(w->sha256, sha, sizeof(w->sha256));
+	/* The body is not read meanwhile: the server buffers at most 64 KiB
+	 * of it (its read watermark while a request is being handled) and
+	 * still sees the client hang up. */
 	LIST_INSERT_HEAD(&l->waits, w, link);
-	/* No body is read until somebody may have it. */
-	http_req_pause_body(c->req);
 	return 0;
 }

@@ -4,6 +4,7 @@ tenant's id answers exactly like one that never existed."""
 import hashlib
 import os
 import re
+import signal
 import subprocess
 import tempfile
 import time
@@ -415,3 +416,68 @@ def test_ctl_keys_and_api_key(make_daemon):
     assert r.returncode == 5 and "not_found" in r.stderr
     r = d.ctl("ls", env={"CICTL_API_KEY": key})
     assert r.returncode == 5 and "was refused" in r.stderr
+
+
+def test_a_client_gone_during_its_key_lookup_runs_no_handler(make_daemon, tmp_path):
+    from harness import RedisServer, raw_connect
+    from harness.procfs import tcp_sockets
+    own = RedisServer(str(tmp_path))
+
+    def redis_unread():
+        """Bytes the daemon sent Redis that a stopped Redis has not read."""
+        return sum(x["rx_queue"] for x in tcp_sockets(own.port))
+
+    try:
+        d = make_daemon("--pool-size", "0", "--redis", own.url, admin_key=ADMIN)
+        k = d.key("acme")["key"]
+        c = d.client(k)
+        body = b'{"idle_timeout_s": 300}'
+        req = (b"POST /v1/sessions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+               b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+               % (k.encode(), len(body), body))
+        # Redis stopped (SIGSTOP, by pid): the key's lookup stays in flight.
+        os.kill(own.proc.pid, signal.SIGSTOP)
+        try:
+            before = redis_unread()
+            gone = raw_connect(d.port, req)
+            wait_for(lambda: redis_unread() >= before + 40, 10, interval=0.01,
+                     what="the key lookup to be sent to Redis")
+            gone.close()
+            wait_for(lambda: len(d.open_api_connections()) == 0, 10, interval=0.01,
+                     what="the daemon to see the client go")
+            # Another with the same key, which waits for the same lookup.
+            held = raw_connect(d.port, req)
+            wait_for(lambda: len(d.open_api_connections()) == 1, 10, interval=0.01,
+                     what="the second client's connection")
+        finally:
+            os.kill(own.proc.pid, signal.SIGCONT)
+        # The lookup answers: the client that stayed gets its session, the
+        # one that left none (its handler never ran).
+        held.settimeout(30)
+        r = held.recv(65536)
+        held.close()
+        assert r.startswith(b"HTTP/1.1 201"), r[:200]
+        sessions = c.request("GET", "/v1/sessions")[1]["sessions"]
+        assert len(sessions) == 1, sessions
+        c.delete(sessions[0]["id"])
+        # A lookup still in flight when the daemon stops is answered (503,
+        # or the connection closes with the server), and nothing leaks
+        # (finish() checks the sanitizer's report).
+        os.kill(own.proc.pid, signal.SIGSTOP)
+        try:
+            before = redis_unread()
+            other = k.split(".")[0][:-1] + ("0" if k[15] != "0" else "1") + "." + "Z" * 43
+            held = raw_connect(d.port, b"GET /v1/sessions HTTP/1.1\r\nHost: x\r\n"
+                                       b"Authorization: Bearer %s\r\n\r\n" % other.encode())
+            wait_for(lambda: redis_unread() >= before + 40, 10, interval=0.01,
+                     what="the second lookup to be sent to Redis")
+            held.settimeout(30)
+            d.stop()
+            out = held.recv(65536)
+            held.close()
+            assert out == b"" or out.startswith(b"HTTP/1.1 503"), out[:200]
+            assert not d.sanitizer_errors(), d.read_log()[-4000:]
+        finally:
+            os.kill(own.proc.pid, signal.SIGCONT)
+    finally:
+        own.stop()
