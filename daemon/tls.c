@@ -6,6 +6,7 @@
  * a client make the server redo the costly handshake on one connection. */
 #include "tls.h"
 
+#include <errno.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -31,10 +32,22 @@ static const char *ssl_reason(char *buf, size_t size)
 	return buf;
 }
 
+/* A file OpenSSL could not open would be "system lib": say why first. */
+static int readable(const char *what, const char *path, struct err **errp)
+{
+	FILE *f = fopen(path, "r");
+	if (f == NULL)
+		return err_set(errp, ERR_BAD_REQUEST, "%s %s: %s", what, path, strerror(errno));
+	fclose(f);
+	return 0;
+}
+
 static SSL_CTX *ctx_load(const char *cert, const char *key, char *desc, size_t desc_size,
 			 struct err **errp)
 {
 	char why[256];
+	if (readable("tls-cert", cert, errp) < 0 || readable("tls-key", key, errp) < 0)
+		return NULL;
 	ERR_clear_error();
 	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
 	if (ctx == NULL) {
@@ -53,6 +66,14 @@ static SSL_CTX *ctx_load(const char *cert, const char *key, char *desc, size_t d
 		return NULL;
 	}
 	if (SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1) {
+		if (ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH) {
+			err_set(errp, ERR_BAD_REQUEST,
+				"tls-key %s does not match tls-cert %s (not its private key)", key,
+				cert);
+			ERR_clear_error();
+			SSL_CTX_free(ctx);
+			return NULL;
+		}
 		err_set(errp, ERR_BAD_REQUEST,
 			"tls-key %s: cannot load a PEM private key for tls-cert %s: %s", key, cert,
 			ssl_reason(why, sizeof(why)));

@@ -55,9 +55,14 @@ class Daemon:
                 would), instead of the test's own
     env         variables to set for it (ASAN_OPTIONS, say) over the test's own
     binary      another ci-daemon (the A/B benchmark's baseline)
+    listen_host the address to listen on (0.0.0.0, say); it is still reached on
+                127.0.0.1
+    ssl_context an ssl.SSLContext: the daemon speaks TLS (its flags are the
+                test's), self.api and ctl() use https
     """
 
-    def __init__(self, redis, tmp, extra_args=(), nofile=None, env=None, binary=None):
+    def __init__(self, redis, tmp, extra_args=(), nofile=None, env=None, binary=None,
+                 listen_host="127.0.0.1", ssl_context=None, cacert=None):
         self.run_id = uuid.uuid4().hex[:10]
         self.prefix = "citest-%s:" % self.run_id
         self.node = "citest-%s" % self.run_id
@@ -65,11 +70,13 @@ class Daemon:
         self.state_dir = tempfile.mkdtemp(prefix="cit-", dir="/tmp")
         self.log_path = os.path.join(tmp, "daemon-%s.log" % self.run_id)
         self.redis = redis
-        self.args = [binary or DAEMON_BIN, "--listen", "127.0.0.1:%d" % self.port,
+        self.scheme = "https" if ssl_context is not None else "http"
+        self.cacert = cacert  # for ctl() over https
+        self.args = [binary or DAEMON_BIN, "--listen", "%s:%d" % (listen_host, self.port),
                      "--redis", redis.url, "--state-dir", self.state_dir,
                      "--key-prefix", self.prefix, "--node", self.node, "--log-level", "debug",
                      *extra_args]
-        self.api = Client(self.port)
+        self.api = Client(self.port, ssl_context=ssl_context)
         self.proc = None
         self.log = None
         self.nofile = nofile
@@ -206,7 +213,9 @@ class Daemon:
 
     def ctl(self, *args, input=None, text=True, timeout=120):  # noqa: A002 - subprocess's name
         """ci-ctl against this daemon."""
-        return subprocess.run([CTL_BIN, "--server", "http://127.0.0.1:%d" % self.port, *args],
+        tls = ["--cacert", self.cacert] if self.cacert else []
+        return subprocess.run([CTL_BIN, "--server", "%s://127.0.0.1:%d" % (self.scheme, self.port),
+                               *tls, *args],
                               capture_output=True, text=text, input=input, timeout=timeout)
 
     # ---------------------------------------------------------- the process
