@@ -14,6 +14,9 @@
 #include "xalloc.h"
 
 #define VERSION_TIMEOUT_S 10L
+#define VERSION_HELP                                                                 \
+	"Prints this client's version, then asks the server (GET /version, no key\n" \
+	"needed). With --json: {\"client\":{...},\"server\":{...}}.\n"
 
 static int version_run(struct cli_ctx *ctx, int argc, char **argv)
 {
@@ -67,7 +70,6 @@ const struct cli_cmd cmd_version = {
     .name = "version",
     .usage = "",
     .summary = "print ci-ctl's version and the server's",
-    .help = "Prints this client's version, then asks the server (GET /version, no key\n"
-	    "needed). With --json: {\"client\":{...},\"server\":{...}}.\n",
+    .help = VERSION_HELP,
     .run = version_run,
 };

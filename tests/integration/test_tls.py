@@ -59,10 +59,26 @@ def closed_by_server(sock):
     """True once the server has closed sock (EOF or reset)."""
     try:
         return sock.recv(4096) == b""
-    except socket.timeout:
+    except (socket.timeout, ssl.SSLWantReadError):
         return False
-    except ConnectionResetError:
+    except (ConnectionResetError, ssl.SSLError):
         return True
+
+
+class Trickle:
+    """Sends data a byte per step(); step() is True once the server closed."""
+
+    def __init__(self, sock, data):
+        self.sock, self.data, self.sent = sock, data, 0
+
+    def step(self):
+        if self.sent < len(self.data):
+            try:
+                self.sock.send(self.data[self.sent:self.sent + 1])
+                self.sent += 1
+            except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
+                return True
+        return closed_by_server(self.sock)
 
 
 def test_ctl_over_tls_with_cacert(make_daemon, certs):
@@ -144,24 +160,14 @@ def test_a_client_that_never_handshakes_is_closed(make_daemon, certs):
         hello.do_handshake()
     client_hello = bio_out.read()
     assert len(client_hello) > 100
-    trickle = socket.create_connection(("127.0.0.1", d.port), timeout=0.2)
-    sent = [0]
-
-    def trickle_closed():
-        if sent[0] < len(client_hello):
-            try:
-                trickle.send(client_hello[sent[0]:sent[0] + 1])
-                sent[0] += 1
-            except (BrokenPipeError, ConnectionResetError):
-                return True
-        return closed_by_server(trickle)
-
+    trickle = Trickle(socket.create_connection(("127.0.0.1", d.port), timeout=0.2),
+                      client_hello)
     done = {}
 
     def both_closed():
         # One loop: the trickle must not pause while the silent one is watched.
-        if "trickle" not in done and trickle_closed():
-            done["trickle"] = sent[0]
+        if "trickle" not in done and trickle.step():
+            done["trickle"] = trickle.sent
         if "silent" not in done and closed_by_server(silent):
             done["silent"] = True
         return len(done) == 2
@@ -169,12 +175,12 @@ def test_a_client_that_never_handshakes_is_closed(make_daemon, certs):
     try:
         wait_for(both_closed, 30, interval=0.3, what="both TLS clients to be closed")
         assert done["trickle"] > 3, "closed before it trickled: %r" % done
-        assert sent[0] < len(client_hello), "the whole hello went out before the close"
+        assert trickle.sent < len(client_hello), "the whole hello went out before the close"
         log = d.read_log()
         assert "TLS handshake not done" in log, log[-3000:]
     finally:
         silent.close()
-        trickle.close()
+        trickle.sock.close()
     assert d.api.request("GET", "/healthz")[0] == 200
 
 
@@ -183,26 +189,10 @@ def test_slow_request_head_after_handshake_is_closed(make_daemon, certs):
     raw = socket.create_connection(("127.0.0.1", d.port), timeout=10)
     s = context_for(certs["a"][0]).wrap_socket(raw, server_hostname="127.0.0.1")
     s.settimeout(0.2)
-    head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 200
-    sent = [0]
-
-    def closed():
-        if sent[0] < len(head):
-            try:
-                s.send(head[sent[0]:sent[0] + 1])
-                sent[0] += 1
-            except (ssl.SSLError, OSError):
-                return True
-        try:
-            return s.recv(4096) == b""
-        except (socket.timeout, ssl.SSLWantReadError):
-            return False
-        except (ssl.SSLError, OSError):
-            return True
-
+    slow = Trickle(s, b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 200)
     try:
-        wait_for(closed, 30, interval=0.1, what="the slow head to be closed")
-        assert sent[0] < len(head)
+        wait_for(slow.step, 30, interval=0.1, what="the slow head to be closed")
+        assert slow.sent < len(slow.data)
     finally:
         s.close()
     assert d.api.request("GET", "/healthz")[0] == 200

@@ -133,35 +133,30 @@ TEST(config_argv_unknown_missing_and_flags)
 {
 	struct config c;
 	char msg[512];
-	char *unknown[] = {"ci-daemon", "--foo", "1", NULL};
-	CHECK(load_args(&c, unknown, msg, sizeof(msg)) < 0);
-	CHECK_STR(msg, "unknown option --foo (see --help)");
-	config_free(&c);
-	/* Unknown wins over a missing value, whatever comes first. */
-	char *unknown_eq[] = {"ci-daemon", "--bar=2", NULL};
-	CHECK(load_args(&c, unknown_eq, msg, sizeof(msg)) < 0);
-	CHECK_STR(msg, "unknown option --bar (see --help)");
-	config_free(&c);
-	char *missing[] = {"ci-daemon", "--listen", NULL};
-	CHECK(load_args(&c, missing, msg, sizeof(msg)) < 0);
-	CHECK_STR(msg, "option --listen needs a value");
-	config_free(&c);
-	/* The next option is not a value. */
-	char *swallow[] = {"ci-daemon", "--listen", "--node", "n", NULL};
-	CHECK(load_args(&c, swallow, msg, sizeof(msg)) < 0);
-	CHECK_STR(msg, "option --listen needs a value");
-	config_free(&c);
-	char *version[] = {"ci-daemon", "--node", "n", "--version", NULL};
-	CHECK(load_args(&c, version, msg, sizeof(msg)) == CONFIG_LOAD_VERSION);
-	config_free(&c);
-	char *version_eq[] = {"ci-daemon", "--version=1", NULL};
-	CHECK(load_args(&c, version_eq, msg, sizeof(msg)) < 0);
-	CHECK_STR(msg, "option --version takes no value");
-	config_free(&c);
-	char *help_eq[] = {"ci-daemon", "--help=x", NULL};
-	CHECK(load_args(&c, help_eq, msg, sizeof(msg)) < 0);
-	CHECK_STR(msg, "option --help takes no value");
-	config_free(&c);
+	/* argv after the program name, and the error (or "" with rc). */
+	static const struct {
+		const char *args[5];
+		int rc;
+		const char *message;
+	} cases[] = {
+	    {{"--foo", "1"}, -1, "unknown option --foo (see --help)"},
+	    /* Unknown wins over a missing value. */
+	    {{"--bar=2"}, -1, "unknown option --bar (see --help)"},
+	    {{"--listen"}, -1, "option --listen needs a value"},
+	    /* The next option is not a value. */
+	    {{"--listen", "--node", "n"}, -1, "option --listen needs a value"},
+	    {{"--node", "n", "--version"}, CONFIG_LOAD_VERSION, ""},
+	    {{"--version=1"}, -1, "option --version takes no value"},
+	    {{"--help=x"}, -1, "option --help takes no value"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *argv[7] = {"ci-daemon"};
+		for (int j = 0; j < 5 && cases[i].args[j]; j++)
+			argv[j + 1] = (char *)cases[i].args[j];
+		CHECK(load_args(&c, argv, msg, sizeof(msg)) == cases[i].rc);
+		CHECK_STR(msg, cases[i].message);
+		config_free(&c);
+	}
 	char *stray[] = {"ci-daemon", "listen", NULL};
 	CHECK(load_args(&c, stray, msg, sizeof(msg)) < 0);
 	CHECK(strstr(msg, "unexpected argument 'listen'"));
