@@ -78,8 +78,8 @@ int http_server_listen(struct http_server *srv, const char *spec, struct err **e
 /* Serve an already connected socket (socket activation, tests, fuzzing). */
 void http_server_adopt(struct http_server *srv, int fd);
 
-/* Replace the limits (before listening; the values apply to connections
- * accepted from then on). */
+/* Replace the limits (before listening, or on a reload): caps apply to
+ * connections accepted from then on, timeouts to waits begun from then on. */
 void http_server_set_limits(struct http_server *srv, const struct http_server_limits *lim);
 
 /* Serve TLS on the listeners made from now on (tls.h; not ours, it must
