@@ -322,3 +322,22 @@ def test_versions_and_option_errors(daemon):
     assert lines[1] == "server: ci-daemon %s (git %s), API v1" % (doc["version"], doc["git"])
     r = daemon.ctl("--json", "version")
     assert r.returncode == 0 and '"server":{"version"' in r.stdout, r.stdout
+
+
+def test_connection_caps_hold_over_tls(make_daemon, certs):
+    """At the per-peer cap the oldest TLS connection still waiting makes room
+    (as in clear), and the newest is served."""
+    cert, key = certs["a"]
+    d = make_daemon("--tls-cert", cert, "--tls-key", key, "--max-conns-per-peer", "2",
+                    "--pool-size", "0", ssl_context=context_for(cert))
+    first = socket.create_connection(("127.0.0.1", d.port), timeout=0.2)
+    second = socket.create_connection(("127.0.0.1", d.port), timeout=0.2)
+    try:
+        # A third: the oldest waiting one (first) is closed for it.
+        assert d.api.request("GET", "/healthz")[0] == 200
+        wait_for(lambda: closed_by_server(first), 15, what="the oldest connection evicted")
+        assert not closed_by_server(second)
+        assert "to make room (max-conns-per-peer)" in d.read_log()
+    finally:
+        first.close()
+        second.close()
