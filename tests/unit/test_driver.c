@@ -193,13 +193,13 @@ TEST(pool_forgets_an_ended_sandbox)
 
 TEST(pool_surplus_after_the_size_is_lowered)
 {
-	struct event_base *base = event_base_new();
-	static const struct pool_ops ops = {.may_start = fake_may, .start = fake_start};
-	int64_t size = 2, nsize = 1;
+	static const struct pool_ops fake_ops = {.may_start = fake_may, .start = fake_start};
 	struct fake f = {.may = true};
-	struct pool *p = pool_new(base, &size, &nsize, &ops, &f);
-	pool_fill(p);
+	int64_t size = 2, nsize = 1;
+	struct event_base *base = event_base_new();
+	struct pool *p = pool_new(base, &size, &nsize, &fake_ops, &f);
 	int a, b, c, d;
+	pool_fill(p);
 	struct pool_entry *ea = pool_started(p, &a, false);
 	struct pool_entry *eb = pool_started(p, &b, false);
 	struct pool_entry *ec = pool_started(p, &c, true);
