@@ -13,11 +13,28 @@
 #include "err.h"
 #include "json.h"
 #include "output.h"
+#include "version.h"
 #include "xalloc.h"
 
 void cli_print_version(void)
 {
-	printf("%s %s (API v1)\n", CLI_PROG, CI_VERSION);
+	printf("%s %s (git %s)\n", CLI_PROG, ci_version, ci_git);
+}
+
+void cli_option_problem(int c, char **argv, char *out, size_t size)
+{
+	const char *arg = optind > 0 ? argv[optind - 1] : "";
+	size_t n = strcspn(arg, "=");
+
+	if (c == ':')
+		snprintf(out, size, "option %.*s needs a value", (int)n, arg);
+	else if (strncmp(arg, "--", 2) == 0 && arg[n] == '=' && optopt != 0)
+		snprintf(out, size, "option %.*s takes no value", (int)n, arg);
+	else if (strncmp(arg, "--", 2) == 0)
+		snprintf(out, size, "unknown option %.*s", (int)n, arg);
+	else
+		snprintf(out, size, "unknown option -%c",
+			 optopt > 0 && optopt < 0x100 ? optopt : '?');
 }
 
 void cli_cmd_help(const struct cli_cmd *cmd, FILE *out)
@@ -26,7 +43,7 @@ void cli_cmd_help(const struct cli_cmd *cmd, FILE *out)
 		cmd->usage, cmd->summary);
 	if (cmd->help != NULL)
 		fprintf(out, "\n%s", cmd->help);
-	fprintf(out, "\nGlobal options (--server, --json, --api-key): see `%s --help`.\n",
+	fprintf(out, "\nGlobal options (--server, --json, --api-key, --cacert): see `%s --help`.\n",
 		CLI_PROG);
 }
 
@@ -66,6 +83,7 @@ int cli_global_option(struct cli_ctx *ctx, int opt, const char *arg)
 	case CLI_OPT_SERVER: ctx->server = arg; return 1;
 	case CLI_OPT_JSON: ctx->json = 1; return 1;
 	case CLI_OPT_API_KEY: ctx->api_key = arg; return 1;
+	case CLI_OPT_CACERT: ctx->cacert = arg; return 1;
 	case CLI_OPT_VERSION:
 		cli_print_version();
 		ctx->rc = CLI_EXIT_OK;
@@ -93,16 +111,13 @@ int cli_getopt(struct cli_ctx *ctx, int argc, char **argv, const char *shortopts
 			ctx->rc = CLI_EXIT_OK;
 			return CLI_GETOPT_STOP;
 		case '?':
-			if (optopt > 0 && optopt < 0x100)
-				ctx->rc = cli_usage_error(ctx, "unknown option '-%c'", optopt);
-			else
-				ctx->rc =
-				    cli_usage_error(ctx, "unknown option '%s'", argv[optind - 1]);
+		case ':': {
+			char problem[256];
+
+			cli_option_problem(c, argv, problem, sizeof(problem));
+			ctx->rc = cli_usage_error(ctx, "%s", problem);
 			return CLI_GETOPT_STOP;
-		case ':':
-			ctx->rc =
-			    cli_usage_error(ctx, "option '%s' needs a value", argv[optind - 1]);
-			return CLI_GETOPT_STOP;
+		}
 		default:
 			g = cli_global_option(ctx, c, optarg);
 			if (g == CLI_GETOPT_STOP)
@@ -148,6 +163,8 @@ struct client *cli_client(struct cli_ctx *ctx)
 		if (ctx->client == NULL) {
 			cli_report(ctx, e, NULL, NULL);
 			err_free(e);
+		} else {
+			client_set_cacert(ctx->client, ctx->cacert);
 		}
 	}
 	return ctx->client;

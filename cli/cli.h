@@ -30,6 +30,7 @@ struct cli_cmd;
 struct cli_ctx {
 	const char *server;        /* --server, $CICTL_SERVER or the default */
 	const char *api_key;       /* --api-key or $CICTL_API_KEY, may be NULL */
+	const char *cacert;        /* --cacert or $CICTL_CACERT, may be NULL */
 	int json;                  /* --json: print server documents as is */
 	const struct cli_cmd *cmd; /* the command being run */
 	struct client *client;     /* made on first use, freed by main */
@@ -61,6 +62,7 @@ extern const struct cli_cmd cmd_gc;
 extern const struct cli_cmd cmd_drain;
 extern const struct cli_cmd cmd_events;
 extern const struct cli_cmd cmd_keys;
+extern const struct cli_cmd cmd_version;
 
 /* getopt values of the global options; above any short option char. */
 enum {
@@ -68,18 +70,19 @@ enum {
 	CLI_OPT_JSON,
 	CLI_OPT_API_KEY,
 	CLI_OPT_VERSION,
+	CLI_OPT_CACERT,
 	CLI_OPT_FIRST_COMMAND /* commands number their long-only options here */
 };
 
 /* Ends every command's long option table (before the zero entry), so the
  * global options work after the command name too. */
-#define CLI_COMMON_OPTIONS                                         \
-	{"server", required_argument, NULL, CLI_OPT_SERVER},       \
-	    {"json", no_argument, NULL, CLI_OPT_JSON},             \
-	    {"api-key", required_argument, NULL, CLI_OPT_API_KEY}, \
-	    {"help", no_argument, NULL, 'h'},                      \
-	{                                                          \
-		"version", no_argument, NULL, CLI_OPT_VERSION      \
+#define CLI_COMMON_OPTIONS                                                                         \
+	{"server", required_argument, NULL, CLI_OPT_SERVER},                                       \
+	    {"json", no_argument, NULL, CLI_OPT_JSON},                                             \
+	    {"api-key", required_argument, NULL, CLI_OPT_API_KEY},                                 \
+	    {"cacert", required_argument, NULL, CLI_OPT_CACERT}, {"help", no_argument, NULL, 'h'}, \
+	{                                                                                          \
+		"version", no_argument, NULL, CLI_OPT_VERSION                                      \
 	}
 
 /* Returned by cli_getopt when the command must return ctx->rc now. */
@@ -98,7 +101,13 @@ int cli_getopt(struct cli_ctx *ctx, int argc, char **argv, const char *shortopts
  * prints and sets ctx->rc, returning CLI_GETOPT_STOP. */
 int cli_global_option(struct cli_ctx *ctx, int opt, const char *arg);
 
+/* "ci-ctl 0.1.0 (git abc123)" */
 void cli_print_version(void);
+
+/* What went wrong with the option getopt_long just refused (c is '?' or
+ * ':'), as "unknown option --foo", "option --server needs a value" or
+ * "option --json takes no value". */
+void cli_option_problem(int c, char **argv, char *out, size_t size);
 /* cli_getopt for commands without options of their own: returns 0, or
  * -1 when the command must return ctx->rc (help shown, usage error). */
 int cli_no_options(struct cli_ctx *ctx, int argc, char **argv);

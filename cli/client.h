@@ -61,6 +61,10 @@ struct client_resp {
 struct client *client_new(const char *server, const char *api_key, struct err **err);
 void client_free(struct client *c);
 
+/* Verify https:// servers against the CA certificates in path (PEM)
+ * instead of the system's; NULL or "" goes back to the system's. */
+void client_set_cacert(struct client *c, const char *path);
+
 /* The server as the user named it, for messages.  Borrowed. */
 const char *client_server(const struct client *c);
 

@@ -15,7 +15,7 @@
 static const struct cli_cmd *const main_cmds[] = {
     &cmd_create, &cmd_ls,  &cmd_show,  &cmd_rm,     &cmd_keepalive,
     &cmd_exec,   &cmd_put, &cmd_get,   &cmd_files,  &cmd_rmfile,
-    &cmd_health, &cmd_gc,  &cmd_drain, &cmd_events, &cmd_keys,
+    &cmd_health, &cmd_gc,  &cmd_drain, &cmd_events, &cmd_keys, &cmd_version,
 };
 
 #define MAIN_NCMDS (sizeof(main_cmds) / sizeof(main_cmds[0]))
@@ -30,7 +30,8 @@ static void main_help(FILE *out)
 	size_t i;
 
 	fprintf(out,
-		"usage: %s [--server URL] [--json] [--api-key KEY] COMMAND [ARGS...]\n"
+		"usage: %s [--server URL] [--json] [--api-key KEY] [--cacert FILE] COMMAND "
+		"[ARGS...]\n"
 		"\n"
 		"Drive ci-daemon: Python sandboxes that keep their state between executions.\n"
 		"\n"
@@ -41,13 +42,16 @@ static void main_help(FILE *out)
 	fprintf(out,
 		"\n"
 		"Global options (before or after the command):\n"
-		"  --server URL   daemon to talk to: http://HOST:PORT or unix:/PATH/TO.sock\n"
+		"  --server URL   daemon to talk to: http://HOST:PORT, https://HOST:PORT or\n"
+		"                 unix:/PATH/TO.sock\n"
 		"                 (default: $CICTL_SERVER, else %s)\n"
 		"  --json         print the server's JSON answer as is, one document, for scripts\n"
 		"  --api-key KEY  sent as 'Authorization: Bearer KEY' (default: $CICTL_API_KEY;\n"
 		"                 prefer the variable: arguments show in ps)\n"
+		"  --cacert FILE  CA certificate(s), PEM, that an https:// server's certificate\n"
+		"                 must chain to (default: $CICTL_CACERT, else the system's)\n"
 		"  -h, --help     this help; `%s COMMAND -h` for a command's\n"
-		"  --version      print the version\n"
+		"  --version      print ci-ctl's version (`%s version`: the server's too)\n"
 		"\n"
 		"Exit status:\n"
 		"  0  success\n"
@@ -58,7 +62,7 @@ static void main_help(FILE *out)
 		"  4  exec: the kernel died (out of memory, crash) and was restarted\n"
 		"  5  API or transport error: the server answered an error, or could not be\n"
 		"     reached\n",
-		CLI_DEFAULT_SERVER, CLI_PROG);
+		CLI_DEFAULT_SERVER, CLI_PROG, CLI_PROG);
 }
 
 static const struct cli_cmd *main_find(const char *name)
@@ -101,6 +105,7 @@ int main(int argc, char **argv)
 	env = getenv("CICTL_SERVER");
 	ctx.server = env != NULL && *env != '\0' ? env : CLI_DEFAULT_SERVER;
 	ctx.api_key = getenv("CICTL_API_KEY");
+	ctx.cacert = getenv("CICTL_CACERT");
 
 	opterr = 0;
 	/* '+': stop at the command name instead of permuting past it. */
@@ -108,17 +113,13 @@ int main(int argc, char **argv)
 		switch (c) {
 		case 'h': main_help(stdout); return CLI_EXIT_OK;
 		case '?':
-			if (optopt > 0 && optopt < 0x100)
-				fprintf(stderr, "%s: unknown option '-%c'\n", CLI_PROG, optopt);
-			else
-				fprintf(stderr, "%s: unknown option '%s'\n", CLI_PROG,
-					argv[optind - 1]);
-			fprintf(stderr, "(see `%s --help`)\n", CLI_PROG);
+		case ':': {
+			char problem[256];
+
+			cli_option_problem(c, argv, problem, sizeof(problem));
+			fprintf(stderr, "%s: %s (see --help)\n", CLI_PROG, problem);
 			return CLI_EXIT_USAGE;
-		case ':':
-			fprintf(stderr, "%s: option '%s' needs a value\n", CLI_PROG,
-				argv[optind - 1]);
-			return CLI_EXIT_USAGE;
+		}
 		default:
 			if (cli_global_option(&ctx, c, optarg) == CLI_GETOPT_STOP)
 				return ctx.rc;

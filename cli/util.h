@@ -9,11 +9,6 @@
 
 struct err;
 
-/* The build may pass -DCI_VERSION="..." (e.g. from git describe). */
-#ifndef CI_VERSION
-#define CI_VERSION "0.1.0"
-#endif
-
 /*
  * ci-ctl's exit statuses; documented in `ci-ctl --help` and docs/cli.md.
  * FAIL doubles as "the code raised" for exec and "something local went

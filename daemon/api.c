@@ -21,6 +21,7 @@
 const struct api_route api_routes[] = {
     {"GET", "/healthz", api_probes_healthz, API_AUTH_NONE},
     {"GET", "/readyz", api_probes_readyz, API_AUTH_NONE},
+    {"GET", "/version", api_version_get, API_AUTH_NONE},
     /* Per-tenant usage is on it: the operator's, not a tenant's. */
     {"GET", "/metrics", api_probes_metrics, API_AUTH_ADMIN},
     {"GET", "/v1/sessions/?", api_sessions_list, API_AUTH_TENANT},
@@ -238,6 +239,19 @@ static void on_request(struct http_req *req, void *arg)
 
 /* ---- the server ---- */
 
+/* The server's limits from the configuration (at start, and after a
+ * reload: they apply to what comes next). */
+static void api_set_limits(struct http_api *api)
+{
+	const struct config *cfg = api->cfg;
+	http_server_set_limits(api->srv, &(struct http_server_limits){
+					     .head_timeout_s = (int)cfg->http_head_timeout_s,
+					     .idle_timeout_s = (int)cfg->http_idle_timeout_s,
+					     .max_conns = (int)cfg->max_connections,
+					     .max_conns_per_peer = (int)cfg->max_conns_per_peer,
+					 });
+}
+
 struct http_api *http_api_new(struct event_base *base, const struct config *cfg,
 			      struct manager *mgr, struct docker *docker, struct store *store,
 			      struct egress *egress)
@@ -257,13 +271,18 @@ struct http_api *http_api_new(struct event_base *base, const struct config *cfg,
 	manager_set_listener(mgr, api_events_on_session, api);
 	api_probes_start(api);
 	api->srv = http_server_new(base, on_request, api);
-	http_server_set_limits(api->srv, &(struct http_server_limits){
-					     .head_timeout_s = (int)cfg->http_head_timeout_s,
-					     .idle_timeout_s = (int)cfg->http_idle_timeout_s,
-					     .max_conns = (int)cfg->max_connections,
-					     .max_conns_per_peer = (int)cfg->max_conns_per_peer,
-					 });
+	api_set_limits(api);
 	return api;
+}
+
+void http_api_reload(struct http_api *api)
+{
+	api_set_limits(api);
+}
+
+void http_api_set_tls(struct http_api *api, struct tls *tls)
+{
+	http_server_set_tls(api->srv, tls);
 }
 
 void http_api_free(struct http_api *api)

@@ -138,6 +138,8 @@ void api_probes_metrics(struct call *c);
 void api_probes_start(struct http_api *api);
 void api_probes_stop(struct http_api *api);
 
+void api_version_get(struct call *c);
+
 void api_sessions_list(struct call *c);
 void api_sessions_create(struct call *c);
 void api_sessions_get(struct call *c);

@@ -1,9 +1,11 @@
 /* config.c: the option table, and loading it from file, environment and flags. */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <netinet/in.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -16,6 +18,15 @@
 
 enum opt_type { OPT_STR, OPT_INT, OPT_DOUBLE, OPT_BOOL };
 
+/* The last column says what SIGHUP does with a row, and every row says it
+ * (a row without it does not compile: -Wmissing-field-initializers).
+ * OPT_LIVE: a reload copies the new value into the running configuration,
+ * so its readers must read it where they use it (cfg->x, not a copy made
+ * at start), or be told (main.c's reload). OPT_RESTART: the value stays
+ * until a restart, and a reload that finds it changed logs it by name.
+ * OPT_SECRET (with either): the value is never logged. */
+enum opt_flags { OPT_LIVE = 0, OPT_RESTART = 1 << 0, OPT_SECRET = 1 << 1 };
+
 struct opt {
 	const char *key;
 	enum opt_type type;
@@ -23,98 +34,125 @@ struct opt {
 	const char *def;
 	double min, max; /* numeric bounds */
 	const char *help;
+	unsigned flags; /* enum opt_flags */
 };
 
 #define O(field) offsetof(struct config, field)
 
 static const struct opt opt_table[] = {
-    {"config", OPT_STR, O(config_file), "", 0, 0, "config file to read (key = value lines)"},
-    {"listen", OPT_STR, O(listen), "127.0.0.1:8080", 0, 0, "HOST:PORT or unix:PATH for the API"},
+    {"config", OPT_STR, O(config_file), "", 0, 0, "config file to read (key = value lines)",
+     OPT_RESTART},
+    {"listen", OPT_STR, O(listen), "127.0.0.1:8080", 0, 0, "HOST:PORT or unix:PATH for the API",
+     OPT_RESTART},
+    {"tls-cert", OPT_STR, O(tls_cert), "", 0, 0,
+     "PEM certificate (chain) for the API listener; with tls-key, the listener speaks TLS "
+     "(1.2 or later); re-read on SIGHUP",
+     OPT_LIVE},
+    {"tls-key", OPT_STR, O(tls_key), "", 0, 0, "PEM private key of tls-cert; re-read on SIGHUP",
+     OPT_LIVE},
+    {"plain-http-behind-proxy", OPT_BOOL, O(plain_http_behind_proxy), "false", 0, 0,
+     "a TLS-terminating proxy is in front: a non-loopback listener may speak plain HTTP",
+     OPT_RESTART},
     {"admin-key-file", OPT_STR, O(admin_key_file), "", 0, 0,
      "file holding the admin key; set, every call needs a key (tenants, quotas); empty = one "
-     "tenant \"default\", loopback only"},
+     "tenant \"default\", loopback only",
+     OPT_RESTART},
     {"redis", OPT_STR, O(redis), "redis://127.0.0.1:6379", 0, 0,
-     "redis://HOST:PORT[/DB] or unix:///PATH"},
-    {"docker", OPT_STR, O(docker), "/var/run/docker.sock", 0, 0, "Docker engine unix socket"},
+     "redis://HOST:PORT[/DB] or unix:///PATH", OPT_RESTART},
+    {"docker", OPT_STR, O(docker), "/var/run/docker.sock", 0, 0, "Docker engine unix socket",
+     OPT_RESTART},
     {"state-dir", OPT_STR, O(state_dir), "/var/lib/ci", 0, 0,
-     "per-session IPC directories live here"},
-    {"key-prefix", OPT_STR, O(key_prefix), "ci:", 0, 0, "prefix of every Redis key"},
-    {"node", OPT_STR, O(node), "", 0, 0, "this daemon's node name (default: hostname)"},
-    {"log-level", OPT_STR, O(log_level), "info", 0, 0, "debug, info, warn or error"},
-    {"image", OPT_STR, O(image), "python", 0, 0, "default image profile"},
+     "per-session IPC directories live here", OPT_RESTART},
+    {"key-prefix", OPT_STR, O(key_prefix), "ci:", 0, 0, "prefix of every Redis key", OPT_RESTART},
+    {"node", OPT_STR, O(node), "", 0, 0, "this daemon's node name (default: hostname)",
+     OPT_RESTART},
+    {"log-level", OPT_STR, O(log_level), "info", 0, 0, "debug, info, warn or error", OPT_LIVE},
+    {"image", OPT_STR, O(image), "python", 0, 0, "default image profile", OPT_RESTART},
     {"images", OPT_STR, O(images), "python=ci/python:latest", 0, 0,
-     "image profiles: NAME=TAG[,NAME=TAG...]"},
+     "image profiles: NAME=TAG[,NAME=TAG...]", OPT_RESTART},
     {"runtime", OPT_STR, O(runtime), "", 0, 0,
-     "Docker runtime for sandboxes (e.g. runsc); empty = engine default"},
+     "Docker runtime for sandboxes (e.g. runsc); empty = engine default", OPT_RESTART},
     {"gvisor-runtime", OPT_STR, O(gvisor_runtime), "runsc", 0, 0,
-     "Docker runtime behind a session's \"runtime\": \"gvisor\""},
+     "Docker runtime behind a session's \"runtime\": \"gvisor\"", OPT_RESTART},
     {"egress-hosts-file", OPT_STR, O(egress_hosts_file), "", 0, 0,
-     "hosts-style file (IP NAME...) the egress proxy consults before DNS; re-read on SIGHUP"},
+     "hosts-style file (IP NAME...) the egress proxy consults before DNS; re-read on SIGHUP",
+     OPT_RESTART},
     {"egress-trusted", OPT_STR, O(egress_trusted), "", 0, 0,
-     "IP[:PORT] or [IPv6][:PORT],... the egress proxy may reach although private or local"},
+     "IP[:PORT] or [IPv6][:PORT],... the egress proxy may reach although private or local",
+     OPT_LIVE},
     {"egress-resolver", OPT_STR, O(egress_resolver), "system", 0, 0,
      "names beyond the hosts file: system (resolv.conf's nameservers, no search domains), "
-     "hosts-only (no DNS at all) or IP:PORT of one nameserver"},
+     "hosts-only (no DNS at all) or IP:PORT of one nameserver",
+     OPT_RESTART},
     {"egress-proxy-port", OPT_INT, O(egress_proxy_port), "3128", 1, 65535,
      "port of the egress proxy on the sandbox network's gateway (fixed, so sandboxes "
-     "keep their proxy across restarts)"},
+     "keep their proxy across restarts)",
+     OPT_RESTART},
     {"seccomp-profile", OPT_STR, O(seccomp_profile), "", 0, 0,
      "seccomp profile for sandboxes: empty = built in, 'engine' = Docker's default, or a JSON "
-     "file"},
+     "file",
+     OPT_RESTART},
     {"idle-timeout-s", OPT_INT, O(idle_timeout_s), "600", 1, 86400 * 7,
-     "default idle timeout of a session"},
+     "default idle timeout of a session", OPT_LIVE},
     {"max-idle-timeout-s", OPT_INT, O(max_idle_timeout_s), "86400", 1, 86400 * 7,
-     "largest idle timeout a client may ask for"},
+     "largest idle timeout a client may ask for", OPT_LIVE},
     {"max-lifetime-s", OPT_INT, O(max_lifetime_s), "86400", 1, 86400 * 30,
-     "longest a session may live, however active (requests may lower it)"},
-    {"memory-mb", OPT_INT, O(memory_mb), "512", 16, 1 << 20, "default memory limit"},
-    {"max-memory-mb", OPT_INT, O(max_memory_mb), "4096", 16, 1 << 20, "largest memory limit"},
-    {"cpus", OPT_DOUBLE, O(cpus), "1.0", 0.01, 1024, "default CPU limit"},
-    {"max-cpus", OPT_DOUBLE, O(max_cpus), "2.0", 0.01, 1024, "largest CPU limit"},
-    {"pids", OPT_INT, O(pids), "128", 8, 1 << 20, "default process limit"},
-    {"max-pids", OPT_INT, O(max_pids), "1024", 8, 1 << 20, "largest process limit"},
-    {"disk-mb", OPT_INT, O(disk_mb), "512", 1, 1 << 20, "default /workspace size"},
-    {"max-disk-mb", OPT_INT, O(max_disk_mb), "4096", 1, 1 << 20, "largest /workspace size"},
-    {"exec-timeout-s", OPT_INT, O(exec_timeout_s), "60", 1, 86400, "default execution limit"},
+     "longest a session may live, however active (requests may lower it)", OPT_LIVE},
+    {"memory-mb", OPT_INT, O(memory_mb), "512", 16, 1 << 20, "default memory limit", OPT_LIVE},
+    {"max-memory-mb", OPT_INT, O(max_memory_mb), "4096", 16, 1 << 20, "largest memory limit",
+     OPT_LIVE},
+    {"cpus", OPT_DOUBLE, O(cpus), "1.0", 0.01, 1024, "default CPU limit", OPT_LIVE},
+    {"max-cpus", OPT_DOUBLE, O(max_cpus), "2.0", 0.01, 1024, "largest CPU limit", OPT_LIVE},
+    {"pids", OPT_INT, O(pids), "128", 8, 1 << 20, "default process limit", OPT_LIVE},
+    {"max-pids", OPT_INT, O(max_pids), "1024", 8, 1 << 20, "largest process limit", OPT_LIVE},
+    {"disk-mb", OPT_INT, O(disk_mb), "512", 1, 1 << 20, "default /workspace size", OPT_LIVE},
+    {"max-disk-mb", OPT_INT, O(max_disk_mb), "4096", 1, 1 << 20, "largest /workspace size",
+     OPT_LIVE},
+    {"exec-timeout-s", OPT_INT, O(exec_timeout_s), "60", 1, 86400, "default execution limit",
+     OPT_LIVE},
     {"max-exec-timeout-s", OPT_INT, O(max_exec_timeout_s), "60", 1, 86400,
-     "largest execution limit"},
+     "largest execution limit", OPT_LIVE},
     {"pool-size", OPT_INT, O(pool_size), "2", 0, 256,
-     "warm sandboxes kept started for the default image and limits"},
+     "warm sandboxes kept started for the default image and limits", OPT_LIVE},
     {"pool-network-size", OPT_INT, O(pool_network_size), "0", 0, 256,
-     "warm sandboxes on the sandbox network, for sessions with an allowlist"},
+     "warm sandboxes on the sandbox network, for sessions with an allowlist", OPT_LIVE},
     {"output-cap-bytes", OPT_INT, O(output_cap_bytes), "1048576", 1024, 64 << 20,
-     "cap on stdout and on stderr of one execution"},
-    {"max-sessions", OPT_INT, O(max_sessions), "1000", 1, 1000000, "sessions on this node"},
+     "cap on stdout and on stderr of one execution", OPT_LIVE},
+    {"max-sessions", OPT_INT, O(max_sessions), "1000", 1, 1000000, "sessions on this node",
+     OPT_LIVE},
     {"sandbox-uid-base", OPT_INT, O(sandbox_uid_base), "200000", 1000, 2000000000,
-     "first host uid for sandboxes; each session runs as its own uid (and gid)"},
+     "first host uid for sandboxes; each session runs as its own uid (and gid)", OPT_RESTART},
     {"sandbox-uid-count", OPT_INT, O(sandbox_uid_count), "4096", 1, 1 << 24,
-     "how many uids from sandbox-uid-base (daemons sharing a host: disjoint ranges)"},
+     "how many uids from sandbox-uid-base (daemons sharing a host: disjoint ranges)", OPT_RESTART},
     {"start-timeout-s", OPT_INT, O(start_timeout_s), "30", 1, 600,
-     "container start to kernel ready"},
+     "container start to kernel ready", OPT_LIVE},
     {"kill-grace-ms", OPT_INT, O(kill_grace_ms), "2000", 0, 60000,
-     "deadline to hard kill when the kernel ignores the interrupt"},
+     "deadline to hard kill when the kernel ignores the interrupt", OPT_LIVE},
     {"ipc-hello-timeout-ms", OPT_INT, O(ipc_hello_timeout_ms), "5000", 100, 600000,
-     "a sandbox connection that has not said hello by then is closed"},
+     "a sandbox connection that has not said hello by then is closed", OPT_LIVE},
     {"tombstone-ttl-s", OPT_INT, O(tombstone_ttl_s), "86400", 1, 86400 * 30,
-     "how long an ended session still answers 410"},
+     "how long an ended session still answers 410", OPT_RESTART},
     {"max-body-bytes", OPT_INT, O(max_body_bytes), "2097152", 1024, 64 << 20,
-     "largest JSON request body"},
+     "largest JSON request body", OPT_LIVE},
     {"drain-timeout-s", OPT_INT, O(drain_timeout_s), "30", 0, 3600,
-     "on SIGTERM, how long running executions may finish"},
+     "on SIGTERM, how long running executions may finish", OPT_LIVE},
     {"ipc-tmpfs", OPT_BOOL, O(ipc_tmpfs), "true", 0, 0,
      "mount a tmpfs for the sessions' IPC directories (hides the state-dir path from "
-     "sandboxes)"},
+     "sandboxes)",
+     OPT_RESTART},
     {"remove-on-exit", OPT_BOOL, O(remove_on_exit), "false", 0, 0,
-     "remove session containers when the daemon exits"},
+     "remove session containers when the daemon exits", OPT_LIVE},
     {"http-head-timeout-s", OPT_INT, O(http_head_timeout_s), "10", 1, 3600,
-     "an API request head must be complete this long after its first byte"},
+     "an API request head must be complete this long after its first byte", OPT_LIVE},
     {"http-idle-timeout-s", OPT_INT, O(http_idle_timeout_s), "30", 1, 86400,
-     "an API connection waiting for a request (new or keep-alive) is closed after this"},
-    {"max-connections", OPT_INT, O(max_connections), "4096", 16, 1000000, "API connections in all"},
+     "an API connection waiting for a request (new or keep-alive) is closed after this", OPT_LIVE},
+    {"max-connections", OPT_INT, O(max_connections), "4096", 16, 1000000, "API connections in all",
+     OPT_LIVE},
     {"max-conns-per-peer", OPT_INT, O(max_conns_per_peer), "512", 1, 1000000,
-     "API connections from one source address (an IPv6 /64)"},
+     "API connections from one source address (an IPv6 /64)", OPT_LIVE},
     {"fd-reserve", OPT_INT, O(fd_reserve), "64", 16, 1 << 20,
-     "file descriptors never handed to clients, tunnels or sessions (Docker, Redis, helpers)"},
+     "file descriptors never handed to clients, tunnels or sessions (Docker, Redis, helpers)",
+     OPT_RESTART},
 };
 
 #define OPT_COUNT (sizeof(opt_table) / sizeof(opt_table[0]))
@@ -277,19 +315,66 @@ static int config_read_file(struct config *cfg, const char *path, struct err **e
 
 void config_usage(const char *prog)
 {
-	printf("usage: %s [--OPTION VALUE]...\n\n"
+	printf("usage: %s [--OPTION VALUE]... | --help | --version\n\n"
 	       "Every option is also a config-file key (listen = ...) and an environment\n"
-	       "variable (CID_LISTEN=...). Command line beats environment beats file.\n\n",
+	       "variable (CID_LISTEN=...). Command line beats environment beats file.\n"
+	       "A true/false option given alone (--remove-on-exit) means true. Options marked\n"
+	       "(restart) keep their value on SIGHUP; the others are reloaded.\n\n",
 	       prog);
 	for (size_t i = 0; i < OPT_COUNT; i++) {
 		const struct opt *o = &opt_table[i];
-		printf("  --%-20s %s%s%s%s\n", o->key, o->help, *o->def ? " [" : "", o->def,
-		       *o->def ? "]" : "");
+		printf("  --%-20s %s%s%s%s%s\n", o->key, o->help, *o->def ? " [" : "", o->def,
+		       *o->def ? "]" : "", o->flags & OPT_RESTART ? " (restart)" : "");
 	}
 }
 
-/* Two passes over argv: first to find --config (the file is applied before
- * the environment and the other flags), then the flags themselves. */
+static bool bool_word(const char *v)
+{
+	static const char *const words[] = {"true", "false", "yes", "no", "1", "0"};
+	for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+		if (strcmp(v, words[i]) == 0)
+			return true;
+	return false;
+}
+
+/* One command-line option at argv[*i]: its row and value (*i moves past
+ * what was used). Says which is wrong: unknown, a value missing, or a value
+ * given to --help or --version. Those two come back with *o NULL. */
+static int argv_option(int argc, char **argv, int *i, const struct opt **o, const char **value,
+		       struct err **errp)
+{
+	const char *arg = argv[*i];
+	*o = NULL;
+	*value = NULL;
+	if (!strcmp(arg, "-h"))
+		return 0;
+	if (strncmp(arg, "--", 2) != 0 || arg[2] == '\0' || arg[2] == '=')
+		return err_set(errp, ERR_BAD_REQUEST, "unexpected argument '%s' (see --help)", arg);
+	const char *eq = strchr(arg, '=');
+	AUTOFREE char *key = eq ? xstrndup(arg + 2, (size_t)(eq - arg - 2)) : xstrdup(arg + 2);
+	if (!strcmp(key, "help") || !strcmp(key, "version")) {
+		if (eq)
+			return err_set(errp, ERR_BAD_REQUEST, "option --%s takes no value", key);
+		return 0;
+	}
+	*o = opt_find(key);
+	if (*o == NULL)
+		return err_set(errp, ERR_BAD_REQUEST, "unknown option --%s (see --help)", key);
+	const char *next = *i + 1 < argc ? argv[*i + 1] : NULL;
+	if (eq)
+		*value = eq + 1;
+	else if ((*o)->type == OPT_BOOL)
+		*value = next && bool_word(next) ? argv[++*i] : "true";
+	else if (next && strncmp(next, "--", 2) != 0)
+		*value = argv[++*i];
+	else
+		return err_set(errp, ERR_BAD_REQUEST, "option --%s needs a value", key);
+	return 0;
+}
+
+/* Two passes over argv: the first checks every argument and finds --config
+ * (the file is applied before the environment and the other flags), --help
+ * and --version; the second applies the flags. */
 int config_load(struct config *cfg, int argc, char **argv, char *const *envp, struct err **errp)
 {
 	config_defaults(cfg);
@@ -297,37 +382,40 @@ int config_load(struct config *cfg, int argc, char **argv, char *const *envp, st
 	for (char *const *e = envp; e && *e; e++)
 		if (strncmp(*e, "CID_CONFIG=", 11) == 0)
 			file = *e + 11;
+	bool help = false, version = false;
 	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			config_usage(argv[0]);
-			return 1;
-		}
-		if (!strcmp(argv[i], "--config") && i + 1 < argc)
-			file = argv[i + 1];
-		else if (!strncmp(argv[i], "--config=", 9))
-			file = argv[i] + 9;
+		const struct opt *o;
+		const char *value;
+		const char *arg = argv[i];
+		if (argv_option(argc, argv, &i, &o, &value, errp) < 0)
+			return -1;
+		if (o == NULL && !strcmp(arg, "--version"))
+			version = true;
+		else if (o == NULL)
+			help = true;
+		else if (!strcmp(o->key, "config"))
+			file = value;
 	}
+	if (help) {
+		config_usage(argv[0]);
+		return CONFIG_LOAD_HELP;
+	}
+	if (version)
+		return CONFIG_LOAD_VERSION;
 	if (file && *file && config_read_file(cfg, file, errp) < 0)
 		return -1;
 	if (config_apply_env(cfg, envp, errp) < 0)
 		return -1;
 	for (int i = 1; i < argc; i++) {
-		const char *arg = argv[i];
-		if (strncmp(arg, "--", 2) != 0)
-			return err_set(errp, ERR_BAD_REQUEST, "unexpected argument '%s'", arg);
-		const char *eq = strchr(arg, '=');
-		AUTOFREE char *key =
-		    eq ? xstrndup(arg + 2, (size_t)(eq - arg - 2)) : xstrdup(arg + 2);
+		const struct opt *o;
 		const char *value;
-		if (eq)
-			value = eq + 1;
-		else if (i + 1 < argc)
-			value = argv[++i];
-		else
-			return err_set(errp, ERR_BAD_REQUEST, "option --%s needs a value", key);
+		if (argv_option(argc, argv, &i, &o, &value, errp) < 0)
+			return -1;
+		if (o == NULL)
+			continue;
 		char origin[96];
-		snprintf(origin, sizeof(origin), "--%s", key);
-		if (config_set(cfg, key, value, origin, errp) < 0)
+		snprintf(origin, sizeof(origin), "--%s", o->key);
+		if (opt_assign(cfg, o, value, origin, errp) < 0)
 			return -1;
 	}
 	if (cfg->node[0] == '\0') {
@@ -339,12 +427,60 @@ int config_load(struct config *cfg, int argc, char **argv, char *const *envp, st
 	return config_validate(cfg, errp);
 }
 
-static bool listen_is_local(const char *listen)
+/* Loopback or a unix socket. A name other than localhost, or an address
+ * that does not parse, is not: the listener would refuse it anyway. */
+bool config_listen_is_local(const char *listen)
 {
 	if (strncmp(listen, "unix:", 5) == 0)
 		return true;
-	return strncmp(listen, "127.", 4) == 0 || strncmp(listen, "localhost:", 10) == 0 ||
-	       strncmp(listen, "[::1]:", 6) == 0;
+	if (strncmp(listen, "localhost:", 10) == 0)
+		return true;
+	char host[INET6_ADDRSTRLEN + 2];
+	const char *colon = strrchr(listen, ':');
+	size_t n = colon ? (size_t)(colon - listen) : 0;
+	if (colon == NULL || n + 1 > sizeof(host))
+		return false;
+	memcpy(host, listen, n);
+	host[n] = '\0';
+	struct in_addr a4;
+	struct in6_addr a6;
+	if (inet_pton(AF_INET, host, &a4) == 1)
+		return (ntohl(a4.s_addr) >> 24) == 127;
+	if (n >= 2 && host[0] == '[' && host[n - 1] == ']') {
+		host[n - 1] = '\0';
+		if (inet_pton(AF_INET6, host + 1, &a6) == 1)
+			return IN6_IS_ADDR_LOOPBACK(&a6) ||
+			       (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
+	}
+	return false;
+}
+
+/* A listener others can reach hands the sandbox fleet to whoever reaches
+ * it: it needs keys (who may call) and TLS or a proxy's (the keys must not
+ * cross the network in clear). The message names what is missing. */
+static int validate_listener(const struct config *cfg, struct err **errp)
+{
+	bool cert = cfg->tls_cert[0] != '\0', key = cfg->tls_key[0] != '\0';
+	if (cert != key)
+		return err_set(errp, ERR_BAD_REQUEST,
+			       "%s is set but %s is not: TLS needs both the certificate and its "
+			       "key",
+			       cert ? "tls-cert" : "tls-key", cert ? "tls-key" : "tls-cert");
+	if (config_listen_is_local(cfg->listen))
+		return 0;
+	bool keys = cfg->admin_key_file[0] != '\0';
+	bool transport = cert || cfg->plain_http_behind_proxy;
+	if (keys && transport)
+		return 0;
+	static const char want_keys[] = "--admin-key-file (API keys)";
+	static const char want_tls[] =
+	    "TLS (--tls-cert and --tls-key) or --plain-http-behind-proxy "
+	    "(a TLS-terminating proxy is in front)";
+	return err_set(errp, ERR_BAD_REQUEST,
+		       "listen %s is not loopback: it needs %s%s%s; or listen on 127.0.0.1:PORT "
+		       "or unix:PATH",
+		       cfg->listen, keys ? "" : want_keys, keys || transport ? "" : ", and ",
+		       transport ? "" : want_tls);
 }
 
 int config_validate(const struct config *cfg, struct err **errp)
@@ -366,13 +502,8 @@ int config_validate(const struct config *cfg, struct err **errp)
 	if (log_level_valid(cfg->log_level) == false)
 		return err_set(errp, ERR_BAD_REQUEST,
 			       "log-level: expected debug, info, warn or error");
-	if (!listen_is_local(cfg->listen))
-		/* No API keys exist yet, so a non-loopback listener would hand the
-		 * sandbox fleet to anyone on the network. */
-		return err_set(errp, ERR_BAD_REQUEST,
-			       "listen %s: refusing a non-loopback address without API keys; "
-			       "use 127.0.0.1:PORT or unix:PATH",
-			       cfg->listen);
+	if (validate_listener(cfg, errp) < 0)
+		return -1;
 	if (cfg->sandbox_uid_base + cfg->sandbox_uid_count > INT32_MAX)
 		return err_set(errp, ERR_BAD_REQUEST,
 			       "sandbox-uid-base + sandbox-uid-count passes the largest uid");
@@ -399,55 +530,86 @@ int config_validate(const struct config *cfg, struct err **errp)
 	return 0;
 }
 
-void config_reload_into(struct config *dst, const struct config *src, char *changed, size_t size)
+/* The value as text, for the reload's log lines. */
+static void opt_format(const struct opt *o, const struct config *cfg, char *out, size_t size)
 {
-	/* Limits, clocks and caps apply to what comes next; addresses, the
-	 * state directory and the key prefix would orphan what exists. */
-	static const char *const live[] = {"log-level",
-					   "idle-timeout-s",
-					   "max-idle-timeout-s",
-					   "memory-mb",
-					   "max-memory-mb",
-					   "cpus",
-					   "max-cpus",
-					   "pids",
-					   "max-pids",
-					   "disk-mb",
-					   "max-disk-mb",
-					   "exec-timeout-s",
-					   "max-exec-timeout-s",
-					   "output-cap-bytes",
-					   "max-lifetime-s",
-					   "max-sessions",
-					   "kill-grace-ms",
-					   "start-timeout-s",
-					   "drain-timeout-s",
-					   "remove-on-exit",
-					   NULL};
-	changed[0] = '\0';
-	for (const char *const *k = live; *k; k++) {
-		const struct opt *o = opt_find(*k);
-		char *d = (char *)dst + o->offset;
-		const char *s = (const char *)src + o->offset;
-		bool differ;
-		if (o->type == OPT_STR) {
-			differ = strcmp(*(char **)d, *(char *const *)s) != 0;
-			if (differ) {
-				free(*(char **)d);
-				*(char **)d = xstrdup(*(char *const *)s);
-			}
-		} else {
-			size_t n = o->type == OPT_INT      ? sizeof(int64_t)
-				   : o->type == OPT_DOUBLE ? sizeof(double)
-							   : sizeof(bool);
-			differ = memcmp(d, s, n) != 0;
-			memcpy(d, s, n);
-		}
-		if (differ) {
-			size_t used = strlen(changed);
-			snprintf(changed + used, size - used, "%s%s", used ? ", " : "", *k);
-		}
+	const char *field = (const char *)cfg + o->offset;
+	if (o->flags & OPT_SECRET) {
+		snprintf(out, size, "(secret)");
+		return;
 	}
+	switch (o->type) {
+	case OPT_STR: {
+		const char *v = *(char *const *)field;
+		snprintf(out, size, "%s", *v ? v : "\"\"");
+		return;
+	}
+	case OPT_INT: snprintf(out, size, "%lld", (long long)*(const int64_t *)field); return;
+	case OPT_DOUBLE: snprintf(out, size, "%g", *(const double *)field); return;
+	case OPT_BOOL: snprintf(out, size, "%s", *(const bool *)field ? "true" : "false"); return;
+	}
+}
+
+static bool opt_differ(const struct opt *o, const struct config *a, const struct config *b)
+{
+	const char *fa = (const char *)a + o->offset, *fb = (const char *)b + o->offset;
+	switch (o->type) {
+	case OPT_STR: return strcmp(*(char *const *)fa, *(char *const *)fb) != 0;
+	case OPT_INT: return *(const int64_t *)fa != *(const int64_t *)fb;
+	case OPT_DOUBLE: return *(const double *)fa != *(const double *)fb;
+	case OPT_BOOL: return *(const bool *)fa != *(const bool *)fb;
+	}
+	return false;
+}
+
+static void opt_copy(const struct opt *o, struct config *dst, const struct config *src)
+{
+	char *d = (char *)dst + o->offset;
+	const char *s = (const char *)src + o->offset;
+	switch (o->type) {
+	case OPT_STR:
+		free(*(char **)d);
+		*(char **)d = xstrdup(*(char *const *)s);
+		return;
+	case OPT_INT: memcpy(d, s, sizeof(int64_t)); return;
+	case OPT_DOUBLE: memcpy(d, s, sizeof(double)); return;
+	case OPT_BOOL: memcpy(d, s, sizeof(bool)); return;
+	}
+}
+
+void config_copy(struct config *dst, const struct config *src)
+{
+	memset(dst, 0, sizeof(*dst));
+	for (size_t i = 0; i < OPT_COUNT; i++)
+		opt_copy(&opt_table[i], dst, src);
+}
+
+size_t config_reload_into(struct config *dst, const struct config *src, config_change_fn fn,
+			  void *arg)
+{
+	size_t changed = 0;
+	for (size_t i = 0; i < OPT_COUNT; i++) {
+		const struct opt *o = &opt_table[i];
+		if (!opt_differ(o, dst, src))
+			continue;
+		changed++;
+		bool live = !(o->flags & OPT_RESTART);
+		if (fn) {
+			char before[256], after[256];
+			opt_format(o, dst, before, sizeof(before));
+			opt_format(o, src, after, sizeof(after));
+			fn(o->key, before, after, live, arg);
+		}
+		if (live)
+			opt_copy(o, dst, src);
+	}
+	return changed;
+}
+
+bool config_option_is_live(const char *key)
+{
+	const struct opt *o = opt_find(key);
+	return o && !(o->flags & OPT_RESTART);
 }
 
 char *config_image_tag(const struct config *cfg, const char *profile)

@@ -22,15 +22,17 @@ struct config {
 	char *node;
 	char *log_level;
 	char *config_file;
-	char *image;             /* the default image profile */
-	char *images;            /* "python=ci/python:latest,..." profile → Docker tag */
-	char *runtime;           /* Docker runtime for session containers ("" = engine default) */
-	char *gvisor_runtime;    /* the Docker runtime name behind runtime "gvisor" */
-	char *egress_hosts_file; /* hosts-style overrides for the egress proxy's resolver */
-	char *egress_trusted;    /* IP[:PORT],... the proxy may reach although private */
-	char *seccomp_profile;   /* "" = built in, "engine" = the engine's default, or a path */
-	char *egress_resolver;   /* system, hosts-only or IP:PORT */
-	char *admin_key_file;    /* "" = single tenant "default", loopback only */
+	char *image;              /* the default image profile */
+	char *images;             /* "python=ci/python:latest,..." profile → Docker tag */
+	char *runtime;            /* Docker runtime for session containers ("" = engine default) */
+	char *gvisor_runtime;     /* the Docker runtime name behind runtime "gvisor" */
+	char *egress_hosts_file;  /* hosts-style overrides for the egress proxy's resolver */
+	char *egress_trusted;     /* IP[:PORT],... the proxy may reach although private */
+	char *seccomp_profile;    /* "" = built in, "engine" = the engine's default, or a path */
+	char *egress_resolver;    /* system, hosts-only or IP:PORT */
+	char *admin_key_file;     /* "" = single tenant "default", loopback only */
+	char *tls_cert, *tls_key; /* PEM files; both "" = plain HTTP */
+	bool plain_http_behind_proxy; /* a TLS-terminating proxy is in front */
 
 	int64_t idle_timeout_s, max_idle_timeout_s;
 	int64_t max_lifetime_s; /* no session lives longer, however active */
@@ -76,18 +78,40 @@ int config_set(struct config *cfg, const char *key, const char *value, const cha
 	       struct err **errp);
 
 /* Load in precedence order: defaults, the file named by --config/CID_CONFIG,
- * environment, argv flags. Returns 1 when --help was asked (usage printed). */
+ * environment, argv flags. Returns 0, -1 with *errp (an unknown option, one
+ * without its value, a bad value, a failed check), CONFIG_LOAD_HELP when
+ * --help was asked (usage printed) or CONFIG_LOAD_VERSION for --version
+ * (the caller prints it). A true/false option alone means true. */
+#define CONFIG_LOAD_HELP 1
+#define CONFIG_LOAD_VERSION 2
 int config_load(struct config *cfg, int argc, char **argv, char *const *envp, struct err **errp);
 
-/* Cross-field checks: defaults within maxima, listen address allowed. */
+/* Cross-field checks: defaults within maxima, the listener rule (a
+ * non-loopback, non-unix listen needs admin-key-file, and TLS or
+ * plain-http-behind-proxy), tls-cert and tls-key together. */
 int config_validate(const struct config *cfg, struct err **errp);
 
 /* The Docker tag of an image profile, or NULL when the profile is unknown. */
 char *config_image_tag(const struct config *cfg, const char *profile);
 
-/* Copy the options that may change while running (SIGHUP) from src into
- * dst; names of the ones that changed are appended to changed. */
-void config_reload_into(struct config *dst, const struct config *src, char *changed, size_t size);
+/* Whether listen is loopback or a unix socket. */
+bool config_listen_is_local(const char *listen);
+
+/* dst (uninitialised) becomes a deep copy of src; config_free frees it. */
+void config_copy(struct config *dst, const struct config *src);
+
+/* SIGHUP: for every option whose value differs between dst (running) and
+ * src (just loaded), call fn (may be NULL) with its key and both values as
+ * text ("(secret)" for a secret), and whether it was applied: a live row's
+ * value is copied into dst, a restart row's is not (the option table's
+ * last column). Returns how many differ. */
+typedef void (*config_change_fn)(const char *key, const char *before, const char *after,
+				 bool applied, void *arg);
+size_t config_reload_into(struct config *dst, const struct config *src, config_change_fn fn,
+			  void *arg);
+
+/* Whether a reload applies the option (false for unknown keys). */
+bool config_option_is_live(const char *key);
 
 /* Print the option table (for --help). */
 void config_usage(const char *prog);

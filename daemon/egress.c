@@ -654,15 +654,18 @@ size_t egress_session_ended(struct egress *eg, const char *session_id)
 
 /* ---- set-up ---- */
 
-static int parse_trusted(struct egress *eg, const char *list, struct err **errp)
+/* Parse "IP[:PORT],..." into out (MAX_TRUSTED entries); *n is how many. */
+static int parse_trusted(const char *list, struct netpolicy_trusted *out, size_t *n,
+			 struct err **errp)
 {
 	AUTOFREE char *copy = xstrdup(list);
 	char *save = NULL;
+	*n = 0;
 	for (char *tok = strtok_r(copy, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
-		if (eg->n_trusted >= MAX_TRUSTED)
+		if (*n >= MAX_TRUSTED)
 			return err_set(errp, ERR_BAD_REQUEST,
 				       "egress-trusted: more than %d entries", MAX_TRUSTED);
-		struct netpolicy_trusted *t = &eg->trusted[eg->n_trusted];
+		struct netpolicy_trusted *t = &out[*n];
 		char host[NETPOLICY_HOST_MAX + 1];
 		int port = 0;
 		if (netpolicy_split(tok, 0, host, sizeof(host), &port, NULL) < 0 ||
@@ -671,8 +674,21 @@ static int parse_trusted(struct egress *eg, const char *list, struct err **errp)
 				       "egress-trusted: '%s' is not IP[:PORT] ([IPv6][:PORT])",
 				       tok);
 		t->port = port;
-		eg->n_trusted++;
+		(*n)++;
 	}
+	return 0;
+}
+
+int egress_set_trusted(struct egress *eg, const char *list, struct err **errp)
+{
+	struct netpolicy_trusted parsed[MAX_TRUSTED];
+	size_t n = 0;
+	if (parse_trusted(list ? list : "", parsed, &n, errp) < 0)
+		return -1;
+	/* Checked when a tunnel's addresses are resolved (filter_addrs), so tunnels opened from now
+	 * on follow the new list; open ones are not cut. */
+	memcpy(eg->trusted, parsed, n * sizeof(parsed[0]));
+	eg->n_trusted = n;
 	return 0;
 }
 
@@ -688,7 +704,7 @@ struct egress *egress_new(struct event_base *base, const char *hosts_file, const
 	/* hosts-only until told otherwise: whoever forgets egress_set_resolver
 	 * gets no DNS rather than DNS nobody configured. */
 	eg->resolver = resolver_new(base, "hosts-only", hosts_file, errp);
-	if (eg->resolver == NULL || (trusted && *trusted && parse_trusted(eg, trusted, errp) < 0)) {
+	if (eg->resolver == NULL || egress_set_trusted(eg, trusted, errp) < 0) {
 		resolver_free(eg->resolver);
 		free(eg);
 		return NULL;

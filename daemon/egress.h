@@ -47,6 +47,10 @@ void egress_free(struct egress *eg);
 
 /* How names beyond the hosts file are resolved: "system", "hosts-only" or
  * "IP:PORT" (--egress-resolver). On -1 the resolver stays as it was. */
+/* Replace the trusted list ("IP[:PORT],..."; SIGHUP): connections made
+ * from now on are checked against it. On a bad list the old one stays. */
+int egress_set_trusted(struct egress *eg, const char *list, struct err **errp);
+
 int egress_set_resolver(struct egress *eg, const char *spec, struct err **errp);
 
 /* Re-read the hosts file (and resolv.conf in system mode); on -1 the old

@@ -23,8 +23,16 @@ struct http_api *http_api_new(struct event_base *base, const struct config *cfg,
 			      struct egress *egress);
 void http_api_free(struct http_api *api);
 
-/* Listen on cfg->listen. */
+/* Listen on cfg->listen; over TLS when http_api_set_tls was called first. */
 int http_api_listen(struct http_api *api, struct err **errp);
+
+/* Serve TLS (tls.h; the caller's, it outlives the api). Before listening. */
+struct tls;
+void http_api_set_tls(struct http_api *api, struct tls *tls);
+
+/* SIGHUP: take the server's limits (timeouts, connection caps) again from
+ * the configuration; they apply to what comes next. */
+void http_api_reload(struct http_api *api);
 
 /* What POST /v1/admin/drain does (main's drain, as on SIGTERM). */
 void http_api_set_drain(struct http_api *api, void (*fn)(void *arg), void *arg);

@@ -96,6 +96,8 @@ struct http_conn {
 	bool head_started;
 	struct http_peer *peer; /* NULL for unix-socket clients */
 	bool charged;           /* counted in the descriptor budget */
+	bool tls;               /* a TLS connection (an OpenSSL bufferevent) */
+	bool handshaken;        /* ... whose handshake is done */
 };
 
 static inline void http_conn_set_read_timeout(struct http_conn *c, int secs)

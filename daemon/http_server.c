@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/listener.h>
 #include <event2/util.h>
 #include <fcntl.h>
@@ -32,6 +33,7 @@
 #include "http_internal.h"
 #include "listen_guard.h"
 #include "log.h"
+#include "tls.h"
 #include "xalloc.h"
 
 #define HEAD_TIMEOUT_S 10
@@ -51,8 +53,10 @@ struct http_peer {
 };
 
 struct http_listener {
+	struct http_server *srv;
 	struct evconnlistener *l;
 	char *unix_path;
+	bool tls; /* its connections start with a TLS handshake */
 	LIST_ENTRY(http_listener) link;
 };
 
@@ -72,6 +76,7 @@ struct http_server {
 	int spare_fd;
 	bool want_spare; /* listening: keep the spare */
 	struct http_server_stats stats;
+	struct tls *tls; /* not ours; NULL = plain HTTP */
 };
 
 static void conn_process(struct http_conn *c);
@@ -144,15 +149,17 @@ static void peer_maybe_free(struct http_server *srv, struct http_peer *p)
 
 /* ---- connections ---- */
 
-/* Answer a connection we will not serve, and close it. */
-static void refuse_socket(int fd, int status, enum err_code code, const char *message)
+/* Answer a connection we will not serve, and close it. A TLS client could
+ * not read a plain answer: it only sees the connection close. */
+static void refuse_socket(int fd, bool tls, int status, enum err_code code, const char *message)
 {
 	/* Read what the client already sent: closing with unread bytes resets
 	 * the connection, and the reset can overtake the answer. */
 	char sink[4096];
 	for (int i = 0; i < 4 && recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0; i++)
 		;
-	http_reply_canned(fd, status, code, message);
+	if (!tls)
+		http_reply_canned(fd, status, code, message);
 	close(fd);
 }
 
@@ -168,7 +175,13 @@ static void conn_stop_waiting(struct http_conn *c)
 	evtimer_del(c->head_timer);
 }
 
-/* The connection waits for a request (new, or kept alive after one). */
+/* The connection waits for a request (new, or kept alive after one).
+ *
+ * Over TLS the head's deadline cannot wait for the first byte: a handshake,
+ * or a TLS record, trickled a byte at a time yields no byte of request and
+ * keeps the idle timeout from running out. So a TLS connection gets the
+ * idle and head timeouts together, from now, to show the first byte of a
+ * request (then head-timeout-s for the rest of the head, as in clear). */
 static void conn_start_waiting(struct http_conn *c)
 {
 	conn_stop_waiting(c);
@@ -176,6 +189,11 @@ static void conn_start_waiting(struct http_conn *c)
 	if (c->peer)
 		TAILQ_INSERT_TAIL(&c->peer->waiting, c, peer_wait_link);
 	c->waiting = true;
+	if (c->tls) {
+		struct timeval tv = {c->srv->limits.idle_timeout_s + c->srv->limits.head_timeout_s,
+				     0};
+		evtimer_add(c->head_timer, &tv);
+	}
 }
 
 static void conn_free(struct http_conn *c)
@@ -313,10 +331,37 @@ static void conn_kick_cb(evutil_socket_t fd, short what, void *arg)
 	conn_write_cb(c->bev, c);
 }
 
+/* The TLS handshake failed: count it, and say why once in a while. A
+ * client that spoke plain HTTP to the TLS port is told so, in plain HTTP. */
+static void conn_tls_failed(struct http_conn *c)
+{
+	struct http_server *srv = c->srv;
+	unsigned long e = bufferevent_get_openssl_error(c->bev);
+	bool plain = tls_error_is_plain_http(e);
+	while (bufferevent_get_openssl_error(c->bev) != 0)
+		;
+	srv->stats.tls_handshake_failures++;
+	log_info_limited("http: TLS handshake with %s failed: %s", c->peer ? c->peer->text : "unix",
+			 plain ? "the client spoke plain HTTP" : "bad or no TLS from the client");
+	if (plain) {
+		int fd = bufferevent_getfd(c->bev);
+		char sink[4096]; /* unread bytes would turn the close into a reset */
+		for (int i = 0; i < 4 && recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0; i++)
+			;
+		http_reply_canned(fd, 400, ERR_BAD_REQUEST, "this port speaks TLS: use https://");
+	}
+}
+
 static void conn_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	(void)bev;
 	struct http_conn *c = arg;
+	if (what & BEV_EVENT_CONNECTED) { /* the TLS handshake is done */
+		c->handshaken = true;
+		return;
+	}
+	if (c->tls && !c->handshaken && (what & BEV_EVENT_ERROR))
+		conn_tls_failed(c);
 	if ((what & BEV_EVENT_TIMEOUT && c->state == CS_HEADERS && c->req == NULL) ||
 	    c->state == CS_LINGER) {
 		conn_free(c); /* idle keep-alive, slow headers, or lingering done */
@@ -336,11 +381,18 @@ static void conn_head_timeout_cb(evutil_socket_t fd, short what, void *arg)
 	struct http_server *srv = c->srv;
 	srv->stats.head_timeouts++;
 	char msg[96];
-	snprintf(msg, sizeof(msg), "request head not complete within %d s",
-		 srv->limits.head_timeout_s);
+	if (c->head_started)
+		snprintf(msg, sizeof(msg), "request head not complete within %d s",
+			 srv->limits.head_timeout_s);
+	else
+		snprintf(msg, sizeof(msg), "%sno request within %d s",
+			 c->handshaken ? "" : "TLS handshake not done, ",
+			 srv->limits.idle_timeout_s + srv->limits.head_timeout_s);
 	log_info_limited("http: closed a connection from %s: %s", c->peer ? c->peer->text : "unix",
 			 msg);
-	http_reply_canned(bufferevent_getfd(c->bev), 408, ERR_BAD_REQUEST, msg);
+	/* Over TLS a clear answer would be noise in the client's stream. */
+	if (!c->tls)
+		http_reply_canned(bufferevent_getfd(c->bev), 408, ERR_BAD_REQUEST, msg);
 	conn_free(c);
 }
 
@@ -360,9 +412,10 @@ static bool conn_evict_oldest(struct http_server *srv, struct http_peer *peer)
 }
 
 /* Serve fd; sa is the TCP peer (NULL for unix sockets and adopted ones).
- * An accepted connection may be refused; an adopted one is only counted. */
+ * An accepted connection may be refused; an adopted one is only counted.
+ * tls: the connection starts with a handshake (srv->tls is set). */
 static void conn_new(struct http_server *srv, evutil_socket_t fd, const struct sockaddr *sa,
-		     bool refusable)
+		     bool refusable, bool tls)
 {
 	struct http_peer *peer = NULL;
 	if (sa && (sa->sa_family == AF_INET || sa->sa_family == AF_INET6)) {
@@ -374,7 +427,7 @@ static void conn_new(struct http_server *srv, evutil_socket_t fd, const struct s
 			log_info_limited("http: refused a connection from %s: its %u connections "
 					 "are all busy (max-conns-per-peer)",
 					 peer->text, peer->n_conns - 1);
-			refuse_socket(fd, 429, ERR_QUOTA_EXCEEDED,
+			refuse_socket(fd, tls, 429, ERR_QUOTA_EXCEEDED,
 				      "too many connections from your address");
 			peer->n_conns--;
 			peer_maybe_free(srv, peer);
@@ -404,7 +457,7 @@ static void conn_new(struct http_server *srv, evutil_socket_t fd, const struct s
 				 peer ? peer->text : "unix", srv->n_conns,
 				 (long long)fdbudget_in_use(&fdbudget_daemon),
 				 (long long)fdbudget_daemon.limit);
-		refuse_socket(fd, 503, ERR_UNAVAILABLE,
+		refuse_socket(fd, tls, 503, ERR_UNAVAILABLE,
 			      srv->n_conns >= srv->limits.max_conns
 				  ? "the daemon serves as many connections as it may; retry shortly"
 				  : "the daemon is near its file-descriptor limit; retry shortly");
@@ -419,7 +472,19 @@ static void conn_new(struct http_server *srv, evutil_socket_t fd, const struct s
 	c->state = CS_HEADERS;
 	c->peer = peer;
 	c->charged = true;
-	c->bev = bufferevent_socket_new(srv->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	c->tls = tls;
+	if (tls) {
+		/* The bufferevent owns the SSL object and frees it with itself. */
+		c->bev = bufferevent_openssl_socket_new(srv->base, fd, tls_ssl_new(srv->tls),
+							BUFFEREVENT_SSL_ACCEPTING,
+							BEV_OPT_CLOSE_ON_FREE);
+		if (c->bev)
+			/* A client that closes without close_notify has only
+			 * ended the connection, as in clear. */
+			bufferevent_openssl_set_allow_dirty_shutdown(c->bev, 1);
+	} else {
+		c->bev = bufferevent_socket_new(srv->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	}
 	if (c->bev == NULL)
 		abort();
 	if (peer) {
@@ -442,7 +507,8 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 {
 	(void)l;
 	(void)len;
-	conn_new(arg, fd, sa, true);
+	struct http_listener *hl = arg;
+	conn_new(hl->srv, fd, sa, true, hl->tls);
 }
 
 /* EMFILE at the API listener: free the spare descriptor, accept one waiting
@@ -459,7 +525,8 @@ static void api_exhausted(evutil_socket_t lfd, void *arg)
 		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd >= 0) {
 			srv->stats.refused_emfile++;
-			refuse_socket(fd, 503, ERR_UNAVAILABLE,
+			/* The spare's answer is plain: over TLS, a close. */
+			refuse_socket(fd, srv->tls != NULL, 503, ERR_UNAVAILABLE,
 				      "the daemon is out of file descriptors; retry shortly");
 		}
 		srv->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -471,7 +538,7 @@ static void api_exhausted(evutil_socket_t lfd, void *arg)
 void http_server_adopt(struct http_server *srv, int fd)
 {
 	evutil_make_socket_nonblocking(fd);
-	conn_new(srv, fd, NULL, false); /* handed to us, already open */
+	conn_new(srv, fd, NULL, false, false); /* handed to us, already open */
 }
 
 struct http_server *http_server_new(struct event_base *base, http_request_cb cb, void *arg)
@@ -500,6 +567,11 @@ void http_server_set_limits(struct http_server *srv, const struct http_server_li
 	srv->limits = *lim;
 }
 
+void http_server_set_tls(struct http_server *srv, struct tls *tls)
+{
+	srv->tls = tls;
+}
+
 const struct http_server_stats *http_server_get_stats(const struct http_server *srv)
 {
 	return &srv->stats;
@@ -508,6 +580,8 @@ const struct http_server_stats *http_server_get_stats(const struct http_server *
 int http_server_listen(struct http_server *srv, const char *spec, struct err **errp)
 {
 	struct http_listener *hl = xcalloc(1, sizeof(*hl));
+	hl->srv = srv;
+	hl->tls = srv->tls != NULL;
 	if (strncmp(spec, "unix:", 5) == 0) {
 		const char *path = spec + 5;
 		struct sockaddr_un sun = {.sun_family = AF_UNIX};
@@ -527,7 +601,7 @@ int http_server_listen(struct http_server *srv, const char *spec, struct err **e
 			return err_set(errp, ERR_UNAVAILABLE, "listen %s: %s", spec, strerror(e));
 		}
 		hl->unix_path = xstrdup(path);
-		hl->l = evconnlistener_new(srv->base, accept_cb, srv,
+		hl->l = evconnlistener_new(srv->base, accept_cb, hl,
 					   LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, fd);
 	} else {
 		struct sockaddr_storage ss;
@@ -538,7 +612,7 @@ int http_server_listen(struct http_server *srv, const char *spec, struct err **e
 				       "listen %s: expected HOST:PORT (an IP address) or unix:PATH",
 				       spec);
 		}
-		hl->l = evconnlistener_new_bind(srv->base, accept_cb, srv,
+		hl->l = evconnlistener_new_bind(srv->base, accept_cb, hl,
 						LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE |
 						    LEV_OPT_CLOSE_ON_EXEC,
 						512, (struct sockaddr *)&ss, sslen);

@@ -78,17 +78,26 @@ int http_server_listen(struct http_server *srv, const char *spec, struct err **e
 /* Serve an already connected socket (socket activation, tests, fuzzing). */
 void http_server_adopt(struct http_server *srv, int fd);
 
-/* Replace the limits (before listening; the values apply to connections
- * accepted from then on). */
+/* Replace the limits (before listening, or on a reload): caps apply to
+ * connections accepted from then on, timeouts to waits begun from then on. */
 void http_server_set_limits(struct http_server *srv, const struct http_server_limits *lim);
+
+/* Serve TLS on the listeners made from now on (tls.h; not ours, it must
+ * outlive the server). A reload of tls changes what new connections get.
+ * Over TLS a refused connection (the caps above) is closed without an
+ * answer, and the head deadline runs from the start of the wait (see
+ * http_server.c's conn_start_waiting). */
+struct tls;
+void http_server_set_tls(struct http_server *srv, struct tls *tls);
 
 /* Connections refused or closed early, since start (for /metrics and tests). */
 struct http_server_stats {
-	uint64_t refused_peer;   /* 429: the peer's connections were all busy */
-	uint64_t refused_full;   /* 503: every connection busy, or no descriptors */
-	uint64_t evicted;        /* waiting for a head, closed to make room */
-	uint64_t head_timeouts;  /* request head not complete within head_timeout_s */
-	uint64_t refused_emfile; /* answered through the spare descriptor at EMFILE */
+	uint64_t refused_peer;           /* 429: the peer's connections were all busy */
+	uint64_t refused_full;           /* 503: every connection busy, or no descriptors */
+	uint64_t evicted;                /* waiting for a head, closed to make room */
+	uint64_t head_timeouts;          /* request head not complete within head_timeout_s */
+	uint64_t refused_emfile;         /* answered through the spare descriptor at EMFILE */
+	uint64_t tls_handshake_failures; /* bad TLS, or plain HTTP to the TLS port */
 };
 const struct http_server_stats *http_server_get_stats(const struct http_server *srv);
 

@@ -20,6 +20,8 @@
 #include "network.h"
 #include "proc.h"
 #include "store.h"
+#include "tls.h"
+#include "version.h"
 
 extern char **environ;
 
@@ -38,6 +40,7 @@ struct daemon_ctx {
 	int64_t exit_deadline_ms;
 	struct docker *docker;
 	struct egress *egress;
+	struct tls *tls; /* NULL: plain HTTP */
 	struct event *drain_timer;
 	struct event *fd_timer;
 	bool fd_short; /* the budget refuses new sessions and tunnels */
@@ -211,13 +214,67 @@ static void on_stop_signal(evutil_socket_t sig, short what, void *arg)
 	begin_drain(d, strsignal((int)sig));
 }
 
-/* SIGHUP: read the configuration again and apply what can change live. */
+struct reload_tally {
+	size_t applied, restart;
+};
+
+/* One option differs between the running configuration and the file. */
+static void reload_change(const char *key, const char *before, const char *after, bool applied,
+			  void *arg)
+{
+	struct reload_tally *t = arg;
+	if (applied) {
+		t->applied++;
+		log_info("SIGHUP: %s: %s -> %s", key, before, after);
+	} else {
+		t->restart++;
+		log_warn("SIGHUP: %s changed: needs a restart; still %s (the file says %s)", key,
+			 before, after);
+	}
+}
+
+/* What the running parts hold of the options just applied: the log level,
+ * the server's limits and certificate, the egress trusted list, the pool's
+ * sizes. The rest is read where it is used. */
+static void reload_apply(struct daemon_ctx *d)
+{
+	const struct config *cfg = d->cfg;
+	log_threshold = (enum log_level)log_level_parse(cfg->log_level);
+	http_api_reload(d->api);
+	struct err *e = NULL;
+	if (d->tls && cfg->tls_cert[0]) {
+		if (tls_reload(d->tls, cfg->tls_cert, cfg->tls_key, &e) < 0) {
+			log_warn("SIGHUP: %s; new connections keep the previous certificate",
+				 e->message);
+			err_free(e);
+			e = NULL;
+		} else {
+			log_info("SIGHUP: TLS certificate reloaded: %s", tls_describe(d->tls));
+		}
+	} else if ((d->tls != NULL) != (cfg->tls_cert[0] != '\0')) {
+		log_warn("SIGHUP: tls-cert and tls-key %s: needs a restart; the listener still "
+			 "speaks %s",
+			 d->tls ? "cleared" : "set", d->tls ? "TLS" : "plain HTTP");
+	}
+	if (egress_set_trusted(d->egress, cfg->egress_trusted, &e) < 0) {
+		log_warn("SIGHUP: %s; the previous trusted list stays", e->message);
+		err_free(e);
+		e = NULL;
+	}
+	if (egress_reload_hosts(d->egress, &e) < 0)
+		err_free(e); /* logged there; the previous hosts file stays in use */
+	manager_pool_resize(d->mgr);
+}
+
+/* SIGHUP: read the configuration again and apply what can change live
+ * (the option table's last column), naming each option that changed, and
+ * each one that needs a restart. */
 static void on_reload_signal(evutil_socket_t sig, short what, void *arg)
 {
 	(void)sig;
 	(void)what;
 	struct daemon_ctx *d = arg;
-	struct config fresh;
+	struct config fresh, merged;
 	struct err *e = NULL;
 	if (config_load(&fresh, d->argc, d->argv, environ, &e) != 0) {
 		log_warn("SIGHUP: configuration not reloaded: %s", e ? e->message : "help asked");
@@ -225,14 +282,27 @@ static void on_reload_signal(evutil_socket_t sig, short what, void *arg)
 		config_free(&fresh);
 		return;
 	}
-	char changed[1024];
-	config_reload_into(d->cfg, &fresh, changed, sizeof(changed));
+	/* The file is valid alone; what would run (its live options with the
+	 * running restart ones) must be valid too. */
+	config_copy(&merged, d->cfg);
+	config_reload_into(&merged, &fresh, NULL, NULL);
+	int ok = config_validate(&merged, &e);
+	config_free(&merged);
+	if (ok < 0) {
+		log_warn("SIGHUP: configuration not reloaded: %s", e->message);
+		err_free(e);
+		config_free(&fresh);
+		return;
+	}
+	struct reload_tally t = {0};
+	config_reload_into(d->cfg, &fresh, reload_change, &t);
 	config_free(&fresh);
-	log_threshold = (enum log_level)log_level_parse(d->cfg->log_level);
-	log_info("SIGHUP: configuration reloaded; changed: %s", changed[0] ? changed : "nothing");
-	struct err *he = NULL;
-	if (egress_reload_hosts(d->egress, &he) < 0)
-		err_free(he); /* logged there; the previous hosts file stays in use */
+	reload_apply(d);
+	if (t.applied + t.restart == 0)
+		log_info("SIGHUP: configuration reloaded; no option changed");
+	else
+		log_info("SIGHUP: configuration reloaded; %zu options applied, %zu need a restart",
+			 t.applied, t.restart);
 }
 
 int main(int argc, char **argv)
@@ -240,7 +310,9 @@ int main(int argc, char **argv)
 	struct config cfg;
 	struct err *e = NULL;
 	int rc = config_load(&cfg, argc, argv, environ, &e);
-	if (rc == 1) {
+	if (rc == CONFIG_LOAD_VERSION)
+		printf("ci-daemon %s (git %s)\n", ci_version, ci_git);
+	if (rc == CONFIG_LOAD_HELP || rc == CONFIG_LOAD_VERSION) {
 		config_free(&cfg);
 		return 0;
 	}
@@ -270,6 +342,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ci-daemon: event_base_new failed\n");
 		goto out;
 	}
+	/* First: a certificate that does not load stops the start before
+	 * anything is adopted or started. */
+	if (cfg.tls_cert[0] && (d.tls = tls_new(cfg.tls_cert, cfg.tls_key, &e)) == NULL)
+		goto fail;
 	docker = docker_new(d.base, cfg.docker);
 	d.docker = docker;
 	store = store_new(d.base, cfg.redis, cfg.key_prefix, cfg.node, cfg.tombstone_ttl_s, &e);
@@ -285,6 +361,8 @@ int main(int argc, char **argv)
 	if (d.mgr == NULL)
 		goto fail;
 	d.api = http_api_new(d.base, &cfg, d.mgr, docker, store, egress);
+	if (d.tls)
+		http_api_set_tls(d.api, d.tls);
 	if (http_api_listen(d.api, &e) < 0)
 		goto fail;
 	http_api_set_drain(d.api, drain_requested, &d);
@@ -301,8 +379,12 @@ int main(int argc, char **argv)
 		 (long long)fdbudget_in_use(&fdbudget_daemon), (long long)fdbudget_daemon.limit,
 		 (long long)fdbudget_room(&fdbudget_daemon, FDBUDGET_HTTP),
 		 (long long)fdbudget_margin(&fdbudget_daemon));
-	log_info("ci-daemon listening on %s (node %s, redis %s, docker %s, key prefix '%s')",
-		 cfg.listen, cfg.node, cfg.redis, cfg.docker, cfg.key_prefix);
+	log_info("ci-daemon %s (git %s) listening on %s%s (node %s, redis %s, docker %s, key "
+		 "prefix '%s')",
+		 ci_version, ci_git, cfg.listen, d.tls ? " over TLS" : "", cfg.node, cfg.redis,
+		 cfg.docker, cfg.key_prefix);
+	if (d.tls)
+		log_info("TLS certificate: %s", tls_describe(d.tls));
 	event_base_dispatch(d.base);
 	status = 0;
 	goto out;
@@ -322,6 +404,7 @@ out:
 	if (d.fd_timer)
 		event_free(d.fd_timer);
 	http_api_free(d.api);
+	tls_free(d.tls);
 	manager_free(d.mgr);
 	net_free(net);
 	proc_free_all();

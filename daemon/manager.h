@@ -131,6 +131,11 @@ void manager_set_listener(struct manager *m, manager_event_fn fn, void *arg);
 typedef void (*manager_orphans_cb)(const struct err *e, const char *json, size_t len, void *arg);
 void manager_orphans(struct manager *m, bool remove, manager_orphans_cb cb, void *arg);
 
+/* The pool sizes changed (SIGHUP): end warm sandboxes beyond them, oldest
+ * first, and start what is missing. Sandboxes still starting beyond a
+ * lowered size are ended once ready. */
+void manager_pool_resize(struct manager *m);
+
 /* The warm pool: sandboxes ready now, creates it served, creates it could
  * have served but was empty for. */
 void manager_pool_stats(const struct manager *m, size_t *ready, uint64_t *hits, uint64_t *misses);

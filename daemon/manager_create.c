@@ -17,6 +17,7 @@
 
 #include "clock.h"
 #include "container_spec.h"
+#include "defer.h"
 #include "fdbudget.h"
 #include "log.h"
 #include "manager_internal.h"
@@ -355,6 +356,13 @@ static bool pool_may_start(void *arg)
 	return !m->draining && m->recovered && m->count < (size_t)m->cfg->max_sessions;
 }
 
+static void pool_resize_deferred(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	manager_pool_resize(arg);
+}
+
 /* A warm sandbox's create ended. arg is its msession, alive here: on a
  * failure the teardown comes after this callback. */
 static void warm_started(const struct session *s, const struct err *e, void *arg)
@@ -372,6 +380,10 @@ static void warm_started(const struct session *s, const struct err *e, void *arg
 	uint64_t hits, misses;
 	pool_stats(m->pool, &ready, &hits, &misses);
 	log_debug("pool: %zu warm", ready);
+	/* The size was lowered while this one started: end it from the loop,
+	 * not inside its own create's callback. */
+	if (pool_surplus(m->pool))
+		defer_call(m->base, pool_resize_deferred, m);
 }
 
 static int pool_start(void *arg, bool networked)
@@ -408,6 +420,20 @@ void create_pool_init(struct manager *m)
 	/* Without a sandbox network there is no networked pool. */
 	m->pool = pool_new(m->base, &m->cfg->pool_size,
 			   m->net ? &m->cfg->pool_network_size : &no_network_pool, &pool_ops, m);
+}
+
+void manager_pool_resize(struct manager *m)
+{
+	struct msession *ms;
+	size_t ended = 0;
+	while ((ms = pool_surplus(m->pool)) != NULL && ms->teardown == NULL) {
+		msession_end(ms, SESSION_DEAD, "warm pool shrunk", NULL, NULL);
+		ended++;
+	}
+	if (ended)
+		log_info("pool: %zu warm sandboxes ended (pool-size %lld, pool-network-size %lld)",
+			 ended, (long long)m->cfg->pool_size, (long long)m->cfg->pool_network_size);
+	pool_fill(m->pool);
 }
 
 /* Give the warm sandbox ms to the client's request s (which it takes). */

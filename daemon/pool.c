@@ -133,6 +133,20 @@ void pool_forget(struct pool *p, struct pool_entry *e)
 	retry_later(p); /* replace it */
 }
 
+void *pool_surplus(struct pool *p)
+{
+	for (int networked = 0; networked < 2; networked++) {
+		size_t want = (size_t) * (networked ? p->network_size : p->size);
+		if (have(p, networked) <= want || p->n_ready[networked] == 0)
+			continue;
+		struct pool_entry *e;
+		TAILQ_FOREACH (e, &p->ready, link)
+			if (e->networked == networked)
+				return e->sandbox; /* the oldest */
+	}
+	return NULL;
+}
+
 size_t pool_total(const struct pool *p)
 {
 	return p->n_ready[0] + p->n_ready[1] + p->n_starting[0] + p->n_starting[1];

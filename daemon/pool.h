@@ -50,6 +50,13 @@ void *pool_take(struct pool *p, bool networked);
 /* A ready sandbox ended before it was taken; another is started in 2 s. */
 void pool_forget(struct pool *p, struct pool_entry *e);
 
+/* A ready sandbox of a kind that holds more (ready and starting) than its
+ * size (the sizes were lowered), the oldest, still in the pool: the caller
+ * ends it, and the end calls pool_forget. NULL when the pool is within its
+ * sizes, or when none of the surplus kind is ready yet (ask again when one
+ * is: a starting sandbox cannot be ended from here). */
+void *pool_surplus(struct pool *p);
+
 /* Warm sandboxes in all, ready and starting (they are no client's sessions). */
 size_t pool_total(const struct pool *p);
 

@@ -344,8 +344,9 @@ def test_sighup_reloads_limits(chaos, tmp_path):
 
     conf.write_text("memory-mb = 128\nmax-memory-mb = 256\n")
     d.proc.send_signal(signal.SIGHUP)
-    wait_for(lambda: "SIGHUP: configuration reloaded; changed: max-memory-mb" in d.read_log(),
+    wait_for(lambda: "SIGHUP: configuration reloaded; 1 options applied" in d.read_log(),
              5, what="the reload to be logged")
+    assert "SIGHUP: max-memory-mb: 512 -> 256" in d.read_log()
     status, doc, _ = request(d, "POST", "/v1/sessions", {"limits": {"memory_mb": 300}})
     assert status == 400 and doc["error"]["code"] == "bad_request", (status, doc)
     assert "memory_mb" in doc["error"]["message"] and "256" in doc["error"]["message"], doc

@@ -60,10 +60,15 @@ class Daemon:
                 sending it, and .key(tenant) issues a tenant's key
     prefix      the Redis key prefix (default: one of its own; two daemons
                 given the same one share sessions' registry and keys)
+    listen_host the address to listen on (0.0.0.0, say); it is still reached on
+                127.0.0.1
+    ssl_context an ssl.SSLContext: the daemon speaks TLS (its flags are the
+                test's), self.api and ctl() use https
     """
 
     def __init__(self, redis, tmp, extra_args=(), nofile=None, env=None, binary=None,
-                 admin_key=None, prefix=None):
+                 admin_key=None, prefix=None, listen_host="127.0.0.1", ssl_context=None,
+                 cacert=None):
         self.run_id = uuid.uuid4().hex[:10]
         self.prefix = prefix or "citest-%s:" % self.run_id
         self.node = "citest-%s" % self.run_id
@@ -71,7 +76,9 @@ class Daemon:
         self.state_dir = tempfile.mkdtemp(prefix="cit-", dir="/tmp")
         self.log_path = os.path.join(tmp, "daemon-%s.log" % self.run_id)
         self.redis = redis
-        self.args = [binary or DAEMON_BIN, "--listen", "127.0.0.1:%d" % self.port,
+        self.scheme = "https" if ssl_context is not None else "http"
+        self.cacert = cacert  # for ctl() over https
+        self.args = [binary or DAEMON_BIN, "--listen", "%s:%d" % (listen_host, self.port),
                      "--redis", redis.url, "--state-dir", self.state_dir,
                      "--key-prefix", self.prefix, "--node", self.node, "--log-level", "debug",
                      *extra_args]
@@ -83,8 +90,8 @@ class Daemon:
             with os.fdopen(fd, "w") as f:
                 f.write(admin_key + "\n")
             self.args += ["--admin-key-file", self.admin_key_file]
-        self.api = Client(self.port)
-        self.admin = Client(self.port, api_key=admin_key) if admin_key is not None else self.api
+        self.api = Client(self.port, ssl_context=ssl_context)
+        self.admin = Client(self.port, api_key=admin_key, ssl_context=ssl_context) if admin_key is not None else self.api
         self.proc = None
         self.log = None
         self.nofile = nofile
@@ -242,7 +249,9 @@ class Daemon:
                     full.pop(k, None)
                 else:
                     full[k] = v
-        return subprocess.run([CTL_BIN, "--server", "http://127.0.0.1:%d" % self.port, *args],
+        tls = ["--cacert", self.cacert] if self.cacert else []
+        return subprocess.run([CTL_BIN, "--server", "%s://127.0.0.1:%d" % (self.scheme, self.port),
+                               *tls, *args],
                               capture_output=True, text=text, input=input, timeout=timeout,
                               env=full)
 

@@ -123,7 +123,8 @@ class Client:
     binds the client's end to a local address (another loopback peer)."""
 
     def __init__(self, port=None, host="127.0.0.1", unix=None, timeout=DEFAULT_TIMEOUT,
-                 source=None, persistent=False, api_key=None):
+                 source=None, persistent=False, api_key=None, ssl_context=None):
+        self.ssl_context = ssl_context  # set: https (an ssl.SSLContext)
         self.port = port
         self.host = host
         self.unix = unix
@@ -136,16 +137,20 @@ class Client:
     def keep_alive(self):
         """A Client of the same server that reuses one connection (for one thread)."""
         return Client(self.port, self.host, self.unix, self.timeout, self.source, persistent=True,
-                      api_key=self.api_key)
+                      api_key=self.api_key, ssl_context=self.ssl_context)
 
     def with_key(self, api_key):
         """A Client of the same server that sends another API key (None: none)."""
         return Client(self.port, self.host, self.unix, self.timeout, self.source,
-                      persistent=self.persistent, api_key=api_key)
+                      persistent=self.persistent, api_key=api_key, ssl_context=self.ssl_context)
 
     def _connection(self, timeout):
         if self.unix is not None:
             return _UnixConnection(self.unix, timeout)
+        if self.ssl_context is not None:
+            return http.client.HTTPSConnection(
+                self.host, self.port, timeout=timeout, context=self.ssl_context,
+                source_address=(self.source, 0) if self.source else None)
         return http.client.HTTPConnection(
             self.host, self.port, timeout=timeout,
             source_address=(self.source, 0) if self.source else None)

@@ -1,5 +1,7 @@
 /* test_config.c: the option table, precedence and validation. */
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "config.h"
 #include "unit.h"
@@ -59,16 +61,177 @@ TEST(config_text_parses_and_reports_lines)
 	config_free(&c);
 }
 
-TEST(config_refuses_public_listen_without_keys)
+/* Load argv (NULL-terminated) with an empty environment; the error's
+ * message, if any, goes to msg. */
+static int load_args(struct config *c, char **argv, char *msg, size_t size)
+{
+	int argc = 0;
+	while (argv[argc])
+		argc++;
+	char *envp[] = {NULL};
+	struct err *e = NULL;
+	int rc = config_load(c, argc, argv, envp, &e);
+	snprintf(msg, size, "%s", e ? e->message : "");
+	err_free(e);
+	return rc;
+}
+
+TEST(config_listener_rule_names_what_is_missing)
 {
 	struct config c;
-	struct err *e = NULL;
-	char *argv[] = {"ci-daemon", "--listen", "0.0.0.0:8080", NULL};
-	char *envp[] = {NULL};
-	CHECK(config_load(&c, 3, argv, envp, &e) < 0);
-	CHECK(e && strstr(e->message, "non-loopback"));
-	err_free(e);
+	char msg[512];
+	char *bare[] = {"ci-daemon", "--listen", "0.0.0.0:8080", NULL};
+	CHECK(load_args(&c, bare, msg, sizeof(msg)) < 0);
+	CHECK(strstr(msg, "not loopback") && strstr(msg, "--admin-key-file") &&
+	      strstr(msg, "--plain-http-behind-proxy") && strstr(msg, "--tls-cert"));
 	config_free(&c);
+	char *keys[] = {"ci-daemon", "--listen", "0.0.0.0:8080", "--admin-key-file", "/k", NULL};
+	CHECK(load_args(&c, keys, msg, sizeof(msg)) < 0);
+	CHECK(!strstr(msg, "--admin-key-file") && strstr(msg, "--plain-http-behind-proxy"));
+	config_free(&c);
+	char *proxy[] = {"ci-daemon", "--listen", "[::]:8080", "--plain-http-behind-proxy", NULL};
+	CHECK(load_args(&c, proxy, msg, sizeof(msg)) < 0);
+	CHECK(strstr(msg, "--admin-key-file") && !strstr(msg, "--plain-http-behind-proxy"));
+	config_free(&c);
+	char *ok_proxy[] = {"ci-daemon",
+			    "--listen",
+			    "0.0.0.0:8080",
+			    "--admin-key-file",
+			    "/k",
+			    "--plain-http-behind-proxy",
+			    NULL};
+	CHECK(load_args(&c, ok_proxy, msg, sizeof(msg)) == 0);
+	CHECK(c.plain_http_behind_proxy);
+	config_free(&c);
+	char *ok_tls[] = {"ci-daemon",  "--listen", "0.0.0.0:8080", "--admin-key-file", "/k",
+			  "--tls-cert", "/c.pem",   "--tls-key",    "/k.pem",           NULL};
+	CHECK(load_args(&c, ok_tls, msg, sizeof(msg)) == 0);
+	config_free(&c);
+	char *half[] = {"ci-daemon", "--tls-key", "/k.pem", NULL};
+	CHECK(load_args(&c, half, msg, sizeof(msg)) < 0);
+	CHECK(strstr(msg, "tls-key is set but tls-cert is not"));
+	config_free(&c);
+}
+
+TEST(config_listen_local_forms)
+{
+	CHECK(config_listen_is_local("127.0.0.1:1"));
+	CHECK(config_listen_is_local("127.9.8.7:1"));
+	CHECK(config_listen_is_local("[::1]:1"));
+	CHECK(config_listen_is_local("[::ffff:127.0.0.1]:1"));
+	CHECK(config_listen_is_local("unix:/run/ci.sock"));
+	CHECK(config_listen_is_local("localhost:8080"));
+	CHECK(!config_listen_is_local("0.0.0.0:1"));
+	CHECK(!config_listen_is_local("[::]:1"));
+	CHECK(!config_listen_is_local("128.0.0.1:1"));
+	CHECK(!config_listen_is_local("127.0.0.1.example:1"));
+	CHECK(!config_listen_is_local("[::ffff:10.0.0.1]:1"));
+	CHECK(!config_listen_is_local("nonsense"));
+}
+
+TEST(config_argv_unknown_missing_and_flags)
+{
+	struct config c;
+	char msg[512];
+	/* argv after the program name, and the error (or "" with rc). */
+	static const struct {
+		const char *args[5];
+		int rc;
+		const char *message;
+	} cases[] = {
+	    {{"--foo", "1"}, -1, "unknown option --foo (see --help)"},
+	    /* Unknown wins over a missing value. */
+	    {{"--bar=2"}, -1, "unknown option --bar (see --help)"},
+	    {{"--listen"}, -1, "option --listen needs a value"},
+	    /* The next option is not a value. */
+	    {{"--listen", "--node", "n"}, -1, "option --listen needs a value"},
+	    {{"--node", "n", "--version"}, CONFIG_LOAD_VERSION, ""},
+	    {{"--version=1"}, -1, "option --version takes no value"},
+	    {{"--help=x"}, -1, "option --help takes no value"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *argv[7] = {"ci-daemon"};
+		for (int j = 0; j < 5 && cases[i].args[j]; j++)
+			argv[j + 1] = (char *)cases[i].args[j];
+		CHECK(load_args(&c, argv, msg, sizeof(msg)) == cases[i].rc);
+		CHECK_STR(msg, cases[i].message);
+		config_free(&c);
+	}
+	char *stray[] = {"ci-daemon", "listen", NULL};
+	CHECK(load_args(&c, stray, msg, sizeof(msg)) < 0);
+	CHECK(strstr(msg, "unexpected argument 'listen'"));
+	config_free(&c);
+	/* A bool alone is true; followed by a bool word it takes it. */
+	char *bools[] = {"ci-daemon", "--remove-on-exit", "--node", "n", "--ipc-tmpfs", "false",
+			 NULL};
+	CHECK(load_args(&c, bools, msg, sizeof(msg)) == 0);
+	CHECK(c.remove_on_exit && !c.ipc_tmpfs);
+	CHECK_STR(c.node, "n");
+	config_free(&c);
+	char *bad_bool[] = {"ci-daemon", "--remove-on-exit=maybe", NULL};
+	CHECK(load_args(&c, bad_bool, msg, sizeof(msg)) < 0);
+	CHECK(strstr(msg, "expected true or false"));
+	config_free(&c);
+}
+
+struct seen {
+	char lines[8][160];
+	int n;
+};
+
+static void seen_change(const char *key, const char *before, const char *after, bool applied,
+			void *arg)
+{
+	struct seen *s = arg;
+	if (s->n < 8)
+		snprintf(s->lines[s->n++], sizeof(s->lines[0]), "%s %s>%s %s", key, before, after,
+			 applied ? "live" : "restart");
+}
+
+TEST(config_reload_live_column)
+{
+	struct config run, file;
+	config_defaults(&run);
+	config_defaults(&file);
+	struct err *e = NULL;
+	CHECK(
+	    config_apply_text(&file,
+			      "pool-size = 5\nlisten = 127.0.0.1:9\negress-trusted = 127.0.0.1:80\n"
+			      "log-level = debug\nkey-prefix = other:\n",
+			      "f", &e) == 0);
+	struct seen s = {0};
+	CHECK(config_reload_into(&run, &file, seen_change, &s) == 5);
+	CHECK(s.n == 5);
+	/* Table order: listen, log-level, key-prefix... */
+	CHECK_STR(s.lines[0], "listen 127.0.0.1:8080>127.0.0.1:9 restart");
+	CHECK(run.pool_size == 5);
+	CHECK_STR(run.listen, "127.0.0.1:8080");
+	CHECK_STR(run.key_prefix, "ci:");
+	CHECK_STR(run.log_level, "debug");
+	CHECK_STR(run.egress_trusted, "127.0.0.1:80");
+	bool pool_seen = false, prefix_seen = false, trusted_seen = false;
+	for (int i = 0; i < s.n; i++) {
+		pool_seen |= strcmp(s.lines[i], "pool-size 2>5 live") == 0;
+		prefix_seen |= strcmp(s.lines[i], "key-prefix ci:>other: restart") == 0;
+		trusted_seen |= strcmp(s.lines[i], "egress-trusted \"\">127.0.0.1:80 live") == 0;
+	}
+	CHECK(pool_seen && prefix_seen && trusted_seen);
+	/* Again: the restart ones still differ, nothing else does. */
+	struct seen again = {0};
+	CHECK(config_reload_into(&run, &file, seen_change, &again) == 2);
+	/* A copy is deep and equal. */
+	struct config copy;
+	config_copy(&copy, &run);
+	CHECK(config_reload_into(&copy, &run, NULL, NULL) == 0);
+	CHECK(copy.listen != run.listen);
+	config_free(&copy);
+	CHECK(config_option_is_live("pool-size") && config_option_is_live("pool_network_size"));
+	CHECK(config_option_is_live("egress-trusted") && config_option_is_live("log-level"));
+	CHECK(config_option_is_live("max-connections") && config_option_is_live("tls-cert"));
+	CHECK(!config_option_is_live("listen") && !config_option_is_live("admin-key-file"));
+	CHECK(!config_option_is_live("no-such-option"));
+	config_free(&run);
+	config_free(&file);
 }
 
 TEST(config_image_profiles)

@@ -190,3 +190,40 @@ TEST(pool_forgets_an_ended_sandbox)
 	pool_free(p);
 	event_base_free(base);
 }
+
+TEST(pool_surplus_after_the_size_is_lowered)
+{
+	static const struct pool_ops fake_ops = {.may_start = fake_may, .start = fake_start};
+	struct fake f = {.may = true};
+	int64_t size = 2, nsize = 1;
+	struct event_base *base = event_base_new();
+	struct pool *p = pool_new(base, &size, &nsize, &fake_ops, &f);
+	int a, b, c, d;
+	pool_fill(p);
+	struct pool_entry *ea = pool_started(p, &a, false);
+	struct pool_entry *eb = pool_started(p, &b, false);
+	struct pool_entry *ec = pool_started(p, &c, true);
+	CHECK(pool_surplus(p) == NULL); /* within the sizes */
+	size = 1;
+	nsize = 0;
+	CHECK(pool_surplus(p) == &a); /* the oldest plain one first */
+	pool_forget(p, ea);           /* what ending it does */
+	CHECK(pool_surplus(p) == &c);
+	pool_forget(p, ec);
+	CHECK(pool_surplus(p) == NULL && pool_total(p) == 1);
+	/* Raised again: nothing is surplus, and a fill starts what is missing. */
+	size = 2;
+	int before = f.started[0];
+	pool_fill(p);
+	CHECK(pool_surplus(p) == NULL && f.started[0] == before + 1);
+	/* Lowered to 0 while one starts: the ready one goes (the starting one
+	 * cannot be ended yet), then the starting one once it is ready. */
+	size = 0;
+	CHECK(pool_surplus(p) == &b);
+	pool_forget(p, eb);
+	CHECK(pool_surplus(p) == NULL);
+	pool_started(p, &d, false);
+	CHECK(pool_surplus(p) == &d);
+	pool_free(p);
+	event_base_free(base);
+}
