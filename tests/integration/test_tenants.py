@@ -339,6 +339,7 @@ def test_revocation_reaches_every_node_within_a_second(make_daemon):
         wait_for(lambda: c2.request("GET", "/v1/sessions", timeout=5)[0] == 401, 5,
                  interval=0.01, what="node 2 to refuse the revoked key")
         elapsed = time.monotonic() - t0
+        print("revocation on node 1 -> refused on node 2 after %.3f s" % elapsed)
         assert elapsed < 1.0, elapsed
     finally:
         c2.close()
