@@ -53,16 +53,10 @@ static int keys_create(struct cli_ctx *ctx, const char *tenant, const char *quot
 	}
 	jg_obj_end(g);
 	json_free(q);
-	size_t len;
-	const char *body = jg_text(g, &len);
-	rc = cli_call_doc(ctx,
-			  &(struct client_req){.method = "POST",
-					       .path = "/v1/admin/keys",
-					       .content_type = "application/json",
-					       .body = body,
-					       .body_len = len,
-					       .timeout_s = 60},
-			  &resp, &doc);
+	struct client_req req = {.method = "POST", .path = "/v1/admin/keys", .timeout_s = 60};
+	req.content_type = "application/json";
+	req.body = jg_text(g, &req.body_len);
+	rc = cli_call_doc(ctx, &req, &resp, &doc);
 	if (rc == CLI_EXIT_OK && doc != NULL) {
 		const char *key = json_path_str(doc, "key"), *id = json_path_str(doc, "id");
 		if (key == NULL || id == NULL) {

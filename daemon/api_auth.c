@@ -157,12 +157,12 @@ void api_auth_stop(struct http_api *api)
 		return;
 	/* Calls still waiting for Redis are answered now: the loop will not
 	 * turn again for their lookups. */
-	while (!LIST_EMPTY(&a->lookups)) {
-		struct key_lookup *l = LIST_FIRST(&a->lookups);
+	struct key_lookup *l;
+	while ((l = LIST_FIRST(&a->lookups)) != NULL) {
 		LIST_REMOVE(l, link);
 		store_key_cancel(l->op);
-		while (!LIST_EMPTY(&l->waits)) {
-			struct auth_wait *w = LIST_FIRST(&l->waits);
+		struct auth_wait *w;
+		while ((w = LIST_FIRST(&l->waits)) != NULL) {
 			LIST_REMOVE(w, link);
 			api_fail(w->c, ERR_UNAVAILABLE, "the daemon is stopping");
 			free(w);

@@ -46,8 +46,8 @@ void apikey_cache_free(struct apikey_cache *kc)
 {
 	if (kc == NULL)
 		return;
-	while (!TAILQ_EMPTY(&kc->ages)) {
-		struct node *n = TAILQ_FIRST(&kc->ages);
+	struct node *n;
+	while ((n = TAILQ_FIRST(&kc->ages)) != NULL) {
 		TAILQ_REMOVE(&kc->ages, n, age);
 		free(n);
 	}

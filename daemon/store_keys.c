@@ -23,15 +23,31 @@ struct store_key_op {
 	char id[APIKEY_ID_LEN + 1];
 };
 
-static void key_unavailable_deferred(evutil_socket_t fd, short what, void *arg)
+/* Redis is not connected: the reply callback gets what a lost connection
+ * gives it (a NULL reply), from the loop. */
+struct no_redis {
+	redisCallbackFn *fn;
+	void *privdata;
+};
+
+static void no_redis_deferred(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
-	struct store_key_op *op = arg;
-	struct err e = {.code = ERR_UNAVAILABLE, .message = "redis is not reachable"};
-	if (op->cb)
-		op->cb(&e, NULL, op->arg);
-	free(op);
+	struct no_redis *n = arg;
+	n->fn(NULL, NULL, n->privdata);
+	free(n);
+}
+
+static bool keys_unreachable(struct store *st, redisCallbackFn *fn, void *privdata)
+{
+	if (st->ac != NULL && st->connected)
+		return false;
+	struct no_redis *n = xcalloc(1, sizeof(*n));
+	n->fn = fn;
+	n->privdata = privdata;
+	defer_call(st->base, no_redis_deferred, n);
+	return true;
 }
 
 /* The fields tenant, sha256, created of HMGET, as a key; -1 when absent or
@@ -65,7 +81,7 @@ static void key_reply(redisAsyncContext *ac, void *reply, void *privdata)
 		if (r == NULL || r->type == REDIS_REPLY_ERROR) {
 			char msg[160];
 			snprintf(msg, sizeof(msg), "redis: %.120s",
-				 r ? r->str : "connection lost during a key lookup");
+				 r ? r->str : "not reachable (a key lookup)");
 			op->cb(&(struct err){.code = ERR_UNAVAILABLE, .message = msg}, NULL,
 			       op->arg);
 		} else {
@@ -82,10 +98,8 @@ struct store_key_op *store_key_get(struct store *st, const char *id, store_key_c
 	op->cb = cb;
 	op->arg = arg;
 	snprintf(op->id, sizeof(op->id), "%s", id);
-	if (st->ac == NULL || !st->connected) {
-		defer_call(st->base, key_unavailable_deferred, op);
+	if (keys_unreachable(st, key_reply, op))
 		return op;
-	}
 	redisAsyncCommand(st->ac, key_reply, op, "HMGET %skey:%s tenant sha256 created", st->prefix,
 			  id);
 	return op;
@@ -104,27 +118,6 @@ struct key_write {
 	store_key_del_cb del;
 	void *arg;
 };
-
-static void write_unavailable_deferred(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd;
-	(void)what;
-	struct key_write *w = arg;
-	struct err e = {.code = ERR_UNAVAILABLE, .message = "redis is not reachable"};
-	if (w->done)
-		w->done(&e, w->arg);
-	else
-		w->del(&e, false, w->arg);
-	free(w);
-}
-
-static bool write_unavailable(struct store *st, struct key_write *w)
-{
-	if (st->ac != NULL && st->connected)
-		return false;
-	defer_call(st->base, write_unavailable_deferred, w);
-	return true;
-}
 
 /* EXEC's reply: an array, whose first element says for a DEL whether the
  * key existed. */
@@ -150,14 +143,24 @@ static void write_reply(redisAsyncContext *ac, void *reply, void *privdata)
 	free(w);
 }
 
-void store_key_put(struct store *st, const struct store_key *k, store_done_cb cb, void *arg)
+/* A write's MULTI begun, or NULL when Redis is not there (the callback
+ * then runs from the loop). */
+static struct key_write *write_begin(struct store *st, store_done_cb done, store_key_del_cb del,
+				     void *arg)
 {
 	struct key_write *w = xcalloc(1, sizeof(*w));
-	w->done = cb;
-	w->arg = arg;
-	if (write_unavailable(st, w))
-		return;
+	*w = (struct key_write){.done = done, .del = del, .arg = arg};
+	if (keys_unreachable(st, write_reply, w))
+		return NULL;
 	redisAsyncCommand(st->ac, NULL, NULL, "MULTI");
+	return w;
+}
+
+void store_key_put(struct store *st, const struct store_key *k, store_done_cb cb, void *arg)
+{
+	struct key_write *w = write_begin(st, cb, NULL, arg);
+	if (w == NULL)
+		return;
 	redisAsyncCommand(st->ac, NULL, NULL, "HSET %skey:%s tenant %s sha256 %s created %lld",
 			  st->prefix, k->id, k->tenant, k->sha256, (long long)k->created);
 	redisAsyncCommand(st->ac, NULL, NULL, "SADD %skeys %s", st->prefix, k->id);
@@ -166,12 +169,9 @@ void store_key_put(struct store *st, const struct store_key *k, store_done_cb cb
 
 void store_key_del(struct store *st, const char *id, store_key_del_cb cb, void *arg)
 {
-	struct key_write *w = xcalloc(1, sizeof(*w));
-	w->del = cb;
-	w->arg = arg;
-	if (write_unavailable(st, w))
+	struct key_write *w = write_begin(st, NULL, cb, arg);
+	if (w == NULL)
 		return;
-	redisAsyncCommand(st->ac, NULL, NULL, "MULTI");
 	redisAsyncCommand(st->ac, NULL, NULL, "DEL %skey:%s", st->prefix, id);
 	redisAsyncCommand(st->ac, NULL, NULL, "SREM %skeys %s", st->prefix, id);
 	redisAsyncCommand(st->ac, write_reply, w, "EXEC");
@@ -220,9 +220,9 @@ static void list_finish(struct list_op *op)
 
 static void list_item_reply(redisAsyncContext *ac, void *reply, void *privdata)
 {
-	(void)ac;
 	struct list_item *it = privdata;
 	struct list_op *op = it->op;
+	(void)ac;
 	redisReply *r = reply;
 	struct store_key k;
 	if (r == NULL || r->type == REDIS_REPLY_ERROR) {
@@ -244,7 +244,8 @@ static void list_members_reply(redisAsyncContext *ac, void *reply, void *privdat
 	redisReply *r = reply;
 	if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
 		op->failed = true;
-		snprintf(op->why, sizeof(op->why), "redis: SMEMBERS of the keys failed");
+		snprintf(op->why, sizeof(op->why), "redis: %s",
+			 r ? "SMEMBERS of the keys failed" : "not reachable");
 		list_finish(op);
 		return;
 	}
@@ -273,16 +274,6 @@ static void list_members_reply(redisAsyncContext *ac, void *reply, void *privdat
 	}
 }
 
-static void list_unavailable_deferred(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd;
-	(void)what;
-	struct list_op *op = arg;
-	op->failed = true;
-	snprintf(op->why, sizeof(op->why), "redis is not reachable");
-	list_finish(op);
-}
-
 void store_key_list(struct store *st, const char *tenant, store_keys_cb cb, void *arg)
 {
 	struct list_op *op = xcalloc(1, sizeof(*op));
@@ -290,9 +281,7 @@ void store_key_list(struct store *st, const char *tenant, store_keys_cb cb, void
 	op->cb = cb;
 	op->arg = arg;
 	op->tenant = tenant ? xstrdup(tenant) : NULL;
-	if (st->ac == NULL || !st->connected) {
-		defer_call(st->base, list_unavailable_deferred, op);
+	if (keys_unreachable(st, list_members_reply, op))
 		return;
-	}
 	redisAsyncCommand(st->ac, list_members_reply, op, "SMEMBERS %skeys", st->prefix);
 }

@@ -91,6 +91,32 @@ def create_round(v):
     return pct(times, 50)
 
 
+def write_results(name, summary, lines):
+    """build/bench/NAME.json (summary) and NAME.md (the table lines), and
+    the table on stdout."""
+    out = os.path.join(ROOT, "build", "bench")
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, name + ".json"), "w") as f:
+        json.dump(summary, f, indent=2)
+    with open(os.path.join(out, name + ".md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n" + "\n".join(lines))
+
+
+def stop_all(daemons, redis, tmp):
+    """Stop and clean up every daemon (each even if another fails), then
+    Redis and the run's directory."""
+    try:
+        for d in daemons:
+            try:
+                d.stop()
+            finally:
+                d.cleanup()
+    finally:
+        redis.stop()
+        remove_state_dir(tmp)
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit("usage: compare.py BASE_DAEMON [CURRENT_DAEMON]")
@@ -134,22 +160,11 @@ def main():
             summary["rows"].append({"measurement": key, "baseline": b, "current": c,
                                     "ratio": c / b, "rounds": res})
             lines.append("| %s | %.3f ms | %.3f ms | %.2f |" % (label, b, c, c / b))
-        os.makedirs(os.path.join(ROOT, "build", "bench"), exist_ok=True)
-        with open(os.path.join(ROOT, "build", "bench", "compare.json"), "w") as f:
-            json.dump(summary, f, indent=2)
-        with open(os.path.join(ROOT, "build", "bench", "compare.md"), "w") as f:
-            f.write("\n".join(lines) + "\n")
-        print("\n" + "\n".join(lines))
+        write_results("compare", summary, lines)
         for v in variants:
             v.api.delete(sids[v.name])
     finally:
-        for v in STARTED:
-            try:
-                v.stop()
-            finally:
-                v.cleanup()
-        redis.stop()
-        remove_state_dir(tmp)
+        stop_all(STARTED, redis, tmp)
 
 
 if __name__ == "__main__":

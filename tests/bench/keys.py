@@ -20,15 +20,16 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
+import types
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-sys.path.insert(0, os.path.join(ROOT, "tests"))
-from harness import Daemon, RedisServer, percentile, remove_state_dir  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# compare.py puts tests/ on the path (the harness) and has the exec round:
+# BENCH_COMPARE_EXECS print(1) on one keep-alive connection, its p50.
+import compare  # noqa: E402
+from harness import Daemon, RedisServer  # noqa: E402
 
+ROOT = compare.ROOT
 ROUNDS = int(os.environ.get("BENCH_KEYS_ROUNDS", "5"))
-EXECS = int(os.environ.get("BENCH_KEYS_EXECS", "1000"))
 GET_SECONDS = float(os.environ.get("BENCH_KEYS_GET_SECONDS", "3"))
 GET_CONNS = int(os.environ.get("BENCH_KEYS_GET_CONNS", "8"))
 LOADGEN = os.path.join(ROOT, "build", "bench", "loadgen")
@@ -36,20 +37,7 @@ ADMIN = "bench-admin-" + os.urandom(16).hex()
 
 
 def exec_round(client, sid):
-    conn = client.keep_alive()
-    path = "/v1/sessions/%s/exec" % sid
-    out = []
-    try:
-        for _ in range(50):  # warm the connection
-            conn.send("POST", path, body={"code": "print(1)"})
-        for _ in range(EXECS):
-            t0 = time.perf_counter()
-            r = conn.send("POST", path, body={"code": "print(1)"})
-            out.append((time.perf_counter() - t0) * 1000.0)
-            assert r.status == 200 and b'"stdout":"1\\n"' in r.body, r.body[:200]
-    finally:
-        conn.close()
-    return percentile(out, 50)
+    return compare.exec_round(types.SimpleNamespace(api=client), sid)
 
 
 def get_round(port, key):
@@ -90,8 +78,9 @@ def main():
         lookups = []
         for name in clients:  # one round not counted: both warm up
             exec_round(clients[name], sids[name])
-        for r in range(ROUNDS):
-            order = ["plain", "keyed"] if r % 2 == 0 else ["keyed", "plain"]
+        # Interleaved, each going first every other round.
+        orders = [["plain", "keyed"], ["keyed", "plain"]] * ROUNDS
+        for r, order in enumerate(orders[:ROUNDS]):
             for name in order:
                 res[name]["exec_p50_ms"].append(exec_round(clients[name], sids[name]))
             for name in order:
@@ -110,7 +99,7 @@ def main():
         e_keyed = statistics.median(res["keyed"]["exec_p50_ms"])
         g_plain = statistics.median(res["plain"]["gets_per_s"])
         g_keyed = statistics.median(res["keyed"]["gets_per_s"])
-        summary = {"rounds": ROUNDS, "execs_per_round": EXECS, "get_seconds": GET_SECONDS,
+        summary = {"rounds": ROUNDS, "execs_per_round": compare.EXECS, "get_seconds": GET_SECONDS,
                    "get_connections": GET_CONNS, "per_round": res,
                    "redis_lookups_per_get_round": lookups,
                    "exec_p50_ms": {"without_key": e_plain, "with_key": e_keyed,
@@ -126,22 +115,11 @@ def main():
                  "",
                  "Redis key lookups by the keyed daemon per %.0f s GET round: %s "
                  "(one per 500 ms cache lifetime)" % (GET_SECONDS, lookups)]
-        os.makedirs(os.path.join(ROOT, "build", "bench"), exist_ok=True)
-        with open(os.path.join(ROOT, "build", "bench", "keys.json"), "w") as f:
-            json.dump(summary, f, indent=2)
-        with open(os.path.join(ROOT, "build", "bench", "keys.md"), "w") as f:
-            f.write("\n".join(lines) + "\n")
-        print("\n" + "\n".join(lines))
+        compare.write_results("keys", summary, lines)
         plain.api.delete(sids["plain"])
         tenant.delete(sids["keyed"])
     finally:
-        for d in started:
-            try:
-                d.stop()
-            finally:
-                d.cleanup()
-        redis.stop()
-        remove_state_dir(tmp)
+        compare.stop_all(started, redis, tmp)
 
 
 if __name__ == "__main__":
