@@ -4,6 +4,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "clock.h"
 #include "egress.h"
@@ -21,18 +22,30 @@ void api_probes_readyz(struct call *c)
 	struct http_api *api = c->api;
 	bool docker_ok = docker_reachable(api->docker), redis_ok = store_connected(api->store);
 	bool draining = manager_is_draining(api->mgr);
+	bool recovered = manager_is_recovered(api->mgr);
 	AUTOGEN yajl_gen g = json_gen_new();
 	jg_obj(g);
-	bool ready = docker_ok && redis_ok && !draining;
+	bool ready = docker_ok && redis_ok && !draining && recovered;
 	if (ready) {
 		jg_kv_str(g, "status", "ready");
 	} else {
-		char msg[256];
-		snprintf(msg, sizeof(msg), "not ready: %s%s%s%s",
-			 docker_ok ? "" : "docker engine is not reachable",
-			 !docker_ok && !redis_ok ? "; " : "",
-			 redis_ok ? "" : "redis is not reachable",
-			 !draining ? "" : (docker_ok && redis_ok ? "draining" : "; draining"));
+		/* Every reason, "; "-separated: an operator fixes them all at once. */
+		const char *reasons[] = {
+		    docker_ok ? NULL : "docker engine is not reachable",
+		    redis_ok ? NULL : "redis is not reachable",
+		    draining ? "draining" : NULL,
+		    recovered ? NULL : "recovering the sessions of a previous run",
+		};
+		char msg[256] = "not ready: ";
+		bool first = true;
+		for (size_t i = 0; i < sizeof(reasons) / sizeof(reasons[0]); i++) {
+			if (reasons[i] == NULL)
+				continue;
+			size_t used = strlen(msg);
+			snprintf(msg + used, sizeof(msg) - used, "%s%s", first ? "" : "; ",
+				 reasons[i]);
+			first = false;
+		}
 		jg_str(g, "error");
 		jg_obj(g);
 		jg_kv_str(g, "code", "unavailable");

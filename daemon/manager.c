@@ -480,6 +480,11 @@ bool manager_is_draining(const struct manager *m)
 	return m->draining;
 }
 
+bool manager_is_recovered(const struct manager *m)
+{
+	return m->recovered;
+}
+
 void manager_pool_stats(const struct manager *m, size_t *ready, uint64_t *hits, uint64_t *misses)
 {
 	pool_stats(m->pool, ready, hits, misses);

@@ -151,4 +151,8 @@ size_t manager_execs_in_flight(const struct manager *m);
 void manager_set_draining(struct manager *m, bool draining);
 bool manager_is_draining(const struct manager *m);
 
+/* Whether the sessions this node had before a restart are adopted: until
+ * then an id it does not know may be one of them. */
+bool manager_is_recovered(const struct manager *m);
+
 #endif

@@ -256,6 +256,14 @@ void manager_explain_missing(struct manager *m, const char *id, const char *tena
 				     "session %s is not on this node and the registry (redis) is "
 				     "unreachable; retry shortly",
 				     id);
+	else if (!m->recovered)
+		/* It may be one of the sessions this node is adopting after a
+		 * restart: "not found" now would be a lie a moment later. */
+		op->answer =
+		    err_new(ERR_UNAVAILABLE,
+			    "session %s: this node is still recovering its sessions after a "
+			    "restart; retry shortly",
+			    id);
 	if (op->answer == NULL) {
 		store_tombstone_get(m->store, id, explain_tomb, op);
 		return;
