@@ -75,6 +75,8 @@ static void put_chunk(struct http_req *req, const char *data, size_t len,
 	}
 	x->received += (int64_t)len;
 	if (x->received > x->limit) {
+		api_audit_file(x->c, "file_write", -1,
+			       &(struct err){.code = ERR_PAYLOAD_TOO_LARGE, .message = ""});
 		files_cancel(x->op);
 		x->op = NULL;
 		api_fail(x->c, ERR_PAYLOAD_TOO_LARGE,
@@ -167,6 +169,8 @@ static void xfer_done(const struct err *e, int64_t size, yajl_val answer, void *
 {
 	struct xfer *x = arg;
 	x->op = NULL;
+	if (x->kind == FILE_PUT || x->kind == FILE_DELETE)
+		api_audit_file(x->c, x->kind == FILE_PUT ? "file_write" : "file_delete", size, e);
 	if (e || x->kind == FILE_DELETE) {
 		xfer_reply(x, 204, NULL, e);
 		return;

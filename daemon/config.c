@@ -113,6 +113,9 @@ static const struct opt opt_table[] = {
     {"max-connections", OPT_INT, O(max_connections), "4096", 16, 1000000, "API connections in all"},
     {"max-conns-per-peer", OPT_INT, O(max_conns_per_peer), "512", 1, 1000000,
      "API connections from one source address (an IPv6 /64)"},
+    {"audit-max-entries", OPT_INT, O(audit_max_entries), "100000", 10, 100000000,
+     "the audit stream in Redis is trimmed to about this many entries (MAXLEN ~; the log "
+     "keeps every entry)"},
     {"fd-reserve", OPT_INT, O(fd_reserve), "64", 16, 1 << 20,
      "file descriptors never handed to clients, tunnels or sessions (Docker, Redis, helpers)"},
 };
