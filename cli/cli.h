@@ -60,6 +60,7 @@ extern const struct cli_cmd cmd_health;
 extern const struct cli_cmd cmd_gc;
 extern const struct cli_cmd cmd_drain;
 extern const struct cli_cmd cmd_events;
+extern const struct cli_cmd cmd_audit;
 
 /* getopt values of the global options; above any short option char. */
 enum {

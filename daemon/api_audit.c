@@ -113,7 +113,7 @@ void api_audit_file(struct call *c, const char *action, int64_t size, const stru
 /* Long polls re-read this often; at most QUERY_WAITERS_MAX at a time. */
 #define QUERY_POLL_MS 250
 #define QUERY_WAITERS_MAX 64
-#define STREAM_ID_MAX 48
+#define STREAM_ID_MAX 48 /* and the buffers for them hold 60 and a "(" */
 
 struct api_audit_query {
 	LIST_ENTRY(api_audit_query) link;
@@ -121,8 +121,8 @@ struct api_audit_query {
 	struct call *c;
 	char *tenant, *action, *session; /* filters, NULL for any; owned */
 	bool forward;                    /* since given (or a long poll went on): oldest first */
-	char cursor[STREAM_ID_MAX + 2];  /* where the next read starts (Redis range syntax) */
-	char next[STREAM_ID_MAX + 1];    /* what the answer's next will be */
+	char cursor[STREAM_ID_MAX + 16]; /* where the next read starts (Redis range syntax) */
+	char next[STREAM_ID_MAX + 16];   /* what the answer's next will be */
 	size_t limit, scanned;
 	char **found; /* the matching entries' JSON, in the order read */
 	char **found_ids;
@@ -268,7 +268,7 @@ static bool query_wait(struct api_audit_query *q)
 	if (!q->forward) {
 		q->forward = true;
 		if (q->next[0])
-			snprintf(q->cursor, sizeof(q->cursor), "(%s", q->next);
+			snprintf(q->cursor, sizeof(q->cursor), "(%.60s", q->next);
 		else
 			snprintf(q->cursor, sizeof(q->cursor), "-");
 	}
@@ -296,8 +296,8 @@ static void read_cb(const struct err *e, const struct store_audit_item *items, s
 		/* Forward, next is the last entry looked at; backward, the
 		 * newest (the first of the first read). */
 		if (q->forward || q->next[0] == '\0')
-			snprintf(q->next, sizeof(q->next), "%s", it->id);
-		snprintf(q->cursor, sizeof(q->cursor), "(%s", it->id);
+			snprintf(q->next, sizeof(q->next), "%.60s", it->id);
+		snprintf(q->cursor, sizeof(q->cursor), "(%.60s", it->id);
 		if (!matches(q, it))
 			continue;
 		q->found = xrealloc(q->found, (q->n_found + 1) * sizeof(char *));
@@ -354,11 +354,11 @@ static void audit_query(struct call *c, bool admin)
 		return;
 	}
 	AUTOFREE char *since = query_param(qs, "since");
-	char cursor[STREAM_ID_MAX + 2] = "+";
+	char cursor[STREAM_ID_MAX + 16] = "+";
 	if (since && *since) {
 		int64_t ms;
 		if (stream_id_ok(since))
-			snprintf(cursor, sizeof(cursor), "(%s", since);
+			snprintf(cursor, sizeof(cursor), "(%.60s", since);
 		else if (rfc3339_ms(since, &ms))
 			snprintf(cursor, sizeof(cursor), "%lld-0", (long long)ms);
 		else {
@@ -389,7 +389,7 @@ static void audit_query(struct call *c, bool admin)
 	q->forward = since && *since;
 	memcpy(q->cursor, cursor, sizeof(cursor));
 	if (q->forward)
-		snprintf(q->next, sizeof(q->next), "%s", cursor[0] == '(' ? cursor + 1 : cursor);
+		snprintf(q->next, sizeof(q->next), "%.60s", cursor[0] == '(' ? cursor + 1 : cursor);
 	q->limit = (size_t)limit;
 	if (wait_s > 0) {
 		q->wait_until_ms = clock_mono_ms() + wait_s * 1000;
