@@ -5,6 +5,7 @@ back (filters, paging, long poll); ci-ctl audit prints it. Real daemon,
 Redis and containers."""
 import hashlib
 import json
+import os
 import signal
 import subprocess
 import threading
@@ -409,3 +410,35 @@ def test_config_bounds():
     out = subprocess.run([DAEMON_BIN, "--audit-max-entries", "1"], capture_output=True,
                          text=True, timeout=30)
     assert out.returncode != 0 and "audit-max-entries" in out.stderr, out.stderr
+
+
+def test_in_flight_cap_drops_and_counts(tmpdir_session):
+    """A Redis that accepts but does not answer (stopped): audit writes stay
+    in flight up to the cap, the rest are dropped and counted, executions go
+    on, and every entry is in the log."""
+    redis = RedisServer(tmpdir_session)
+    d = None
+    try:
+        d = Daemon(redis, tmpdir_session)
+        s = d.api.create()
+        key = d.prefix + "audit"
+        wait_for(lambda: redis.cli("XLEN", key) == "1", 10, what="the session_create entry")
+        before = d.metric("ci_audit_dropped_total")
+        n = 300
+        os.kill(redis.proc.pid, signal.SIGSTOP)
+        try:
+            for i in range(n):
+                d.api.exec(s["id"], str(i))
+            dropped = d.metric("ci_audit_dropped_total") - before
+        finally:
+            os.kill(redis.proc.pid, signal.SIGCONT)
+        assert dropped >= n - 256, dropped  # STORE_AUDIT_INFLIGHT_MAX
+        wait_for(lambda: int(redis.cli("XLEN", key)) == 1 + n - dropped, 20,
+                 what="the writes in flight to land")
+        log = d.read_log()
+        assert all('"code_head":"%d"' % i in log for i in range(n))
+        d.api.delete(s["id"])
+    finally:
+        if d is not None:
+            d.finish()
+        redis.stop()
