@@ -14,24 +14,15 @@
 #include "output.h"
 #include "xalloc.h"
 
-enum {
-	AUDIT_TENANT = CLI_OPT_FIRST_COMMAND,
-	AUDIT_ALL,
-	AUDIT_SESSION,
-	AUDIT_ACTION,
-	AUDIT_SINCE,
-	AUDIT_LIMIT,
-	AUDIT_FOLLOW,
-};
-
+/* Short forms too, as tail(1) and journalctl(1) have them (-f, -n). */
 static const struct option audit_options[] = {
-    {"tenant", required_argument, NULL, AUDIT_TENANT},
-    {"all", no_argument, NULL, AUDIT_ALL},
-    {"session", required_argument, NULL, AUDIT_SESSION},
-    {"action", required_argument, NULL, AUDIT_ACTION},
-    {"since", required_argument, NULL, AUDIT_SINCE},
-    {"limit", required_argument, NULL, AUDIT_LIMIT},
-    {"follow", no_argument, NULL, AUDIT_FOLLOW},
+    {"tenant", required_argument, NULL, 't'},
+    {"all", no_argument, NULL, 'A'},
+    {"session", required_argument, NULL, 's'},
+    {"action", required_argument, NULL, 'a'},
+    {"since", required_argument, NULL, 'S'},
+    {"limit", required_argument, NULL, 'n'},
+    {"follow", no_argument, NULL, 'f'},
     CLI_COMMON_OPTIONS,
     {NULL, 0, NULL, 0},
 };
@@ -170,16 +161,16 @@ static int audit_run(struct cli_ctx *ctx, int argc, char **argv)
 	char *next = NULL;
 	int c, rc;
 
-	while ((c = cli_getopt(ctx, argc, argv, ":h", audit_options)) != -1) {
+	while ((c = cli_getopt(ctx, argc, argv, ":ht:As:a:S:n:f", audit_options)) != -1) {
 		switch (c) {
 		case CLI_GETOPT_STOP: return ctx->rc;
-		case AUDIT_TENANT: a.tenant = optarg; break;
-		case AUDIT_ALL: a.all = 1; break;
-		case AUDIT_SESSION: a.session = optarg; break;
-		case AUDIT_ACTION: a.action = optarg; break;
-		case AUDIT_SINCE: a.since = optarg; break;
-		case AUDIT_LIMIT: a.limit = optarg; break;
-		case AUDIT_FOLLOW: a.follow = 1; break;
+		case 't': a.tenant = optarg; break;
+		case 'A': a.all = 1; break;
+		case 's': a.session = optarg; break;
+		case 'a': a.action = optarg; break;
+		case 'S': a.since = optarg; break;
+		case 'n': a.limit = optarg; break;
+		case 'f': a.follow = 1; break;
 		default: break;
 		}
 	}
@@ -226,15 +217,17 @@ const struct cli_cmd cmd_audit = {
 	    "path (file writes and deletes) or what an admin action acted on; '-' for none.\n"
 	    "\n"
 	    "Options:\n"
-	    "  --all         every tenant's entries (GET /v1/admin/audit: the admin key)\n"
-	    "  --tenant T    one tenant's entries (the admin route too)\n"
-	    "  --session ID  only this session's\n"
-	    "  --action A    only this action's (exec, exec_oneshot, file_write, file_delete,\n"
-	    "                session_create, session_delete, admin_gc, admin_drain, ...)\n"
-	    "  --since S     entries after S, a stream id (an entry's id, or a previous\n"
-	    "                answer's next) or an RFC 3339 time; without it, the latest\n"
-	    "  --limit N     at most N entries a page (1 to 1000, default 100)\n"
-	    "  --follow      keep printing new entries as they come, until Ctrl-C (exit 0)\n"
+	    "  -A, --all         every tenant's entries (GET /v1/admin/audit: the admin key)\n"
+	    "  -t, --tenant T    one tenant's entries (the admin route too)\n"
+	    "  -s, --session ID  only this session's\n"
+	    "  -a, --action A    only this action's (exec, exec_oneshot, file_write,\n"
+	    "                    file_delete, session_create, session_delete, admin_gc,\n"
+	    "                    admin_drain, ...)\n"
+	    "  -S, --since S     entries after S, a stream id (an entry's id, or a previous\n"
+	    "                    answer's next) or an RFC 3339 time; without it, the latest\n"
+	    "  -n, --limit N     at most N entries a page (1 to 1000, default 100)\n"
+	    "  -f, --follow      keep printing new entries as they come, until Ctrl-C\n"
+	    "                    (exit 0)\n"
 	    "\n"
 	    "Without --all or --tenant it shows the entries of the key's own tenant.  --json\n"
 	    "prints each entry as one JSON line (NDJSON), its stream id in \"id\".\n",

@@ -117,7 +117,7 @@ void api_call_free(struct call *c)
 	if (c == NULL)
 		return;
 	free(c->path);
-	api_audit_code_free(c->audit_code);
+	free(c->audit_code);
 	free(c);
 }
 

@@ -76,7 +76,8 @@ struct call {
 	bool stream;                 /* exec: NDJSON events */
 	api_body_fn on_body;         /* api_read_body */
 	int64_t started_us;          /* monotonic, when the request came: the audit's duration */
-	struct api_audit_code *audit_code; /* exec: the code's hash and head (api_audit.c), owned */
+	struct api_audit_code
+	    *audit_code; /* exec: the code's hash and head (api_audit.c); free() */
 };
 
 /* Answer and free c: with e when it is set (its code's status; Retry-After
@@ -165,7 +166,6 @@ void api_audit_exec(struct call *c, const char *action, const struct exec_result
 		    const struct err *e);
 /* A file written (size, -1 when it failed) or deleted: c->path. */
 void api_audit_file(struct call *c, const char *action, int64_t size, const struct err *e);
-void api_audit_code_free(struct api_audit_code *ac);
 /* GET /v1/audit (the caller's tenant) and GET /v1/admin/audit (any). */
 void api_audit_list(struct call *c);
 void api_admin_audit(struct call *c);

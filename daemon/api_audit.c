@@ -18,19 +18,12 @@
 
 /* ---- the hooks ---- */
 
+/* One allocation, freed with free() (api_call_free). */
 struct api_audit_code {
 	char sha256[DIGEST_HEX_LEN + 1];
-	char *head;
 	size_t head_len;
+	char head[AUDIT_CODE_HEAD_MAX];
 };
-
-void api_audit_code_free(struct api_audit_code *ac)
-{
-	if (ac == NULL)
-		return;
-	free(ac->head);
-	free(ac);
-}
 
 const char *api_audit_outcome(const struct err *e)
 {
@@ -70,12 +63,12 @@ void api_audit_session(struct call *c, const char *action, const char *session, 
 
 void api_audit_exec_code(struct call *c, const char *code, size_t len)
 {
-	api_audit_code_free(c->audit_code);
-	struct api_audit_code *ac = xcalloc(1, sizeof(*ac));
+	if (c->audit_code == NULL)
+		c->audit_code = xmalloc(sizeof(*c->audit_code));
+	struct api_audit_code *ac = c->audit_code;
 	digest_sha256_hex(code, len, ac->sha256);
 	ac->head_len = audit_utf8_cut(code, len, AUDIT_CODE_HEAD_MAX);
-	ac->head = xstrndup(code, ac->head_len);
-	c->audit_code = ac;
+	memcpy(ac->head, code, ac->head_len);
 }
 
 void api_audit_exec(struct call *c, const char *action, const struct exec_result *r,
@@ -115,6 +108,11 @@ void api_audit_file(struct call *c, const char *action, int64_t size, const stru
 #define QUERY_WAITERS_MAX 64
 #define STREAM_ID_MAX 48 /* and the buffers for them hold 60 and a "(" */
 
+struct api_audit_found {
+	char id[STREAM_ID_MAX + 16];
+	char *json;
+};
+
 struct api_audit_query {
 	LIST_ENTRY(api_audit_query) link;
 	struct http_api *api;
@@ -124,8 +122,7 @@ struct api_audit_query {
 	char cursor[STREAM_ID_MAX + 16]; /* where the next read starts (Redis range syntax) */
 	char next[STREAM_ID_MAX + 16];   /* what the answer's next will be */
 	size_t limit, scanned;
-	char **found; /* the matching entries' JSON, in the order read */
-	char **found_ids;
+	struct api_audit_found *found; /* the matching entries, in the order read */
 	size_t n_found;
 	int64_t wait_until_ms; /* monotonic; 0 = no long poll */
 	bool waiting;          /* counted in api->audit_waiters */
@@ -143,15 +140,12 @@ static void query_free(struct api_audit_query *q)
 	store_audit_cancel(q->rd);
 	if (q->timer)
 		event_free(q->timer);
-	for (size_t i = 0; i < q->n_found; i++) {
-		free(q->found[i]);
-		free(q->found_ids[i]);
-	}
+	for (size_t i = 0; i < q->n_found; i++)
+		free(q->found[i].json);
 	free(q->found);
-	free(q->found_ids);
-	free(q->tenant);
-	free(q->action);
-	free(q->session);
+	char **filters[] = {&q->tenant, &q->action, &q->session};
+	for (size_t i = 0; i < 3; i++)
+		free(*filters[i]);
 	free(q);
 }
 
@@ -223,16 +217,17 @@ static void query_answer(struct api_audit_query *q)
 		size_t i = q->forward ? k : q->n_found - 1 - k;
 		/* What Redis holds is outside input: re-emitted only when it
 		 * parses, with the stream id added. */
-		AUTOJSON yajl_val v = json_parse(q->found[i], strlen(q->found[i]), NULL);
+		const struct api_audit_found *f = &q->found[i];
+		AUTOJSON yajl_val v = json_parse(f->json, strlen(f->json), NULL);
 		if (v == NULL || !YAJL_IS_OBJECT(v))
 			continue;
 		jg_obj(g);
-		jg_kv_str(g, "id", q->found_ids[i]);
-		for (size_t f = 0; f < v->u.object.len; f++) {
-			if (strcmp(v->u.object.keys[f], "id") == 0)
+		jg_kv_str(g, "id", f->id);
+		for (size_t k2 = 0; k2 < v->u.object.len; k2++) {
+			if (strcmp(v->u.object.keys[k2], "id") == 0)
 				continue;
-			jg_str(g, v->u.object.keys[f]);
-			jg_value(g, v->u.object.values[f]);
+			jg_str(g, v->u.object.keys[k2]);
+			jg_value(g, v->u.object.values[k2]);
 		}
 		jg_obj_end(g);
 	}
@@ -300,10 +295,10 @@ static void read_cb(const struct err *e, const struct store_audit_item *items, s
 		snprintf(q->cursor, sizeof(q->cursor), "(%.60s", it->id);
 		if (!matches(q, it))
 			continue;
-		q->found = xrealloc(q->found, (q->n_found + 1) * sizeof(char *));
-		q->found_ids = xrealloc(q->found_ids, (q->n_found + 1) * sizeof(char *));
-		q->found[q->n_found] = xstrndup(it->json, it->json_len);
-		q->found_ids[q->n_found++] = xstrdup(it->id);
+		q->found = xrealloc(q->found, (q->n_found + 1) * sizeof(*q->found));
+		struct api_audit_found *f = &q->found[q->n_found++];
+		snprintf(f->id, sizeof(f->id), "%.60s", it->id);
+		f->json = xstrndup(it->json, it->json_len);
 	}
 	bool more = n == QUERY_BATCH && q->n_found < q->limit && q->scanned < QUERY_SCAN_MAX;
 	if (more) {

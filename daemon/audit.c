@@ -2,6 +2,7 @@
  * stream (audit.h). */
 #include "audit.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,8 +14,8 @@
 
 struct audit {
 	struct store *st;
-	char *node;
 	int64_t max_entries;
+	char node[256];
 };
 
 size_t audit_utf8_cut(const char *s, size_t len, size_t max)
@@ -73,17 +74,14 @@ struct audit *audit_new(struct store *st, const char *node, int64_t max_entries)
 {
 	struct audit *a = xcalloc(1, sizeof(*a));
 	a->st = st;
-	a->node = xstrdup(node ? node : "");
+	snprintf(a->node, sizeof(a->node), "%s", node ? node : "");
 	a->max_entries = max_entries;
 	return a;
 }
 
 void audit_free(struct audit *a)
 {
-	if (a == NULL)
-		return;
-	free(a->node);
-	free(a);
+	free(a); /* it owns nothing else */
 }
 
 void audit_record(struct audit *a, const struct audit_entry *e)

@@ -65,22 +65,21 @@ uint64_t store_audit_dropped(const struct store *st)
 
 /* ---- reads ---- */
 
+/* Freed by range_reply, which the reply (or the deferred failure) runs. */
 struct store_audit_read {
-	struct store *st;
-	store_audit_cb cb; /* NULL once cancelled */
+	const char *not_sent; /* why it failed before it was sent, or NULL */
+	store_audit_cb cb;    /* NULL once cancelled */
 	void *arg;
 	char error[128];
 };
 
-static void read_fail_deferred(evutil_socket_t fd, short what, void *arg)
+static void range_reply(redisAsyncContext *ac, void *reply, void *privdata);
+
+static void read_not_sent(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
-	struct store_audit_read *op = arg;
-	if (op->cb)
-		op->cb(&(struct err){.code = ERR_UNAVAILABLE, .message = op->error}, NULL, 0,
-		       op->arg);
-	free(op);
+	range_reply(NULL, NULL, arg);
 }
 
 /* The string value of field name in a flat [f1, v1, f2, v2, ...] reply,
@@ -112,7 +111,8 @@ static void range_reply(redisAsyncContext *ac, void *reply, void *privdata)
 	}
 	if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
 		snprintf(op->error, sizeof(op->error), "redis: reading the audit stream: %s",
-			 r == NULL                      ? "connection lost"
+			 op->not_sent                   ? op->not_sent
+			 : r == NULL                    ? "connection lost"
 			 : r->type == REDIS_REPLY_ERROR ? r->str
 							: "unexpected reply");
 		op->cb(&(struct err){.code = ERR_UNAVAILABLE, .message = op->error}, NULL, 0,
@@ -146,12 +146,11 @@ struct store_audit_read *store_audit_range(struct store *st, const char *lo, con
 					   void *arg)
 {
 	struct store_audit_read *op = xcalloc(1, sizeof(*op));
-	op->st = st;
 	op->cb = cb;
 	op->arg = arg;
 	if (st->ac == NULL || !st->connected) {
-		snprintf(op->error, sizeof(op->error), "redis is not reachable");
-		defer_call(st->base, read_fail_deferred, op);
+		op->not_sent = "redis is not reachable";
+		defer_call(st->base, read_not_sent, op);
 		return op;
 	}
 	if (count == 0 || count > STORE_AUDIT_READ_MAX)
@@ -166,8 +165,8 @@ struct store_audit_read *store_audit_range(struct store *st, const char *lo, con
 			      "COUNT",
 			      cnt};
 	if (redisAsyncCommandArgv(st->ac, range_reply, op, 6, argv, NULL) != REDIS_OK) {
-		snprintf(op->error, sizeof(op->error), "redis: could not send the read");
-		defer_call(st->base, read_fail_deferred, op);
+		op->not_sent = "could not send the read";
+		defer_call(st->base, read_not_sent, op);
 	}
 	return op;
 }
