@@ -163,6 +163,22 @@ static char *query_param(const char *query, const char *name)
 	return NULL;
 }
 
+/* Whether every value in the query string decodes (query_param gives NULL
+ * for one that does not, which must not read as "no filter"). */
+static bool query_decodes(const char *query)
+{
+	for (const char *p = query; p && *p;) {
+		const char *amp = strchr(p, '&'), *end = amp ? amp : p + strlen(p);
+		const char *eq = memchr(p, '=', (size_t)(end - p));
+		char *v = eq ? http_percent_decode(eq + 1, (size_t)(end - eq - 1)) : NULL;
+		if (eq && v == NULL)
+			return false;
+		free(v);
+		p = amp ? amp + 1 : NULL;
+	}
+	return true;
+}
+
 /* "1764600000000" or "1764600000000-3": a stream id as Redis writes it. */
 static bool stream_id_ok(const char *s)
 {
@@ -338,6 +354,11 @@ static void audit_query(struct call *c, bool admin)
 {
 	const char *qs = http_req_query(c->req);
 	long limit, wait_s;
+	if (!query_decodes(qs)) {
+		api_fail(c, ERR_BAD_REQUEST,
+			 "a query parameter is not valid percent-encoding or has a NUL byte");
+		return;
+	}
 	if (param_num(qs, "limit", QUERY_LIMIT_DEFAULT, 1, QUERY_LIMIT_MAX, &limit) < 0) {
 		api_fail(c, ERR_BAD_REQUEST, "limit must be an integer from 1 to %d",
 			 QUERY_LIMIT_MAX);

@@ -203,6 +203,8 @@ static void xfer_start(struct call *c, enum file_op_kind kind, const struct file
 	}
 	int64_t limit = s->limits.disk_mb << 20;
 	if (kind == FILE_PUT && http_req_content_length(req) > limit) {
+		api_audit_file(c, "file_write", -1,
+			       &(struct err){.code = ERR_PAYLOAD_TOO_LARGE, .message = ""});
 		api_fail(c, ERR_PAYLOAD_TOO_LARGE,
 			 "upload of %lld bytes exceeds the session's disk of %lld MiB (disk_mb)",
 			 (long long)http_req_content_length(req), (long long)s->limits.disk_mb);
@@ -215,6 +217,8 @@ static void xfer_start(struct call *c, enum file_op_kind kind, const struct file
 	struct err *e = NULL;
 	x->op = manager_file_start(c->api->mgr, c->id, c->tenant, kind, c->path, cbs, x, &e);
 	if (x->op == NULL) {
+		if (kind == FILE_PUT || kind == FILE_DELETE)
+			api_audit_file(c, kind == FILE_PUT ? "file_write" : "file_delete", -1, e);
 		xfer_reply(x, 0, NULL, e);
 		err_free(e);
 		return;

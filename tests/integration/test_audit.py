@@ -135,16 +135,24 @@ def test_session_and_file_entries_in_order(daemon, api):
         assert api.request("DELETE", files_url(sid, "dir/a.txt"))[0] == 204
         # A delete that fails is recorded with its error code.
         assert error_of(api.request("DELETE", files_url(sid, "nope")))[0] == 404
+        # So is an upload refused for its size (the session's disk_mb).
+        big = s["limits"]["disk_mb"] * 1024 * 1024 + 1
+        status, _ = api.request("PUT", files_url(sid, "big"), raw=b"",
+                                headers={"Content-Length": str(big)})
+        assert status == 413, status
     finally:
         assert api.delete(sid) == 204
-    want = ["session_create", "file_write", "file_delete", "file_delete", "session_delete"]
+    want = ["session_create", "file_write", "file_delete", "file_delete", "file_write",
+            "session_delete"]
     wait_for(lambda: [e["action"] for e in entries_of(api, session=sid)] == want, 10,
-             what="the session's five entries")
+             what="the session's six entries")
     got = entries_of(api, session=sid)
     assert got[1]["path"] == "dir/a.txt" and got[1]["size"] == len(b"hello audit"), got[1]
     assert got[2]["path"] == "dir/a.txt" and got[2]["outcome"] == "ok", got[2]
     assert got[3]["path"] == "nope" and got[3]["outcome"] == "not_found", got[3]
-    assert all(e["outcome"] == "ok" for e in (got[0], got[4])), got
+    assert got[4]["path"] == "big" and got[4]["outcome"] == "payload_too_large", got[4]
+    assert "size" not in got[4], got[4]
+    assert all(e["outcome"] == "ok" for e in (got[0], got[5])), got
     # Newest last, and ids grow.
     ids = [sid_key(e["id"]) for e in got]
     assert ids == sorted(ids), ids
@@ -284,6 +292,10 @@ def test_filters_paging_and_tenant_scoping(make_daemon):
                 {"since": "yesterday"}, {"since": "12-ab"}):
         path = "/v1/admin/audit?" + urllib.parse.urlencode(bad)
         assert error_of(api.request("GET", path)) == (400, "bad_request"), bad
+    # A filter that does not decode is refused, never read as "no filter".
+    for raw in ("tenant=%zz", "session=a%00b", "action=%"):
+        assert error_of(api.request("GET", "/v1/admin/audit?" + raw)) == (400, "bad_request")
+        assert error_of(api.request("GET", "/v1/audit?" + raw)) == (400, "bad_request")
 
 
 def test_hostile_stream_content_is_skipped(make_daemon):
