@@ -259,7 +259,7 @@ struct http_api *http_api_new(struct event_base *base, const struct config *cfg,
 	api->egress = egress;
 	LIST_INIT(&api->watchers);
 	LIST_INIT(&api->audit_queries);
-	api->audit = audit_new(store, cfg->node, cfg->audit_max_entries);
+	api->audit = audit_new(base, store, cfg->node, cfg->audit_max_entries);
 	manager_set_listener(mgr, api_events_on_session, api);
 	api_probes_start(api);
 	api->srv = http_server_new(base, on_request, api);

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct event_base;
 struct store;
 
 /* How much of an execution's code the entry keeps (cut on a UTF-8
@@ -51,16 +52,18 @@ char *audit_entry_json(const struct audit_entry *e, size_t *len);
 struct audit;
 
 /* An audit trail writing to st (borrowed, must outlive it) with node's
- * name on each entry, trimming the stream to about max_entries. Caller
- * frees (audit_free). */
-struct audit *audit_new(struct store *st, const char *node, int64_t max_entries);
+ * name on each entry, trimming the stream to about max_entries. Stream
+ * writes are queued (at most 256) and sent together a few milliseconds
+ * later, from base's loop. Caller frees (audit_free), before st. */
+struct audit *audit_new(struct event_base *base, struct store *st, const char *node,
+			int64_t max_entries);
 void audit_free(struct audit *a);
 
-/* Record e: the log line now, the stream write started (never blocks). */
+/* Record e: the log line now, the stream write queued (never blocks). */
 void audit_record(struct audit *a, const struct audit_entry *e);
 
-/* Entries the stream did not get (Redis down or failing, or the in-flight
- * cap), since start. */
+/* Entries the stream did not get (Redis down or failing, the queue or the
+ * in-flight cap), since start. */
 uint64_t audit_dropped(const struct audit *a);
 
 #endif

@@ -1,8 +1,14 @@
 /* test_audit.c: the audit entry's JSON and the UTF-8 cut of the code head. */
+#include <event2/event.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "audit.h"
 #include "json.h"
+#include "store.h"
+#include "store_audit.h"
 #include "unit.h"
 #include "xalloc.h"
 
@@ -136,4 +142,31 @@ TEST(audit_entry_json_hostile_code_is_one_line)
 	const char *head = json_get_str(v, "code_head");
 	CHECK(head != NULL && strncmp(head, "a\nb\r\"q\"\\ \x01\x07\x1b[31m", 14) == 0);
 	CHECK_STR(json_get_str(v, "request_id"), "r\n\"x");
+}
+
+/* The queue is capped: a burst beyond it is dropped and counted, never
+ * queued without bound; what is queued goes to the store (here one that
+ * never connected, which drops it too, counted). */
+TEST(audit_queue_cap_counts_drops)
+{
+	struct event_base *base = event_base_new();
+	struct store *st = store_new(base, "redis://127.0.0.1:1", "t:", "n", 60, NULL);
+	CHECK(st != NULL);
+	struct audit *a = audit_new(base, st, "n", 100);
+	/* The log lines of the burst go nowhere. */
+	fflush(stderr);
+	int saved = dup(2), devnull = open("/dev/null", O_WRONLY);
+	dup2(devnull, 2);
+	for (int i = 0; i < 300; i++)
+		audit_record(a,
+			     &(struct audit_entry){.action = "exec", .size = -1, .duration_ms = 1});
+	CHECK(audit_dropped(a) == 300 - 256);
+	audit_free(a); /* hands the 256 queued to the store, which is not connected */
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	close(devnull);
+	CHECK(store_audit_dropped(st) == 256);
+	store_free(st);
+	event_base_free(base);
 }
