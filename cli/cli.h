@@ -63,6 +63,7 @@ extern const struct cli_cmd cmd_drain;
 extern const struct cli_cmd cmd_events;
 extern const struct cli_cmd cmd_keys;
 extern const struct cli_cmd cmd_version;
+extern const struct cli_cmd cmd_audit;
 
 /* getopt values of the global options; above any short option char. */
 enum {

@@ -11,6 +11,8 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "audit.h"
+#include "clock.h"
 #include "files.h"
 #include "json.h"
 #include "log.h"
@@ -37,12 +39,14 @@ const struct api_route api_routes[] = {
     {"DELETE", "/v1/sessions/{id}/files/{path...}", api_files_delete, API_AUTH_TENANT},
     {"POST", "/v1/exec", api_exec_oneshot, API_AUTH_TENANT},
     {"GET", "/v1/events", api_events_watch, API_AUTH_TENANT},
+    {"GET", "/v1/audit", api_audit_list, API_AUTH_TENANT},
     {"GET", "/v1/admin/orphans", api_admin_orphans, API_AUTH_ADMIN},
     {"POST", "/v1/admin/gc", api_admin_gc, API_AUTH_ADMIN},
     {"POST", "/v1/admin/drain", api_admin_drain, API_AUTH_ADMIN},
     {"POST", "/v1/admin/keys", api_keys_create, API_AUTH_ADMIN},
     {"GET", "/v1/admin/keys", api_keys_list, API_AUTH_ADMIN},
     {"DELETE", "/v1/admin/keys/{key}", api_keys_revoke, API_AUTH_ADMIN},
+    {"GET", "/v1/admin/audit", api_admin_audit, API_AUTH_ADMIN},
     /* Admin has never answered 405: any other method or name gets the list. */
     {"*", "/v1/admin/{...}", api_admin_unknown, API_AUTH_ADMIN},
 };
@@ -102,6 +106,7 @@ static struct call *call_new(struct http_api *api, struct http_req *req)
 	struct call *c = xcalloc(1, sizeof(*c));
 	c->api = api;
 	c->req = req;
+	c->started_us = clock_mono_us();
 	const char *rid = http_req_header(req, "X-Request-Id");
 	if (request_id_ok(rid))
 		snprintf(c->request_id, sizeof(c->request_id), "%s", rid);
@@ -120,6 +125,7 @@ void api_call_free(struct call *c)
 	if (c == NULL)
 		return;
 	free(c->path);
+	free(c->audit_code);
 	free(c);
 }
 
@@ -268,6 +274,8 @@ struct http_api *http_api_new(struct event_base *base, const struct config *cfg,
 	api->store = store;
 	api->egress = egress;
 	LIST_INIT(&api->watchers);
+	LIST_INIT(&api->audit_queries);
+	api->audit = audit_new(base, store, cfg->node, cfg->audit_max_entries);
 	manager_set_listener(mgr, api_events_on_session, api);
 	api_probes_start(api);
 	api->srv = http_server_new(base, on_request, api);
@@ -291,9 +299,11 @@ void http_api_free(struct http_api *api)
 		return;
 	api_events_end_all(api);
 	api_auth_stop(api);
+	api_audit_stop(api);
 	manager_set_listener(api->mgr, NULL, NULL);
 	api_probes_stop(api);
 	http_server_free(api->srv);
+	audit_free(api->audit);
 	free(api);
 }
 

@@ -22,6 +22,9 @@
 #include "http_server.h"
 
 struct api_keyring;
+struct audit;
+struct api_audit_code;
+struct api_audit_query;
 struct api_watcher;
 struct call;
 
@@ -52,6 +55,9 @@ struct http_api {
 	int64_t lag_max_us;
 	LIST_HEAD(, api_watcher) watchers; /* GET /v1/events clients (api_events.c) */
 	struct api_keyring *auth; /* API keys (api_auth.c); NULL without --admin-key-file */
+	struct audit *audit;      /* the audit trail (audit.h) */
+	LIST_HEAD(, api_audit_query) audit_queries; /* GET /v1/audit in flight (api_audit.c) */
+	unsigned audit_waiters;                     /* ... of them long-polling (wait_s) */
 };
 
 /* One request being served, carried through its async steps. */
@@ -74,6 +80,9 @@ struct call {
 	char key[API_KEY_PARAM_MAX + 1]; /* the route's {key} (an API key id, unchecked); "" */
 	bool stream;                     /* exec: NDJSON events */
 	api_body_fn on_body;             /* api_read_body */
+	int64_t started_us; /* monotonic, when the request came: the audit's duration */
+	struct api_audit_code
+	    *audit_code; /* exec: the code's hash and head (api_audit.c); free() */
 };
 
 /* Answer and free c: with e when it is set (its code's status; Retry-After
@@ -169,5 +178,28 @@ void api_admin_unknown(struct call *c);
 void api_keys_create(struct call *c);
 void api_keys_list(struct call *c);
 void api_keys_revoke(struct call *c);
+/* The audit trail (api_audit.c). Each hook records one entry for c: its
+ * tenant, key, request id, traceparent, session (c->id unless given), and
+ * the time since the request came. */
+/* The outcome of an action that ended with e: "ok", or e's code name. */
+const char *api_audit_outcome(const struct err *e);
+/* An action on nothing more than c says (admin actions: the key created or
+ * revoked, the tenant whose quota was set, go in target; NULL for none). */
+void api_audit(struct call *c, const char *action, const char *outcome, const char *target);
+/* A session create or delete: session is the new id (create) or NULL (c->id). */
+void api_audit_session(struct call *c, const char *action, const char *session,
+		       const struct err *e);
+/* Keep what the entry of an execution needs of its code (hash and head)
+ * before the request is released; api_audit_exec then records it. */
+void api_audit_exec_code(struct call *c, const char *code, size_t len);
+void api_audit_exec(struct call *c, const char *action, const struct exec_result *r,
+		    const struct err *e);
+/* A file written (size, -1 when it failed) or deleted: c->path. */
+void api_audit_file(struct call *c, const char *action, int64_t size, const struct err *e);
+/* GET /v1/audit (the caller's tenant) and GET /v1/admin/audit (any). */
+void api_audit_list(struct call *c);
+void api_admin_audit(struct call *c);
+/* End every audit query in flight (their calls are answered). */
+void api_audit_stop(struct http_api *api);
 
 #endif

@@ -106,20 +106,28 @@ void api_admin_orphans(struct call *c)
 	manager_orphans(c->api->mgr, false, orphans_cb, c);
 }
 
+static void gc_cb(const struct err *e, const char *json, size_t len, void *arg)
+{
+	api_audit(arg, "admin_gc", api_audit_outcome(e), NULL);
+	orphans_cb(e, json, len, arg);
+}
+
 void api_admin_gc(struct call *c)
 {
-	manager_orphans(c->api->mgr, true, orphans_cb, c);
+	manager_orphans(c->api->mgr, true, gc_cb, c);
 }
 
 void api_admin_drain(struct call *c)
 {
 	if (c->api->drain_fn)
 		c->api->drain_fn(c->api->drain_arg);
+	api_audit(c, "admin_drain", "ok", NULL);
 	static const char body[] = "{\"status\":\"draining\"}";
 	api_reply_body(c, 202, "application/json", body, sizeof(body) - 1);
 }
 
 void api_admin_unknown(struct call *c)
 {
-	api_fail(c, ERR_NOT_FOUND, "no such admin route (GET orphans, POST gc, POST drain)");
+	api_fail(c, ERR_NOT_FOUND,
+		 "no such admin route (GET orphans, POST gc, POST drain, GET audit)");
 }

@@ -82,6 +82,7 @@ static void reply_result(struct call *c, const struct exec_result *r, const stru
 static void exec_done_cb(const struct exec_result *r, const struct err *e, void *arg)
 {
 	struct call *c = arg;
+	api_audit_exec(c, "exec", r, e);
 	if (!c->stream) {
 		reply_result(c, r, e);
 		return;
@@ -101,6 +102,7 @@ static void exec_body(struct call *c, const char *body, size_t len)
 		return;
 	}
 	c->stream = xr.stream;
+	api_audit_exec_code(c, xr.code, xr.len);
 	int rc = manager_exec(c->api->mgr, c->id, c->tenant, xr.code, xr.len, xr.timeout_s,
 			      c->stream ? exec_event_cb : NULL, exec_done_cb, c, &e);
 	exec_request_release(&xr);
@@ -109,6 +111,7 @@ static void exec_body(struct call *c, const char *body, size_t len)
 			http_req_reply_start(c->req, 200, "application/x-ndjson", -1);
 		return;
 	}
+	api_audit_exec(c, "exec", NULL, e);
 	api_fail_session(c, e);
 }
 
@@ -122,6 +125,7 @@ void api_exec_run(struct call *c)
 static void oneshot_done(const struct exec_result *r, const struct err *e, bool created, void *arg)
 {
 	struct call *c = arg;
+	api_audit_exec(c, "exec_oneshot", r, e);
 	if (created)
 		c->api->creates++;
 	else
@@ -133,8 +137,14 @@ static void oneshot_body(struct call *c, const char *body, size_t len)
 {
 	struct err *e = NULL;
 	struct exec_request xr;
-	if (api_parse_exec_request(body, len, true, &xr, &e) < 0 ||
-	    manager_oneshot(c->api->mgr, c->tenant, &xr, oneshot_done, c, &e) < 0) {
+	if (api_parse_exec_request(body, len, true, &xr, &e) < 0) {
+		api_reply(c, 0, NULL, e);
+		err_free(e);
+		return;
+	}
+	api_audit_exec_code(c, xr.code, xr.len);
+	if (manager_oneshot(c->api->mgr, c->tenant, &xr, oneshot_done, c, &e) < 0) {
+		api_audit_exec(c, "exec_oneshot", NULL, e);
 		api_reply(c, 0, NULL, e);
 		err_free(e);
 	}

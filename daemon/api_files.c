@@ -75,6 +75,8 @@ static void put_chunk(struct http_req *req, const char *data, size_t len,
 	}
 	x->received += (int64_t)len;
 	if (x->received > x->limit) {
+		api_audit_file(x->c, "file_write", -1,
+			       &(struct err){.code = ERR_PAYLOAD_TOO_LARGE, .message = ""});
 		files_cancel(x->op);
 		x->op = NULL;
 		api_fail(x->c, ERR_PAYLOAD_TOO_LARGE,
@@ -167,6 +169,8 @@ static void xfer_done(const struct err *e, int64_t size, yajl_val answer, void *
 {
 	struct xfer *x = arg;
 	x->op = NULL;
+	if (x->kind == FILE_PUT || x->kind == FILE_DELETE)
+		api_audit_file(x->c, x->kind == FILE_PUT ? "file_write" : "file_delete", size, e);
 	if (e || x->kind == FILE_DELETE) {
 		xfer_reply(x, 204, NULL, e);
 		return;
@@ -199,6 +203,8 @@ static void xfer_start(struct call *c, enum file_op_kind kind, const struct file
 	}
 	int64_t limit = s->limits.disk_mb << 20;
 	if (kind == FILE_PUT && http_req_content_length(req) > limit) {
+		api_audit_file(c, "file_write", -1,
+			       &(struct err){.code = ERR_PAYLOAD_TOO_LARGE, .message = ""});
 		api_fail(c, ERR_PAYLOAD_TOO_LARGE,
 			 "upload of %lld bytes exceeds the session's disk of %lld MiB (disk_mb)",
 			 (long long)http_req_content_length(req), (long long)s->limits.disk_mb);
@@ -211,6 +217,8 @@ static void xfer_start(struct call *c, enum file_op_kind kind, const struct file
 	struct err *e = NULL;
 	x->op = manager_file_start(c->api->mgr, c->id, c->tenant, kind, c->path, cbs, x, &e);
 	if (x->op == NULL) {
+		if (kind == FILE_PUT || kind == FILE_DELETE)
+			api_audit_file(c, kind == FILE_PUT ? "file_write" : "file_delete", -1, e);
 		xfer_reply(x, 0, NULL, e);
 		err_free(e);
 		return;

@@ -51,6 +51,9 @@ static void key_stored(const struct err *e, void *arg)
 {
 	struct key_create *kc = arg;
 	struct call *c = kc->c;
+	char target[128];
+	snprintf(target, sizeof(target), "key %s of tenant %s", kc->k.id, kc->k.tenant);
+	api_audit(c, "admin_key_create", api_audit_outcome(e), target);
 	if (e) {
 		api_reply(c, 0, NULL, e);
 	} else {
@@ -201,6 +204,13 @@ static void key_deleted(const struct err *e, bool existed, void *arg)
 	/* Whatever Redis answered, this daemon stops trusting what it cached;
 	 * the others do within their cache's lifetime. */
 	api_auth_forget(c->api, kr->id);
+	char target[64];
+	snprintf(target, sizeof(target), "key %s", kr->id);
+	api_audit(c, "admin_key_revoke",
+		  e         ? api_audit_outcome(e)
+		  : existed ? "ok"
+			    : "not_found",
+		  target);
 	if (e)
 		api_reply(c, 0, NULL, e);
 	else if (!existed)

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "audit.h"
 #include "clock.h"
 #include "egress.h"
 #include "fdbudget.h"
@@ -145,10 +146,14 @@ void api_probes_metrics(struct call *c)
 		    "# TYPE ci_fd_refusals_total counter\n"
 		    "ci_fd_refusals_total{kind=\"session\"} %" PRIu64 "\n"
 		    "ci_fd_refusals_total{kind=\"tunnel\"} %" PRIu64 "\n"
-		    "ci_fd_refusals_total{kind=\"http\"} %" PRIu64 "\n",
+		    "ci_fd_refusals_total{kind=\"http\"} %" PRIu64 "\n"
+		    "# HELP ci_audit_dropped_total Audit entries the Redis stream did not get (the "
+		    "log has them).\n# TYPE ci_audit_dropped_total counter\n"
+		    "ci_audit_dropped_total %" PRIu64 "\n",
 		    hs->refused_peer, hs->refused_full, hs->refused_emfile, hs->evicted,
 		    hs->head_timeouts, fb->limit, fdbudget_in_use(fb), fb->refused[FDBUDGET_KINDS],
-		    fb->refused[FDBUDGET_EGRESS], fb->refused[FDBUDGET_HTTP]);
+		    fb->refused[FDBUDGET_EGRESS], fb->refused[FDBUDGET_HTTP],
+		    audit_dropped(api->audit));
 	if (n < 0 || (size_t)n >= sizeof(buf)) {
 		api_fail(c, ERR_INTERNAL, "metrics: the page outgrew its buffer");
 		return;

@@ -18,6 +18,7 @@ static void reply_session(struct call *c, int status, const struct session *s)
 static void created_cb(const struct session *s, const struct err *e, void *arg)
 {
 	struct call *c = arg;
+	api_audit_session(c, "session_create", s && !e ? s->id : NULL, e);
 	if (e) {
 		c->api->create_failures++;
 		api_reply(c, 0, NULL, e);
@@ -36,6 +37,8 @@ static void create_body(struct call *c, const char *body, size_t len)
 	struct session_request sr;
 	if (api_parse_session_body(body, len, &sr, &e) < 0 ||
 	    manager_create(c->api->mgr, &sr, c->tenant, created_cb, c, &e) < 0) {
+		if (e && e->code != ERR_BAD_REQUEST)
+			api_audit_session(c, "session_create", NULL, e);
 		api_reply(c, 0, NULL, e);
 		err_free(e);
 	}
@@ -94,14 +97,17 @@ void api_sessions_patch(struct call *c)
 
 static void deleted_cb(const struct err *e, void *arg)
 {
+	api_audit_session(arg, "session_delete", NULL, e);
 	api_reply(arg, 204, NULL, e);
 }
 
 void api_sessions_delete(struct call *c)
 {
 	struct err *e = NULL;
-	if (manager_delete(c->api->mgr, c->id, c->tenant, deleted_cb, c, &e) < 0)
+	if (manager_delete(c->api->mgr, c->id, c->tenant, deleted_cb, c, &e) < 0) {
+		api_audit_session(c, "session_delete", NULL, e);
 		api_fail_session(c, e);
+	}
 }
 
 void api_sessions_keepalive(struct call *c)

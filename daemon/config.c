@@ -150,6 +150,10 @@ static const struct opt opt_table[] = {
      OPT_LIVE},
     {"max-conns-per-peer", OPT_INT, O(max_conns_per_peer), "512", 1, 1000000,
      "API connections from one source address (an IPv6 /64)", OPT_LIVE},
+    {"audit-max-entries", OPT_INT, O(audit_max_entries), "100000", 10, 100000000,
+     "the audit stream in Redis is trimmed to about this many entries (MAXLEN ~; the log "
+     "keeps every entry)",
+     OPT_RESTART},
     {"fd-reserve", OPT_INT, O(fd_reserve), "64", 16, 1 << 20,
      "file descriptors never handed to clients, tunnels or sessions (Docker, Redis, helpers)",
      OPT_RESTART},

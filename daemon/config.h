@@ -61,6 +61,7 @@ struct config {
 	int64_t max_connections;     /* API connections in all */
 	int64_t max_conns_per_peer;  /* ... and from one source address */
 	int64_t fd_reserve;          /* descriptors kept from outside input (fdbudget.h) */
+	int64_t audit_max_entries;   /* the audit stream's MAXLEN ~ */
 };
 
 /* Defaults in *cfg. Strings are owned by cfg (config_free). */

@@ -22,6 +22,10 @@ static inline bool log_level_valid(const char *name)
 
 void log_write(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Write line to the log sink as it is, plus a newline, whatever the level:
+ * for lines that are already a record of their own (the audit's JSON). */
+void log_raw_line(const char *line);
+
 #define log_at(level, ...)                               \
 	do {                                             \
 		if ((level) >= log_threshold)            \

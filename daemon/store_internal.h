@@ -28,6 +28,10 @@ struct store {
 	struct evdns_getaddrinfo_request *resolving;
 	void (*on_connect)(void *arg);
 	void *on_connect_arg;
+	/* The audit stream (store_audit.c): writes in flight, and the ones
+	 * Redis never got. */
+	unsigned audit_inflight;
+	uint64_t audit_dropped;
 };
 
 #endif

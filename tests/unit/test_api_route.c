@@ -138,6 +138,7 @@ static const char *const api_expect[] = {
     "GET /v1/sessions/" ID "/files/ -> GET /v1/sessions/{id}/files/{path...}",
     "POST /v1/exec -> POST /v1/exec",
     "GET /v1/events -> GET /v1/events",
+    "GET /v1/audit -> GET /v1/audit",
     "GET /v1/admin/orphans -> GET /v1/admin/orphans",
     "POST /v1/admin/gc -> POST /v1/admin/gc",
     "POST /v1/admin/drain -> POST /v1/admin/drain",
@@ -152,6 +153,8 @@ static const char *const api_expect[] = {
     "DELETE /v1/admin/keys/a/b -> * /v1/admin/{...}",
     "PUT /v1/admin/keys -> * /v1/admin/{...}",
     "GET /v1/admin/keys/0123456789abcdef -> * /v1/admin/{...}",
+    "GET /v1/admin/audit -> GET /v1/admin/audit",
+    "POST /v1/admin/audit -> * /v1/admin/{...}",
     /* Admin never answers 405: a wrong method or name is its own 404. */
     "POST /v1/admin/orphans -> * /v1/admin/{...}",
     "GET /v1/admin/gc -> * /v1/admin/{...}",
@@ -172,6 +175,7 @@ static const char *const api_expect[] = {
     "POST /v1/sessions/" ID "/files/x -> 405 PUT, GET, DELETE",
     "GET /v1/exec -> 405 POST",
     "POST /v1/events -> 405 GET",
+    "DELETE /v1/audit -> 405 GET",
     /* Any segment after /v1/sessions/ must be an id first. */
     "GET /v1/sessions/abc -> 404 malformed id",
     "GET /v1/sessions// -> 404 malformed id",
@@ -186,6 +190,7 @@ static const char *const api_expect[] = {
     "GET /healthz/ -> 404 no such route",
     "POST /v1/exec/ -> 404 no such route",
     "GET /v1/events/ -> 404 no such route",
+    "GET /v1/audit/ -> 404 no such route",
     "GET //healthz -> 404 no such route",
     "GET /v1/sessionsx -> 404 no such route",
     "GET / -> 404 no such route",
