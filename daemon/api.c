@@ -14,6 +14,7 @@
 #include "files.h"
 #include "json.h"
 #include "log.h"
+#include "metrics.h"
 #include "xalloc.h"
 
 /* Every route, in matching order (api_route.h has the pattern syntax). The
@@ -104,6 +105,7 @@ static struct call *call_new(struct http_api *api, struct http_req *req)
 	if (traceparent_ok(tp))
 		snprintf(c->traceparent, sizeof(c->traceparent), "%s", tp);
 	http_req_add_header(req, "X-Request-Id", c->request_id);
+	api_access_begin(c);
 	return c;
 }
 
@@ -111,6 +113,10 @@ void api_call_free(struct call *c)
 {
 	if (c == NULL)
 		return;
+	/* A call freed before its reply ended (none should be) must not be
+	 * reached by the reply's end: the request is alive until then. */
+	if (!c->done)
+		http_req_set_done_cb(c->req, NULL, NULL);
 	free(c->path);
 	free(c);
 }
@@ -204,6 +210,9 @@ static void on_request(struct http_req *req, void *arg)
 		return;
 	}
 	memcpy(c->id, m.id, sizeof(c->id));
+	/* The route label of the metrics and the access log: the pattern, so
+	 * the label's values are the table's, whatever the paths. */
+	c->route = m.route ? m.route->pattern : NULL;
 	/* A file path is checked before the method, like the id. */
 	if (m.path) {
 		c->path = http_percent_decode(m.path, strlen(m.path));
@@ -251,6 +260,7 @@ struct http_api *http_api_new(struct event_base *base, const struct config *cfg,
 	api->docker = docker;
 	api->store = store;
 	api->egress = egress;
+	api->metrics = metrics_new();
 	LIST_INIT(&api->watchers);
 	manager_set_listener(mgr, api_events_on_session, api);
 	api_probes_start(api);
@@ -272,6 +282,7 @@ void http_api_free(struct http_api *api)
 	manager_set_listener(api->mgr, NULL, NULL);
 	api_probes_stop(api);
 	http_server_free(api->srv);
+	metrics_free(api->metrics);
 	free(api);
 }
 

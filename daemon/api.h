@@ -3,7 +3,8 @@
  *
  * api.c wires the server, holds the route table and dispatches; each
  * resource has its file: api_probes.c (health, readiness, metrics, loop lag),
- * api_sessions.c, api_exec.c (executions and the one-shot), api_files.c,
+ * api_access.c (the access log and request metrics), api_sessions.c,
+ * api_exec.c (executions and the one-shot), api_files.c,
  * api_events.c (the event stream and admin). A handler gets a struct call,
  * owns it, and ends it with exactly one of api_reply, api_reply_body,
  * api_fail, api_fail_session or api_missing (each answers and frees), or,
@@ -37,7 +38,8 @@ struct http_api {
 	struct http_server *srv;
 	uint32_t id_prefix;     /* request ids: random per start ... */
 	uint64_t requests_seen; /* ... and a count */
-	/* Counters for /metrics. */
+	/* Counters for /metrics (the by-route ones and histograms in metrics). */
+	struct metrics *metrics;
 	uint64_t requests;
 	uint64_t execs[4]; /* by enum exec_status */
 	uint64_t creates, create_failures;
@@ -68,6 +70,11 @@ struct call {
 	char id[SESSION_ID_LEN + 1]; /* the route's {id}, checked; "" without one */
 	char *path;                  /* the route's {path...}, decoded and checked; owned */
 	bool stream;                 /* exec: NDJSON events */
+	const char *route;           /* the matched route's pattern (static), or NULL */
+	int64_t start_us;            /* the head was complete (monotonic) */
+	int64_t op_start_us;         /* the create or the exec was started */
+	bool pool_hit;               /* create: a warm sandbox served it */
+	bool done;                   /* its access line is written (api_access.c) */
 	api_body_fn on_body;         /* api_read_body */
 };
 
@@ -105,6 +112,9 @@ void api_call_free(struct call *c);
 /* The route table, in matching order (exposed for the unit tests). */
 extern const struct api_route api_routes[];
 extern const size_t api_routes_count;
+
+/* api_access.c: c's access line and request metrics when its reply ends. */
+void api_access_begin(struct call *c);
 
 /* Handlers, by file. */
 void api_probes_healthz(struct call *c);

@@ -41,6 +41,9 @@ static const struct opt opt_table[] = {
     {"key-prefix", OPT_STR, O(key_prefix), "ci:", 0, 0, "prefix of every Redis key"},
     {"node", OPT_STR, O(node), "", 0, 0, "this daemon's node name (default: hostname)"},
     {"log-level", OPT_STR, O(log_level), "info", 0, 0, "debug, info, warn or error"},
+    {"log-format", OPT_STR, O(log_format), "text", 0, 0,
+     "text (timestamp level message key=value...) or json (one object per line: ts, level, "
+     "msg and fields)"},
     {"image", OPT_STR, O(image), "python", 0, 0, "default image profile"},
     {"images", OPT_STR, O(images), "python=ci/python:latest", 0, 0,
      "image profiles: NAME=TAG[,NAME=TAG...]"},
@@ -366,6 +369,8 @@ int config_validate(const struct config *cfg, struct err **errp)
 	if (log_level_valid(cfg->log_level) == false)
 		return err_set(errp, ERR_BAD_REQUEST,
 			       "log-level: expected debug, info, warn or error");
+	if (log_format_parse(cfg->log_format) < 0)
+		return err_set(errp, ERR_BAD_REQUEST, "log-format: expected text or json");
 	if (!listen_is_local(cfg->listen))
 		/* No API keys exist yet, so a non-loopback listener would hand the
 		 * sandbox fleet to anyone on the network. */
@@ -404,6 +409,7 @@ void config_reload_into(struct config *dst, const struct config *src, char *chan
 	/* Limits, clocks and caps apply to what comes next; addresses, the
 	 * state directory and the key prefix would orphan what exists. */
 	static const char *const live[] = {"log-level",
+					   "log-format",
 					   "idle-timeout-s",
 					   "max-idle-timeout-s",
 					   "memory-mb",

@@ -229,6 +229,7 @@ static void on_reload_signal(evutil_socket_t sig, short what, void *arg)
 	config_reload_into(d->cfg, &fresh, changed, sizeof(changed));
 	config_free(&fresh);
 	log_threshold = (enum log_level)log_level_parse(d->cfg->log_level);
+	log_format = (enum log_format)log_format_parse(d->cfg->log_format);
 	log_info("SIGHUP: configuration reloaded; changed: %s", changed[0] ? changed : "nothing");
 	struct err *he = NULL;
 	if (egress_reload_hosts(d->egress, &he) < 0)
@@ -251,6 +252,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	log_threshold = (enum log_level)log_level_parse(cfg.log_level);
+	log_format = (enum log_format)log_format_parse(cfg.log_format);
 	signal(SIGPIPE, SIG_IGN);
 	fdbudget_init(&fdbudget_daemon, nofile_raise(), cfg.fd_reserve);
 	curl_global_init(CURL_GLOBAL_DEFAULT);

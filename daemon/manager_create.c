@@ -106,7 +106,7 @@ static void create_finish(struct create_op *op, struct err *e)
 	void *arg = op->arg;
 	op_free(op);
 	cb(NULL, e, arg);
-	msession_end(ms, SESSION_DEAD, e->message, NULL, NULL);
+	msession_end(ms, SESSION_DEAD, MANAGER_END_FAILED, e->message, NULL, NULL);
 	err_free(e);
 }
 
