@@ -197,7 +197,6 @@ void api_fail_session(struct call *c, struct err *e)
 static void on_request(struct http_req *req, void *arg)
 {
 	struct http_api *api = arg;
-	api->requests++;
 	struct call *c = call_new(api, req);
 	struct api_match m;
 	api_route_match(api_routes, api_routes_count, http_req_method(req), http_req_path(req), &m);

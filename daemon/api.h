@@ -40,7 +40,6 @@ struct http_api {
 	uint64_t requests_seen; /* ... and a count */
 	/* Counters for /metrics (the by-route ones and histograms in metrics). */
 	struct metrics *metrics;
-	uint64_t requests;
 	uint64_t execs[4]; /* by enum exec_status */
 	uint64_t creates, create_failures;
 	void (*drain_fn)(void *arg);
