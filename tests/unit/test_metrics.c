@@ -197,13 +197,21 @@ static size_t count_lines(const char *s)
 	return n;
 }
 
-TEST(log_json_lines_are_one_object_each_whatever_they_carry)
+/* The hostile lines as written in format f: three lines, whatever they
+ * carry. */
+static char *hostile_lines_in(enum log_format f)
 {
 	enum log_format saved = log_format;
-	log_format = LOG_FORMAT_JSON;
+	log_format = f;
 	char *text = capture_stderr(write_hostile_lines);
 	log_format = saved;
 	CHECK(count_lines(text) == 3);
+	return text;
+}
+
+TEST(log_json_lines_are_one_object_each_whatever_they_carry)
+{
+	char *text = hostile_lines_in(LOG_FORMAT_JSON);
 	char *line = text;
 	for (int i = 0; i < 3 && line && *line; i++) {
 		char *nl = strchr(line, '\n');
@@ -241,11 +249,7 @@ TEST(log_json_lines_are_one_object_each_whatever_they_carry)
 
 TEST(log_text_lines_cannot_be_forged)
 {
-	enum log_format saved = log_format;
-	log_format = LOG_FORMAT_TEXT;
-	char *text = capture_stderr(write_hostile_lines);
-	log_format = saved;
-	CHECK(count_lines(text) == 3);
+	char *text = hostile_lines_in(LOG_FORMAT_TEXT);
 	/* Every line but the audit's starts with our stamp; none with the
 	 * forged one. */
 	char *second = strchr(text, '\n') + 1;
