@@ -146,3 +146,15 @@ def test_log_format_is_checked(make_daemon, redis_server, tmpdir_session):
     p = subprocess.run([DAEMON_BIN, "--log-format", "xml", "--redis", redis_server.url],
                        capture_output=True, text=True, timeout=30)
     assert p.returncode == 2 and "log-format: expected text or json" in p.stderr
+
+
+def test_a_killed_container_counts_as_crashed(make_daemon):
+    d = make_daemon("--pool-size", "0")
+    s = d.api.create()
+    (cid,) = d.containers("label=ci.session=" + s["id"])
+    subprocess.run(["docker", "kill", cid], capture_output=True, timeout=60, check=True)
+    wait_for(lambda: d.metric('ci_session_endings_total{reason="crashed"}') == 1, 20,
+             interval=0.05, what="the crash counted")
+    m = d.metrics()
+    assert m['ci_session_endings_total{reason="deleted"}'] == 0
+    assert m['ci_session_endings_total{reason="idle"}'] == 0
