@@ -6,6 +6,7 @@ parse and carry the request id and traceparent)."""
 import json
 import re
 import shutil
+import signal
 import subprocess
 
 import pytest
@@ -158,3 +159,17 @@ def test_a_killed_container_counts_as_crashed(make_daemon):
     m = d.metrics()
     assert m['ci_session_endings_total{reason="deleted"}'] == 0
     assert m['ci_session_endings_total{reason="idle"}'] == 0
+
+
+def test_log_format_changes_on_sighup(make_daemon, tmp_path):
+    conf = tmp_path / "ci.conf"
+    conf.write_text("log-format = text\n")
+    d = make_daemon("--config", str(conf))
+    mark = d.log_mark()
+    conf.write_text("log-format = json\n")
+    d.proc.send_signal(signal.SIGHUP)  # by pid
+    d.wait_log('"msg":"SIGHUP: configuration reloaded; changed: log-format', since=mark)
+    assert d.api.send("GET", "/healthz", headers={"X-Request-Id": "obs-hup"}).status == 200
+    d.wait_log('"request_id":"obs-hup"', since=mark)
+    for line in log_lines(d, mark):
+        json.loads(line)
