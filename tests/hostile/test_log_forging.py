@@ -76,7 +76,7 @@ def test_hostile_paths_and_headers_cannot_forge_log_lines(make_daemon, fmt):
         else:
             if line.startswith("{"):      # an audit line (log_raw_line): JSON of its own
                 doc = json.loads(line)
-                assert isinstance(doc, dict) and "forged" not in doc, line
+                assert isinstance(doc, dict) and "forged" not in line, line
                 continue
             assert STAMP.match(line) and not line.startswith(FORGED_STAMP), line
             assert " error " not in line[:32], line
