@@ -236,6 +236,17 @@ static void on_reload_signal(evutil_socket_t sig, short what, void *arg)
 		err_free(he); /* logged there; the previous hosts file stays in use */
 }
 
+/* libevent's own warnings go to our log (stamped, escaped, JSON when asked)
+ * rather than raw to stderr. */
+static void libevent_log(int severity, const char *msg)
+{
+	enum log_level level = severity == EVENT_LOG_DEBUG  ? LOG_LEVEL_DEBUG
+			       : severity == EVENT_LOG_MSG  ? LOG_LEVEL_INFO
+			       : severity == EVENT_LOG_WARN ? LOG_LEVEL_WARN
+							    : LOG_LEVEL_ERROR;
+	log_at(level, "libevent: %s", msg);
+}
+
 int main(int argc, char **argv)
 {
 	struct config cfg;
@@ -253,6 +264,7 @@ int main(int argc, char **argv)
 	}
 	log_threshold = (enum log_level)log_level_parse(cfg.log_level);
 	log_format = (enum log_format)log_format_parse(cfg.log_format);
+	event_set_log_callback(libevent_log);
 	signal(SIGPIPE, SIG_IGN);
 	fdbudget_init(&fdbudget_daemon, nofile_raise(), cfg.fd_reserve);
 	curl_global_init(CURL_GLOBAL_DEFAULT);
