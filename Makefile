@@ -52,7 +52,8 @@ DAEMON_LIB_SRCS := daemon/log.c daemon/config.c \
 	daemon/api_sessions.c daemon/api_exec.c daemon/api_files.c daemon/api_events.c \
 	daemon/apikey.c daemon/apikey_cache.c daemon/store_keys.c daemon/api_auth.c daemon/api_keys.c \
 	daemon/api_version.c daemon/tls.c \
-	daemon/audit.c daemon/store_audit.c daemon/api_audit.c
+	daemon/audit.c daemon/store_audit.c daemon/api_audit.c \
+	daemon/api_access.c daemon/metrics_hist.c daemon/metrics.c
 DAEMON_SRCS := $(DAEMON_LIB_SRCS) daemon/main.c
 include cli/cli.mk
 UNIT_SRCS := $(wildcard tests/unit/*.c)

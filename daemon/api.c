@@ -16,6 +16,7 @@
 #include "files.h"
 #include "json.h"
 #include "log.h"
+#include "metrics.h"
 #include "xalloc.h"
 
 /* Every route, in matching order (api_route.h has the pattern syntax). The
@@ -117,6 +118,7 @@ static struct call *call_new(struct http_api *api, struct http_req *req)
 	if (traceparent_ok(tp))
 		snprintf(c->traceparent, sizeof(c->traceparent), "%s", tp);
 	http_req_add_header(req, "X-Request-Id", c->request_id);
+	api_access_begin(c);
 	return c;
 }
 
@@ -124,6 +126,10 @@ void api_call_free(struct call *c)
 {
 	if (c == NULL)
 		return;
+	/* A call freed before its reply ended (none should be) must not be
+	 * reached by the reply's end: the request is alive until then. */
+	if (!c->done)
+		http_req_set_done_cb(c->req, NULL, NULL);
 	free(c->path);
 	free(c->audit_code);
 	free(c);
@@ -205,7 +211,6 @@ void api_fail_session(struct call *c, struct err *e)
 static void on_request(struct http_req *req, void *arg)
 {
 	struct http_api *api = arg;
-	api->requests++;
 	struct call *c = call_new(api, req);
 	struct api_match m;
 	api_route_match(api_routes, api_routes_count, http_req_method(req), http_req_path(req), &m);
@@ -273,6 +278,7 @@ struct http_api *http_api_new(struct event_base *base, const struct config *cfg,
 	api->docker = docker;
 	api->store = store;
 	api->egress = egress;
+	api->metrics = metrics_new();
 	LIST_INIT(&api->watchers);
 	LIST_INIT(&api->audit_queries);
 	api->audit = audit_new(base, store, cfg->node, cfg->audit_max_entries);
@@ -304,6 +310,7 @@ void http_api_free(struct http_api *api)
 	api_probes_stop(api);
 	http_server_free(api->srv);
 	audit_free(api->audit);
+	metrics_free(api->metrics);
 	free(api);
 }
 

@@ -3,7 +3,8 @@
  *
  * api.c wires the server, holds the route table and dispatches; each
  * resource has its file: api_probes.c (health, readiness, metrics, loop lag),
- * api_sessions.c, api_exec.c (executions and the one-shot), api_files.c,
+ * api_access.c (the access log and request metrics), api_sessions.c,
+ * api_exec.c (executions and the one-shot), api_files.c,
  * api_events.c (the event stream and admin). A handler gets a struct call,
  * owns it, and ends it with exactly one of api_reply, api_reply_body,
  * api_fail, api_fail_session or api_missing (each answers and frees), or,
@@ -41,8 +42,8 @@ struct http_api {
 	struct http_server *srv;
 	uint32_t id_prefix;     /* request ids: random per start ... */
 	uint64_t requests_seen; /* ... and a count */
-	/* Counters for /metrics. */
-	uint64_t requests;
+	/* Counters for /metrics (the by-route ones and histograms in metrics). */
+	struct metrics *metrics;
 	uint64_t execs[4]; /* by enum exec_status */
 	uint64_t creates, create_failures;
 	void (*drain_fn)(void *arg);
@@ -80,7 +81,10 @@ struct call {
 	char key[API_KEY_PARAM_MAX + 1]; /* the route's {key} (an API key id, unchecked); "" */
 	bool stream;                     /* exec: NDJSON events */
 	api_body_fn on_body;             /* api_read_body */
-	int64_t started_us; /* monotonic, when the request came: the audit's duration */
+	int64_t started_us;              /* monotonic, when the head was complete: durations */
+	int64_t op_start_us;             /* the create or the exec was started */
+	bool pool_hit;                   /* create: a warm sandbox served it */
+	bool done;                       /* its access line is written (api_access.c) */
 	struct api_audit_code
 	    *audit_code; /* exec: the code's hash and head (api_audit.c); free() */
 };
@@ -139,6 +143,9 @@ int api_auth_check(struct call *c, enum api_auth need, api_auth_done_fn done);
 /* The route table, in matching order (exposed for the unit tests). */
 extern const struct api_route api_routes[];
 extern const size_t api_routes_count;
+
+/* api_access.c: c's access line and request metrics when its reply ends. */
+void api_access_begin(struct call *c);
 
 /* Handlers, by file. */
 void api_probes_healthz(struct call *c);

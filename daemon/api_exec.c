@@ -6,7 +6,9 @@
 #include <string.h>
 
 #include "api_requests.h"
+#include "clock.h"
 #include "json.h"
+#include "metrics.h"
 
 /* Live output beyond this much unsent data is dropped from the stream (the
  * final result still carries it, capped): a slow client must not make the
@@ -67,12 +69,23 @@ static void exec_stream_end(struct call *c, const struct exec_result *r, const s
 	api_call_free(c);
 }
 
+/* Count a result: by status, its latency and its tenant's usage. The
+ * latency is ours from the request (microseconds), or, for the one-shot
+ * whose request also created a session, the execution's own. */
+static void count_result(struct call *c, const struct exec_result *r)
+{
+	c->api->execs[r->status]++;
+	double seconds = c->op_start_us ? (double)(clock_mono_us() - c->op_start_us) / 1e6
+					: (double)r->duration_ms / 1000.0;
+	metrics_count_exec(c->api->metrics, c->tenant, seconds);
+}
+
 /* Count the result and answer with it (200), or with e. */
 static void reply_result(struct call *c, const struct exec_result *r, const struct err *e)
 {
 	AUTOGEN yajl_gen g = NULL;
 	if (r) {
-		c->api->execs[r->status]++;
+		count_result(c, r);
 		g = json_gen_new();
 		exec_result_to_json(r, g);
 	}
@@ -88,7 +101,7 @@ static void exec_done_cb(const struct exec_result *r, const struct err *e, void 
 		return;
 	}
 	if (r)
-		c->api->execs[r->status]++;
+		count_result(c, r);
 	exec_stream_end(c, r, e);
 }
 
@@ -103,6 +116,7 @@ static void exec_body(struct call *c, const char *body, size_t len)
 	}
 	c->stream = xr.stream;
 	api_audit_exec_code(c, xr.code, xr.len);
+	c->op_start_us = clock_mono_us();
 	int rc = manager_exec(c->api->mgr, c->id, c->tenant, xr.code, xr.len, xr.timeout_s,
 			      c->stream ? exec_event_cb : NULL, exec_done_cb, c, &e);
 	exec_request_release(&xr);
@@ -126,10 +140,12 @@ static void oneshot_done(const struct exec_result *r, const struct err *e, bool 
 {
 	struct call *c = arg;
 	api_audit_exec(c, "exec_oneshot", r, e);
-	if (created)
+	if (created) {
 		c->api->creates++;
-	else
+		metrics_count_tenant_session(c->api->metrics, c->tenant);
+	} else {
 		c->api->create_failures++;
+	}
 	reply_result(c, r, e);
 }
 

@@ -67,6 +67,10 @@ static const struct opt opt_table[] = {
     {"node", OPT_STR, O(node), "", 0, 0, "this daemon's node name (default: hostname)",
      OPT_RESTART},
     {"log-level", OPT_STR, O(log_level), "info", 0, 0, "debug, info, warn or error", OPT_LIVE},
+    {"log-format", OPT_STR, O(log_format), "text", 0, 0,
+     "text (timestamp level message key=value...) or json (one object per line: ts, level, "
+     "msg and fields)",
+     OPT_LIVE},
     {"image", OPT_STR, O(image), "python", 0, 0, "default image profile", OPT_RESTART},
     {"images", OPT_STR, O(images), "python=ci/python:latest", 0, 0,
      "image profiles: NAME=TAG[,NAME=TAG...]", OPT_RESTART},
@@ -508,6 +512,8 @@ int config_validate(const struct config *cfg, struct err **errp)
 			       "log-level: expected debug, info, warn or error");
 	if (validate_listener(cfg, errp) < 0)
 		return -1;
+	if (log_format_parse(cfg->log_format) < 0)
+		return err_set(errp, ERR_BAD_REQUEST, "log-format: expected text or json");
 	if (cfg->sandbox_uid_base + cfg->sandbox_uid_count > INT32_MAX)
 		return err_set(errp, ERR_BAD_REQUEST,
 			       "sandbox-uid-base + sandbox-uid-count passes the largest uid");

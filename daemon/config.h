@@ -21,6 +21,7 @@ struct config {
 	char *key_prefix;
 	char *node;
 	char *log_level;
+	char *log_format;
 	char *config_file;
 	char *image;              /* the default image profile */
 	char *images;             /* "python=ci/python:latest,..." profile → Docker tag */

@@ -72,6 +72,10 @@ struct http_req {
 	size_t drain_low;
 	struct evbuffer *extra_headers;
 	bool started; /* status line sent */
+	int status;   /* of the reply (0: none yet) */
+	uint64_t body_bytes_out;
+	http_done_cb done_cb; /* once, when the reply is finished */
+	void *done_arg;
 	bool chunked_reply;
 	bool finished; /* the handler's reply is complete */
 	bool freeing;
@@ -128,6 +132,10 @@ void http_request_process_body(struct http_req *req);
 void http_request_orphaned(struct http_req *req);
 
 /* ---- http_reply.c ---- */
+
+/* The request's done callback, if any, once (the reply's end, or the
+ * client gone before one). */
+void http_req_fire_done(struct http_req *req);
 
 /* Free a request and all it holds. */
 void http_req_free(struct http_req *req);

@@ -101,11 +101,26 @@ void http_req_add_header(struct http_req *req, const char *name, const char *val
 	evbuffer_add_printf(req->extra_headers, "%s: %s\r\n", name, value);
 }
 
+void http_req_set_done_cb(struct http_req *req, http_done_cb cb, void *arg)
+{
+	req->done_cb = cb;
+	req->done_arg = arg;
+}
+
+void http_req_fire_done(struct http_req *req)
+{
+	http_done_cb cb = req->done_cb;
+	req->done_cb = NULL;
+	if (cb)
+		cb(req, req->status, req->body_bytes_out, req->done_arg);
+}
+
 /* The request is answered: free it now if nobody can read the answer, else
  * when the output drains (http_server.c), never inside the handler's call. */
 static void req_finish(struct http_req *req)
 {
 	req->finished = true;
+	http_req_fire_done(req);
 	if (req->conn == NULL) {
 		if (!req->freeing) {
 			req->freeing = true;
@@ -151,11 +166,14 @@ void http_req_reply(struct http_req *req, int status, const char *content_type, 
 {
 	if (req->finished || req->started)
 		return;
+	req->status = status;
 	if (req->conn) {
 		bool no_body = status == 204 || status == 304;
 		write_head(req, status, content_type, no_body ? -2 : (int64_t)len);
-		if (!no_body && len && strcmp(req->method ? req->method : "", "HEAD") != 0)
+		if (!no_body && len && strcmp(req->method ? req->method : "", "HEAD") != 0) {
 			evbuffer_add(bufferevent_get_output(req->conn->bev), body, len);
+			req->body_bytes_out += len;
+		}
 	}
 	req_finish(req);
 }
@@ -181,6 +199,7 @@ void http_req_reply_start(struct http_req *req, int status, const char *content_
 	if (req->finished || req->started)
 		return;
 	req->chunked_reply = length < 0 && req->minor >= 1;
+	req->status = status;
 	if (req->conn)
 		write_head(req, status, content_type, length);
 	req->started = true;
@@ -194,6 +213,7 @@ void http_req_reply_chunk(struct http_req *req, const char *data, size_t len)
 	if (req->chunked_reply)
 		evbuffer_add_printf(out, "%zx\r\n", len);
 	evbuffer_add(out, data, len);
+	req->body_bytes_out += len;
 	if (req->chunked_reply)
 		evbuffer_add(out, "\r\n", 2);
 }

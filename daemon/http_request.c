@@ -14,6 +14,7 @@
  * llhttp is paused after the head and after each piece of body, so the
  * handler and the body's consumer are called from here, never from inside
  * llhttp_execute: they may pause, answer or drop the request as they like. */
+#include <arpa/inet.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
@@ -23,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 
 #include "http_head_scan.h"
 #include "defer.h"
@@ -597,12 +599,36 @@ void http_request_orphaned(struct http_req *req)
 		 * the request needs no answer. */
 		req->mode = BODY_UNCLAIMED;
 		req->finished = true;
+		http_req_fire_done(req);
 		req->body_cb(req, NULL, 0, req->body_arg);
 		http_req_free(req);
 	}
 }
 
 /* ---- what the handler sees ---- */
+
+void http_req_peer(const struct http_req *req, char *buf, size_t size)
+{
+	buf[0] = '\0';
+	if (req->conn == NULL || req->conn->bev == NULL)
+		return;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	char ip[INET6_ADDRSTRLEN];
+	if (getpeername(bufferevent_getfd(req->conn->bev), (struct sockaddr *)&ss, &sl) < 0)
+		return;
+	if (ss.ss_family == AF_INET) {
+		const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
+		if (inet_ntop(AF_INET, &a->sin_addr, ip, sizeof(ip)))
+			snprintf(buf, size, "%s:%u", ip, ntohs(a->sin_port));
+	} else if (ss.ss_family == AF_INET6) {
+		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
+		if (inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof(ip)))
+			snprintf(buf, size, "[%s]:%u", ip, ntohs(a->sin6_port));
+	} else {
+		snprintf(buf, size, "unix");
+	}
+}
 
 const char *http_req_method(const struct http_req *req)
 {

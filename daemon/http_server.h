@@ -130,6 +130,16 @@ void http_req_resume_body(struct http_req *req);
 
 void http_req_set_close_cb(struct http_req *req, http_close_cb cb, void *arg);
 
+/* Called once when the request's reply is finished (status 0 when the
+ * client left before any), with the body bytes written; req is still
+ * valid inside it. For the access log and the request metrics. */
+typedef void (*http_done_cb)(struct http_req *req, int status, uint64_t body_bytes, void *arg);
+void http_req_set_done_cb(struct http_req *req, http_done_cb cb, void *arg);
+
+/* The client's address, "IP:PORT" ("[IPv6]:PORT"), or "unix" for a unix
+ * socket client, into buf; "" once the client has gone. */
+void http_req_peer(const struct http_req *req, char *buf, size_t size);
+
 /* Add a response header (before the reply starts). */
 void http_req_add_header(struct http_req *req, const char *name, const char *value);
 

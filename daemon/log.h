@@ -1,4 +1,9 @@
-/* log.h: leveled logging to stderr.
+/* log.h: leveled logging to stderr, as text or JSON lines (--log-format).
+ *
+ * Text: `2026-01-02T03:04:05.678Z info  message key=value ...`, every control
+ * byte of the message and the values written as \xNN. JSON: one object per
+ * line, {"ts","level","msg", fields...}, strings escaped by the generator and
+ * invalid UTF-8 replaced. Either way no input can end a line early.
  *
  * The macros check the level before the arguments are formatted, so a debug
  * line on the exec path costs a branch when debug is off. */
@@ -6,11 +11,18 @@
 #define CI_LOG_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 enum log_level { LOG_LEVEL_DEBUG, LOG_LEVEL_INFO, LOG_LEVEL_WARN, LOG_LEVEL_ERROR };
 
 extern enum log_level log_threshold;
+
+enum log_format { LOG_FORMAT_TEXT, LOG_FORMAT_JSON };
+extern enum log_format log_format;
+
+/* Parse "text" or "json"; -1 when unknown. */
+int log_format_parse(const char *name);
 
 /* Parse "debug", "info", "warn" or "error"; -1 when unknown. */
 int log_level_parse(const char *name);
@@ -35,6 +47,29 @@ void log_raw_line(const char *line);
 #define log_info(...) log_at(LOG_LEVEL_INFO, __VA_ARGS__)
 #define log_warn(...) log_at(LOG_LEVEL_WARN, __VA_ARGS__)
 #define log_error(...) log_at(LOG_LEVEL_ERROR, __VA_ARGS__)
+
+/* A line with fields (the access log): key=value pairs in text, members
+ * in JSON. A field with str NULL (and not is_num) is left out; strings are
+ * cut at LOG_FIELD_MAX bytes. Checks the level itself. */
+#define LOG_FIELD_MAX 512
+struct log_field {
+	const char *key; /* a plain name of ours */
+	const char *str;
+	double num;
+	bool is_num;
+};
+#define LOG_STR(k, v) ((struct log_field){.key = (k), .str = (v)})
+#define LOG_NUM(k, v) ((struct log_field){.key = (k), .num = (double)(v), .is_num = true})
+void log_fields(enum log_level level, const char *msg, const struct log_field *f, size_t n);
+
+/* Write json, one complete line made by the caller (the audit), to the log
+ * as is, with a newline and no prefix, whatever the level and format. */
+void log_raw_line(const char *json);
+
+/* s into out (size bytes, NUL-terminated, cut when full) with every control
+ * byte as \xNN; with quote, in double quotes with " and \ escaped. The
+ * length written. For the unit tests and log.c's text lines. */
+size_t log_text_escape(char *out, size_t size, const char *s, bool quote);
 
 /* Rate-limited lines, for events an outsider can repeat at will (refused
  * connections, accept errors): each call site may write LOG_LIMIT_BURST

@@ -240,6 +240,7 @@ static void reload_apply(struct daemon_ctx *d)
 {
 	const struct config *cfg = d->cfg;
 	log_threshold = (enum log_level)log_level_parse(cfg->log_level);
+	log_format = (enum log_format)log_format_parse(cfg->log_format);
 	http_api_reload(d->api);
 	struct err *e = NULL;
 	if (d->tls && cfg->tls_cert[0]) {
@@ -305,6 +306,17 @@ static void on_reload_signal(evutil_socket_t sig, short what, void *arg)
 			 t.applied, t.restart);
 }
 
+/* libevent's own warnings go to our log (stamped, escaped, JSON when asked)
+ * rather than raw to stderr. */
+static void libevent_log(int severity, const char *msg)
+{
+	enum log_level level = severity == EVENT_LOG_DEBUG  ? LOG_LEVEL_DEBUG
+			       : severity == EVENT_LOG_MSG  ? LOG_LEVEL_INFO
+			       : severity == EVENT_LOG_WARN ? LOG_LEVEL_WARN
+							    : LOG_LEVEL_ERROR;
+	log_at(level, "libevent: %s", msg);
+}
+
 int main(int argc, char **argv)
 {
 	struct config cfg;
@@ -323,6 +335,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	log_threshold = (enum log_level)log_level_parse(cfg.log_level);
+	log_format = (enum log_format)log_format_parse(cfg.log_format);
+	event_set_log_callback(libevent_log);
 	signal(SIGPIPE, SIG_IGN);
 	fdbudget_init(&fdbudget_daemon, nofile_raise(), cfg.fd_reserve);
 	curl_global_init(CURL_GLOBAL_DEFAULT);

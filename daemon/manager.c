@@ -177,14 +177,16 @@ static void idle_timer_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	char reason[128];
-	if (session_lifetime_bound(ms->s))
+	bool lifetime = session_lifetime_bound(ms->s);
+	if (lifetime)
 		snprintf(reason, sizeof(reason), "its lifetime of %llds ended (max_lifetime_s)",
 			 (long long)ms->s->max_lifetime_s);
 	else
 		snprintf(reason, sizeof(reason), "idle for %llds (idle_timeout_s)",
 			 (long long)ms->s->idle_timeout_s);
 	log_info("session %s: expired: %s", ms->s->id, reason);
-	msession_end(ms, SESSION_EXPIRED, reason, NULL, NULL);
+	msession_end(ms, SESSION_EXPIRED, lifetime ? MANAGER_END_LIFETIME : MANAGER_END_IDLE,
+		     reason, NULL, NULL);
 }
 
 /* ---- what the kernel link reports ---- */
@@ -223,8 +225,8 @@ static void supervisor_gone_cb(evutil_socket_t fd, short what, void *arg)
 	struct msession *ms = arg;
 	if (kernel_link_supervisor_connected(ms->link))
 		return;
-	msession_end(ms, SESSION_DEAD, "the sandbox stopped (its supervisor went away)", NULL,
-		     NULL);
+	msession_end(ms, SESSION_DEAD, MANAGER_END_CRASHED,
+		     "the sandbox stopped (its supervisor went away)", NULL, NULL);
 }
 
 static void ms_supervisor_up(void *arg)
@@ -265,7 +267,8 @@ static void supervisor_down_inspected(const struct docker_result *r,
 	}
 	if (r->status == 404) {
 		free(ctx);
-		msession_end(ms, SESSION_DEAD, "its container disappeared", NULL, NULL);
+		msession_end(ms, SESSION_DEAD, MANAGER_END_CRASHED, "its container disappeared",
+			     NULL, NULL);
 		return;
 	}
 	if (st && !st->running) {
@@ -273,7 +276,7 @@ static void supervisor_down_inspected(const struct docker_result *r,
 		snprintf(reason, sizeof(reason), "its container stopped (exit code %lld%s)",
 			 (long long)st->exit_code, st->oom_killed ? ", out of memory" : "");
 		free(ctx);
-		msession_end(ms, SESSION_DEAD, reason, NULL, NULL);
+		msession_end(ms, SESSION_DEAD, MANAGER_END_CRASHED, reason, NULL, NULL);
 		return;
 	}
 	/* The socket can close a moment before Docker marks the container
@@ -434,7 +437,7 @@ int manager_delete(struct manager *m, const char *id, const char *tenant, manage
 		return err_set(errp, ERR_EXPIRED, "session %s is already ending: %s", id,
 			       ms->end_reason);
 	log_info("session %s: delete requested", id);
-	msession_end(ms, SESSION_DEAD, "deleted by the client", cb, arg);
+	msession_end(ms, SESSION_DEAD, MANAGER_END_DELETED, "deleted by the client", cb, arg);
 	return 0;
 }
 

@@ -140,6 +140,21 @@ void manager_pool_resize(struct manager *m);
  * have served but was empty for. */
 void manager_pool_stats(const struct manager *m, size_t *ready, uint64_t *hits, uint64_t *misses);
 
+/* Why sessions ended, for /metrics (a fixed set, so a bounded label). */
+enum manager_end {
+	MANAGER_END_DELETED,   /* by the client (and the one-shot's own end) */
+	MANAGER_END_IDLE,      /* idle timeout */
+	MANAGER_END_LIFETIME,  /* max lifetime */
+	MANAGER_END_FAILED,    /* its create failed */
+	MANAGER_END_CRASHED,   /* its container or sandbox died */
+	MANAGER_END_DRAINED,   /* the daemon shut it down */
+	MANAGER_END_NODE_LOST, /* found without a container at a restart */
+	MANAGER_END_COUNT,
+};
+const char *manager_end_name(enum manager_end why);
+/* Sessions ended since start, by reason (warm sandboxes are not counted). */
+void manager_endings(const struct manager *m, uint64_t out[MANAGER_END_COUNT]);
+
 /* Write every session's current clock to Redis (before the daemon exits
  * and leaves its sessions to the next one). */
 void manager_flush_clocks(struct manager *m);

@@ -107,7 +107,7 @@ static void create_finish(struct create_op *op, struct err *e)
 	void *arg = op->arg;
 	op_free(op);
 	cb(NULL, e, arg);
-	msession_end(ms, SESSION_DEAD, e->message, NULL, NULL);
+	msession_end(ms, SESSION_DEAD, MANAGER_END_FAILED, e->message, NULL, NULL);
 	err_free(e);
 }
 
@@ -427,7 +427,7 @@ void manager_pool_resize(struct manager *m)
 	struct msession *ms;
 	size_t ended = 0;
 	while ((ms = pool_surplus(m->pool)) != NULL && ms->teardown == NULL) {
-		msession_end(ms, SESSION_DEAD, "warm pool shrunk", NULL, NULL);
+		msession_end(ms, SESSION_DEAD, MANAGER_END_DRAINED, "warm pool shrunk", NULL, NULL);
 		ended++;
 	}
 	if (ended)

@@ -83,7 +83,8 @@ struct manager {
 	void *listener_arg;
 	TAILQ_HEAD(tomb_head_, tomb) tombs; /* newest first */
 	size_t n_tombs;
-	bool orphans_suspected; /* a container removal failed: sweep soon */
+	uint64_t endings[MANAGER_END_COUNT]; /* sessions ended, by reason */
+	bool orphans_suspected;              /* a container removal failed: sweep soon */
 	int64_t last_sweep_ms;
 	struct event *sweep;
 };
@@ -149,8 +150,9 @@ void exec_abort(struct exec_op *op, const char *reason);
 void exec_abort_at_exit(struct exec_op *op);
 
 /* manager_teardown.c */
-void msession_end(struct msession *ms, enum session_state st, const char *reason,
-		  manager_done_cb cb, void *arg);
+/* End ms (why: the metrics' reason; reason: the words of its tombstone). */
+void msession_end(struct msession *ms, enum session_state st, enum manager_end why,
+		  const char *reason, manager_done_cb cb, void *arg);
 struct tomb *manager_tomb_find(struct manager *m, const char *id);
 void manager_tomb_write(struct manager *m, struct tomb *t);
 void manager_tombs_free(struct manager *m);

@@ -128,6 +128,7 @@ static void recovery_reconcile(struct recovery *r)
 				  "node lost: its container was gone when the daemon restarted",
 				  NULL, NULL);
 		log_info("session %s: tombstoned (its container is gone)", s->id);
+		m->endings[MANAGER_END_NODE_LOST]++;
 		dead++;
 	}
 	free(claimed);
@@ -328,7 +329,7 @@ void manager_shutdown(struct manager *m, const char *reason, bool pool_only, man
 		if (ms->teardown || (pool_only && !ms->pooled))
 			continue;
 		op->pending++;
-		msession_end(ms, SESSION_DEAD, reason, shutdown_one_done, op);
+		msession_end(ms, SESSION_DEAD, MANAGER_END_DRAINED, reason, shutdown_one_done, op);
 	}
 	if (--op->pending == 0) {
 		/* Nothing to wait for; still answer through the loop. */

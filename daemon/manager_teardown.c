@@ -139,8 +139,8 @@ static void tomb_stored(const struct err *e, void *arg)
 	teardown_step_done(op);
 }
 
-void msession_end(struct msession *ms, enum session_state st, const char *reason,
-		  manager_done_cb cb, void *arg)
+void msession_end(struct msession *ms, enum session_state st, enum manager_end why,
+		  const char *reason, manager_done_cb cb, void *arg)
 {
 	if (ms->teardown)
 		return;
@@ -182,8 +182,21 @@ void msession_end(struct msession *ms, enum session_state st, const char *reason
 			defer_call(m->base, teardown_deferred_cb, op);
 		return;
 	}
+	m->endings[why]++;
 	tomb_add(m, ms->s, reason);
 	store_session_end(m->store, ms->s, reason, tomb_stored, op);
+}
+
+const char *manager_end_name(enum manager_end why)
+{
+	static const char *const names[MANAGER_END_COUNT] = {
+	    "deleted", "idle", "lifetime", "failed", "crashed", "drained", "node_lost"};
+	return why < MANAGER_END_COUNT ? names[why] : "other";
+}
+
+void manager_endings(const struct manager *m, uint64_t out[MANAGER_END_COUNT])
+{
+	memcpy(out, m->endings, sizeof(m->endings));
 }
 
 /* ---- why a session is not here ---- */

@@ -231,7 +231,7 @@ def test_metrics_page_is_well_formed_and_complete(api):
         names.add(series.split("{")[0])
     for want in ("ci_sessions", "ci_http_requests_total", "ci_execs_total", "ci_up",
                  "ci_egress_decisions_total", "ci_egress_dns_queries_total", "ci_pool_size",
-                 "ci_loop_lag_max_ms", "ci_http_refused_total", "ci_fds", "ci_fd_refusals_total"):
+                 "ci_event_loop_lag_seconds", "ci_http_refused_total", "ci_fds", "ci_fd_refusals_total"):
         assert want in names, (want, sorted(names))
     assert text.endswith("\n")
     limit = [line for line in text.splitlines() if line.startswith('ci_fds{what="limit"}')]
