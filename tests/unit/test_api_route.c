@@ -263,13 +263,14 @@ TEST(api_route_key_parameter)
 
 TEST(api_routes_auth_column)
 {
-	/* The operator's routes need the admin key; the probes nothing. */
+	/* The operator's routes need the admin key; the probes and the version nothing. */
 	for (size_t i = 0; i < api_routes_count; i++) {
 		const struct api_route *r = &api_routes[i];
 		if (strncmp(r->pattern, "/v1/admin/", 10) == 0 ||
 		    strcmp(r->pattern, "/metrics") == 0)
 			CHECK(r->auth == API_AUTH_ADMIN);
-		else if (strcmp(r->pattern, "/healthz") == 0 || strcmp(r->pattern, "/readyz") == 0)
+		else if (strcmp(r->pattern, "/healthz") == 0 ||
+			 strcmp(r->pattern, "/readyz") == 0 || strcmp(r->pattern, "/version") == 0)
 			CHECK(r->auth == API_AUTH_NONE);
 		else
 			CHECK(r->auth == API_AUTH_TENANT);
