@@ -13,6 +13,7 @@
 #include "fdbudget.h"
 #include "json.h"
 #include "metrics.h"
+#include "version.h"
 
 void api_probes_healthz(struct call *c)
 {
@@ -79,16 +80,6 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 	api->tick_due_us = now + TICK_US;
 }
 
-/* The build's version and commit for ci_build_info. The lead wires the
- * real ones here (daemon/version.h, issue 11's TLS and versions part);
- * until then they come from the compiler's -D or read "dev". */
-#ifndef CI_VERSION
-#define CI_VERSION "dev"
-#endif
-#ifndef CI_GIT
-#define CI_GIT "unknown"
-#endif
-
 /* The page's cap: the series are bounded (routes, statuses, 1,000 tenants),
  * so it never comes near; a bug must not grow a reply without bound. */
 #define METRICS_PAGE_MAX (8u << 20)
@@ -100,8 +91,8 @@ static int write_build_and_loop(struct http_api *api, struct buf *b)
 	if (metrics_head(b, "ci_build_info", "gauge",
 			 "The daemon's version and commit (always 1).") < 0 ||
 	    metrics_printf(b, "ci_build_info{version=\"") < 0 ||
-	    metrics_label_escape(b, CI_VERSION, 64) < 0 || metrics_printf(b, "\",git=\"") < 0 ||
-	    metrics_label_escape(b, CI_GIT, 64) < 0 || metrics_printf(b, "\"} 1\n") < 0)
+	    metrics_label_escape(b, ci_version, 64) < 0 || metrics_printf(b, "\",git=\"") < 0 ||
+	    metrics_label_escape(b, ci_git, 64) < 0 || metrics_printf(b, "\"} 1\n") < 0)
 		return -1;
 	if (metrics_head(b, "ci_event_loop_lag_seconds", "gauge",
 			 "Worst event-loop lag since the last scrape (a 50 ms tick's lateness).") <
