@@ -215,6 +215,20 @@ def test_isolation_matrix(make_daemon):
             assert same_as_never(r, rn, target), (method, suffix, r.body, rn.body)
     # B's list has none of A's.
     assert b.request("GET", "/v1/sessions")[1] == {"sessions": []}
+    # The audit: A's trail has its session (the control), B's has nothing of
+    # A's, whatever B asks for; /metrics (every tenant's usage) is not B's.
+    mine = a.request("GET", "/v1/audit?session=%s&limit=1000" % sid)[1]["entries"]
+    assert {e["action"] for e in mine} >= {"session_create", "exec", "file_write"}
+    for query in ("", "?session=" + sid, "?tenant=alpha", "?limit=1000&tenant=alpha"):
+        status, doc = b.request("GET", "/v1/audit" + query)
+        assert status == 200, (query, status, doc)
+        # B's own refused attempts on A's ids are B's entries (404s).
+        leaked = [e for e in doc["entries"] if e.get("tenant") != "beta" or
+                  (e.get("session") in (sid, ended["id"]) and e["outcome"] != "not_found")]
+        assert leaked == [], (query, leaked)
+    r = b.send("GET", "/metrics")
+    assert r.status == 403 and error_of(r)[0] == "forbidden"
+    assert b.request("GET", "/v1/admin/audit")[0] == 403
     # A's session is untouched.
     assert a.exec(sid, "secret")["result"] == "'alpha-only'"
     status, doc = a.request("GET", "/v1/sessions/%s/files/notes.txt" % sid)
