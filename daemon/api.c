@@ -36,9 +36,13 @@ const struct api_route api_routes[] = {
     {"DELETE", "/v1/sessions/{id}/files/{path...}", api_files_delete, API_AUTH_TENANT},
     {"POST", "/v1/exec", api_exec_oneshot, API_AUTH_TENANT},
     {"GET", "/v1/events", api_events_watch, API_AUTH_TENANT},
+    {"GET", "/v1/usage", api_quota_usage_own, API_AUTH_TENANT},
     {"GET", "/v1/admin/orphans", api_admin_orphans, API_AUTH_ADMIN},
     {"POST", "/v1/admin/gc", api_admin_gc, API_AUTH_ADMIN},
     {"POST", "/v1/admin/drain", api_admin_drain, API_AUTH_ADMIN},
+    {"GET", "/v1/admin/tenants/{tenant}/quota", api_quota_get, API_AUTH_ADMIN},
+    {"PUT", "/v1/admin/tenants/{tenant}/quota", api_quota_put, API_AUTH_ADMIN},
+    {"GET", "/v1/admin/tenants/{tenant}/usage", api_quota_usage, API_AUTH_ADMIN},
     /* Admin has never answered 405: any other method or name gets the list. */
     {"*", "/v1/admin/{...}", api_admin_unknown, API_AUTH_ADMIN},
 };
@@ -111,6 +115,7 @@ void api_call_free(struct call *c)
 {
 	if (c == NULL)
 		return;
+	api_quota_release(c);
 	free(c->path);
 	free(c);
 }
@@ -203,7 +208,13 @@ static void on_request(struct http_req *req, void *arg)
 		api_fail(c, ERR_NOT_FOUND, "no such session (malformed id)");
 		return;
 	}
+	if (m.kind == API_MATCH_BAD_TENANT) {
+		api_fail(c, ERR_BAD_REQUEST,
+			 "malformed tenant name (tenant names are [a-z0-9][a-z0-9_-]{0,62})");
+		return;
+	}
 	memcpy(c->id, m.id, sizeof(c->id));
+	memcpy(c->route_tenant, m.tenant, sizeof(c->route_tenant));
 	/* A file path is checked before the method, like the id. */
 	if (m.path) {
 		c->path = http_percent_decode(m.path, strlen(m.path));
@@ -231,7 +242,12 @@ static void on_request(struct http_req *req, void *arg)
 		err_free(e);
 		return;
 	}
-	m.route->handler(c);
+	/* Requests per second are a tenant's: the probes and admin routes are
+	 * not counted against anyone. */
+	if (m.route->auth == API_AUTH_TENANT)
+		api_quota_gate(c, m.route->handler);
+	else
+		m.route->handler(c);
 }
 
 /* ---- the server ---- */
@@ -252,6 +268,7 @@ struct http_api *http_api_new(struct event_base *base, const struct config *cfg,
 	api->store = store;
 	api->egress = egress;
 	LIST_INIT(&api->watchers);
+	api_quota_start(api);
 	manager_set_listener(mgr, api_events_on_session, api);
 	api_probes_start(api);
 	api->srv = http_server_new(base, on_request, api);
@@ -269,6 +286,7 @@ void http_api_free(struct http_api *api)
 	if (api == NULL)
 		return;
 	api_events_end_all(api);
+	api_quota_stop(api);
 	manager_set_listener(api->mgr, NULL, NULL);
 	api_probes_stop(api);
 	http_server_free(api->srv);

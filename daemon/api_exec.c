@@ -3,10 +3,12 @@
  * (manager_oneshot). */
 #include "api.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "api_requests.h"
 #include "json.h"
+#include "xalloc.h"
 
 /* Live output beyond this much unsent data is dropped from the stream (the
  * final result still carries it, capped): a slow client must not make the
@@ -82,6 +84,7 @@ static void reply_result(struct call *c, const struct exec_result *r, const stru
 static void exec_done_cb(const struct exec_result *r, const struct err *e, void *arg)
 {
 	struct call *c = arg;
+	api_quota_exec_ran(c, r ? r->duration_ms : -1);
 	if (!c->stream) {
 		reply_result(c, r, e);
 		return;
@@ -91,25 +94,49 @@ static void exec_done_cb(const struct exec_result *r, const struct err *e, void 
 	exec_stream_end(c, r, e);
 }
 
-static void exec_body(struct call *c, const char *body, size_t len)
+static void xr_free(void *arg)
 {
+	exec_request_release(arg);
+	free(arg);
+}
+
+/* Within the tenant's quotas (a slot reserved, api_quota_gate.c): run. */
+static void exec_admitted(struct call *c, void *arg)
+{
+	struct exec_request *xr = arg;
 	struct err *e = NULL;
-	struct exec_request xr;
-	if (api_parse_exec_request(body, len, false, &xr, &e) < 0) {
-		api_reply(c, 0, NULL, e);
-		err_free(e);
-		return;
-	}
-	c->stream = xr.stream;
-	int rc = manager_exec(c->api->mgr, c->id, c->tenant, xr.code, xr.len, xr.timeout_s,
+	int rc = manager_exec(c->api->mgr, c->id, c->tenant, xr->code, xr->len, xr->timeout_s,
 			      c->stream ? exec_event_cb : NULL, exec_done_cb, c, &e);
-	exec_request_release(&xr);
+	xr_free(xr);
 	if (rc == 0) {
 		if (c->stream)
 			http_req_reply_start(c->req, 200, "application/x-ndjson", -1);
 		return;
 	}
 	api_fail_session(c, e);
+}
+
+static void exec_body(struct call *c, const char *body, size_t len)
+{
+	struct err *e = NULL;
+	struct exec_request *xr = xcalloc(1, sizeof(*xr));
+	if (api_parse_exec_request(body, len, false, xr, &e) < 0) {
+		api_reply(c, 0, NULL, e);
+		err_free(e);
+		xr_free(xr);
+		return;
+	}
+	c->stream = xr->stream;
+	const struct session *s = manager_get(c->api->mgr, c->id, c->tenant);
+	if (s == NULL) { /* nothing to reserve for: the manager answers why */
+		exec_admitted(c, xr);
+		return;
+	}
+	struct api_quota_ask ask = {
+	    .exec = true,
+	    .exec_timeout_s = xr->timeout_s ? xr->timeout_s : s->limits.exec_timeout_s,
+	};
+	api_quota_admit(c, &ask, exec_admitted, xr, xr_free);
 }
 
 void api_exec_run(struct call *c)
@@ -122,6 +149,7 @@ void api_exec_run(struct call *c)
 static void oneshot_done(const struct exec_result *r, const struct err *e, bool created, void *arg)
 {
 	struct call *c = arg;
+	api_quota_exec_ran(c, r ? r->duration_ms : -1);
 	if (created)
 		c->api->creates++;
 	else
@@ -129,16 +157,36 @@ static void oneshot_done(const struct exec_result *r, const struct err *e, bool 
 	reply_result(c, r, e);
 }
 
-static void oneshot_body(struct call *c, const char *body, size_t len)
+static void oneshot_admitted(struct call *c, void *arg)
 {
+	struct exec_request *xr = arg;
 	struct err *e = NULL;
-	struct exec_request xr;
-	if (api_parse_exec_request(body, len, true, &xr, &e) < 0 ||
-	    manager_oneshot(c->api->mgr, c->tenant, &xr, oneshot_done, c, &e) < 0) {
+	if (manager_oneshot(c->api->mgr, c->tenant, xr, oneshot_done, c, &e) < 0) {
 		api_reply(c, 0, NULL, e);
 		err_free(e);
 	}
-	exec_request_release(&xr);
+	xr_free(xr);
+}
+
+static void oneshot_body(struct call *c, const char *body, size_t len)
+{
+	struct err *e = NULL;
+	struct exec_request *xr = xcalloc(1, sizeof(*xr));
+	if (api_parse_exec_request(body, len, true, xr, &e) < 0) {
+		api_reply(c, 0, NULL, e);
+		err_free(e);
+		xr_free(xr);
+		return;
+	}
+	/* A session and an execution at once, both reserved first. */
+	const struct config *cfg = c->api->cfg;
+	struct api_quota_ask ask = {
+	    .session = true,
+	    .memory_mb = cfg->memory_mb,
+	    .exec = true,
+	    .exec_timeout_s = xr->timeout_s ? xr->timeout_s : cfg->exec_timeout_s,
+	};
+	api_quota_admit(c, &ask, oneshot_admitted, xr, xr_free);
 }
 
 void api_exec_oneshot(struct call *c)

@@ -5,6 +5,8 @@
  * text with these parameters:
  *   {id}       one segment (up to the next '/'): a session id. The matcher
  *              checks it (session_id_valid), so no handler sees a bad one.
+ *   {tenant}   one segment: a tenant name (quota_tenant_valid), checked by
+ *              the matcher like {id}.
  *   {path...}  the rest of the path, possibly empty, still percent-encoded:
  *              a file path in the session (the caller decodes and checks it).
  *   {...}      the rest of the path, whatever it is (not captured).
@@ -38,10 +40,11 @@ struct api_route {
 };
 
 enum api_match_kind {
-	API_MATCH_FOUND,  /* route serves this method and path */
-	API_MATCH_METHOD, /* the path is known, with other methods (allow) */
-	API_MATCH_BAD_ID, /* no route matched; one would have with a valid {id} */
-	API_MATCH_NONE,   /* no such route */
+	API_MATCH_FOUND,      /* route serves this method and path */
+	API_MATCH_METHOD,     /* the path is known, with other methods (allow) */
+	API_MATCH_BAD_ID,     /* no route matched; one would have with a valid {id} */
+	API_MATCH_BAD_TENANT, /* ... or with a valid {tenant} */
+	API_MATCH_NONE,       /* no such route */
 };
 
 /* Room for the longest Allow value the table needs ("PUT, GET, DELETE"). */
@@ -54,6 +57,7 @@ struct api_match {
 	 * the first route whose pattern matched (METHOD). */
 	char id[SESSION_ID_LEN + 1]; /* the {id}; "" when the pattern has none */
 	const char *path;            /* the {path...}, a pointer into path; NULL when none */
+	char tenant[64];             /* the {tenant}; "" when the pattern has none */
 	/* FOUND and METHOD: the methods the path has, in table order,
 	 * ", "-separated ("GET, PATCH, DELETE"); "*" routes are not listed. */
 	char allow[API_ALLOW_MAX];

@@ -3,10 +3,12 @@
 #include "api.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "api_requests.h"
 #include "json.h"
 #include "session_json.h"
+#include "xalloc.h"
 
 static void reply_session(struct call *c, int status, const struct session *s)
 {
@@ -24,22 +26,48 @@ static void created_cb(const struct session *s, const struct err *e, void *arg)
 		return;
 	}
 	c->api->creates++;
+	api_quota_session_created(c, s);
 	char loc[64];
 	snprintf(loc, sizeof(loc), "/v1/sessions/%s", s->id);
 	http_req_add_header(c->req, "Location", loc);
 	reply_session(c, 201, s);
 }
 
-static void create_body(struct call *c, const char *body, size_t len)
+static void sr_free(void *arg)
 {
+	session_request_release(arg);
+	free(arg);
+}
+
+/* Within the tenant's quotas (a slot reserved, api_quota_gate.c): create. */
+static void create_admitted(struct call *c, void *arg)
+{
+	struct session_request *sr = arg;
 	struct err *e = NULL;
-	struct session_request sr;
-	if (api_parse_session_body(body, len, &sr, &e) < 0 ||
-	    manager_create(c->api->mgr, &sr, c->tenant, created_cb, c, &e) < 0) {
+	if (manager_create(c->api->mgr, sr, c->tenant, created_cb, c, &e) < 0) {
 		api_reply(c, 0, NULL, e);
 		err_free(e);
 	}
-	session_request_release(&sr);
+	sr_free(sr);
+}
+
+static void create_body(struct call *c, const char *body, size_t len)
+{
+	struct err *e = NULL;
+	struct session_request *sr = xcalloc(1, sizeof(*sr));
+	if (api_parse_session_body(body, len, sr, &e) < 0) {
+		api_reply(c, 0, NULL, e);
+		err_free(e);
+		sr_free(sr);
+		return;
+	}
+	/* Reserved before the manager sees it: a refused create never touches
+	 * the warm pool. */
+	struct api_quota_ask ask = {
+	    .session = true,
+	    .memory_mb = sr->set & SRQ_MEMORY ? sr->limits.memory_mb : c->api->cfg->memory_mb,
+	};
+	api_quota_admit(c, &ask, create_admitted, sr, sr_free);
 }
 
 void api_sessions_create(struct call *c)

@@ -115,6 +115,17 @@ static const struct opt opt_table[] = {
      "API connections from one source address (an IPv6 /64)"},
     {"fd-reserve", OPT_INT, O(fd_reserve), "64", 16, 1 << 20,
      "file descriptors never handed to clients, tunnels or sessions (Docker, Redis, helpers)"},
+    {"quota-sessions", OPT_INT, O(quota_sessions), "0", 0, 1000000000,
+     "live sessions per tenant (all nodes on the Redis); 0 = unlimited; a tenant's own quota "
+     "overrides it"},
+    {"quota-executions", OPT_INT, O(quota_executions), "0", 0, 1000000000,
+     "concurrent executions per tenant; 0 = unlimited"},
+    {"quota-memory-mb", OPT_INT, O(quota_memory_mb), "0", 0, 1000000000,
+     "the memory limits of a tenant's live sessions, summed; 0 = unlimited"},
+    {"quota-exec-seconds-per-hour", OPT_INT, O(quota_exec_seconds_per_hour), "0", 0, 1000000000,
+     "execution wall time per tenant in a sliding hour; 0 = unlimited"},
+    {"quota-requests-per-second", OPT_INT, O(quota_requests_per_second), "0", 0, 1000000000,
+     "API requests per tenant and second (a token bucket holding twice that); 0 = unlimited"},
 };
 
 #define OPT_COUNT (sizeof(opt_table) / sizeof(opt_table[0]))
@@ -423,6 +434,11 @@ void config_reload_into(struct config *dst, const struct config *src, char *chan
 					   "start-timeout-s",
 					   "drain-timeout-s",
 					   "remove-on-exit",
+					   "quota-sessions",
+					   "quota-executions",
+					   "quota-memory-mb",
+					   "quota-exec-seconds-per-hour",
+					   "quota-requests-per-second",
 					   NULL};
 	changed[0] = '\0';
 	for (const char *const *k = live; *k; k++) {
