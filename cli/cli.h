@@ -60,6 +60,8 @@ extern const struct cli_cmd cmd_health;
 extern const struct cli_cmd cmd_gc;
 extern const struct cli_cmd cmd_drain;
 extern const struct cli_cmd cmd_events;
+extern const struct cli_cmd cmd_quota;
+extern const struct cli_cmd cmd_usage;
 
 /* getopt values of the global options; above any short option char. */
 enum {

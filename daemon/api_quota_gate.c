@@ -368,6 +368,17 @@ static void start_exec(struct api_quota_wait *w)
 	    clock_now_ms() + w->ask.exec_timeout_s * 1000 + cfg->kill_grace_ms + QUOTA_GRACE_MS;
 	if (!c->id[0]) /* the one-shot starts its session first */
 		lapse += cfg->start_timeout_s * 1000;
+	if (w->eff.v[QUOTA_EXECUTIONS] == 0 && w->eff.v[QUOTA_EXEC_SECONDS_PER_HOUR] == 0) {
+		/* Nothing to enforce: counted for the usage without waiting, so
+		 * Redis stays off an execution's critical path. */
+		store_quota_exec_admit(c->api->store, c->tenant, h->exec_member, lapse, &w->eff,
+				       NULL, NULL);
+		h->exec = true;
+		h->exec_started_ms = clock_mono_ms();
+		w->ask.exec = false;
+		step(w);
+		return;
+	}
 	w->op = store_quota_exec_admit(c->api->store, c->tenant, h->exec_member, lapse, &w->eff,
 				       exec_admitted, w);
 }

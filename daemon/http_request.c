@@ -418,6 +418,20 @@ static void send_continue(struct http_req *req)
 	}
 }
 
+static void req_resume_cb(evutil_socket_t fd, short what, void *arg);
+
+/* A body claimed after the handler returned (it waited on Redis first: a
+ * quota, a key) has bytes already read that no new read would move: move
+ * them from the loop. Claimed inside the handler, this finds them moved. */
+static void body_kick(struct http_req *req)
+{
+	if (req->conn == NULL)
+		return;
+	if (req->resume_ev == NULL)
+		req->resume_ev = evtimer_new(req->base, req_resume_cb, req);
+	defer_event(req->resume_ev);
+}
+
 void http_req_read_body(struct http_req *req, size_t cap, http_body_cb cb, void *arg)
 {
 	if (req->content_length > 0 && (uint64_t)req->content_length > cap) {
@@ -440,7 +454,9 @@ void http_req_read_body(struct http_req *req, size_t cap, http_body_cb cb, void 
 	if (req->body_complete && req->conn && req->conn->state == CS_HANDLING &&
 	    req->content_length == 0) {
 		cb(req, "", 0, arg);
+		return;
 	}
+	body_kick(req);
 }
 
 void http_req_stream_body(struct http_req *req, http_chunk_cb cb, void *arg)
@@ -451,8 +467,11 @@ void http_req_stream_body(struct http_req *req, http_chunk_cb cb, void *arg)
 	if (req->conn)
 		bufferevent_setwatermark(req->conn->bev, EV_READ, 0, HTTP_BODY_READ_HIGH);
 	send_continue(req);
-	if (req->content_length == 0)
+	if (req->content_length == 0) {
 		cb(req, NULL, 0, HTTP_BODY_END, arg);
+		return;
+	}
+	body_kick(req);
 }
 
 void http_req_pause_body(struct http_req *req)

@@ -516,7 +516,7 @@ struct store_quota_op *store_quota_exec_admit(struct store *st, const char *tena
 					      const struct quota *q, store_quota_admit_cb cb,
 					      void *arg)
 {
-	struct store_quota_op *op = op_new(st, OP_ADMIT, &s_exec_admit, arg);
+	struct store_quota_op *op = op_new(st, cb ? OP_ADMIT : OP_FIRE, &s_exec_admit, arg);
 	op->admit_cb = cb;
 	op_arg(op, "3");
 	op_key(op, tenant, "execs");

@@ -65,7 +65,8 @@ void store_quota_session_commit(struct store *st, const char *tenant, const char
 void store_quota_session_release(struct store *st, const char *tenant, const char *member);
 
 /* Reserve an execution slot for member until lapse_ms, if q allows it
- * (executions, exec_seconds_per_hour). */
+ * (executions, exec_seconds_per_hour). cb NULL: fire and forget (nothing
+ * to enforce; the slot is only counted for the usage). */
 struct store_quota_op *store_quota_exec_admit(struct store *st, const char *tenant,
 					      const char *member, int64_t lapse_ms,
 					      const struct quota *q, store_quota_admit_cb cb,
