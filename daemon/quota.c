@@ -57,6 +57,7 @@ int quota_override_parse(const char *text, size_t len, struct quota_override *ou
 			 struct err **errp)
 {
 	memset(out, 0, sizeof(*out));
+	struct quota_override o = {0};
 	AUTOJSON yajl_val v = json_parse(text, len, errp);
 	if (v == NULL)
 		return -1;
@@ -82,9 +83,10 @@ int quota_override_parse(const char *text, size_t len, struct quota_override *ou
 			    errp, ERR_BAD_REQUEST,
 			    "quota: %s: %lld is out of range (0 = unlimited, at most %lld)", k,
 			    (long long)n64, (long long)QUOTA_MAX_VALUE);
-		out->set |= 1u << n;
-		out->v[n] = n64;
+		o.set |= 1u << n;
+		o.v[n] = n64;
 	}
+	*out = o; /* all or nothing */
 	return 0;
 }
 

@@ -61,7 +61,7 @@ void quota_from_config(const struct config *cfg, struct quota *out);
 
 /* Parse a JSON object of quota names to integers into *out. Every member
  * must be a known name with an integer in [0, QUOTA_MAX_VALUE]; the error
- * (bad_request) names the member otherwise. */
+ * (bad_request) names the member otherwise, and *out is left empty. */
 int quota_override_parse(const char *text, size_t len, struct quota_override *out,
 			 struct err **errp);
 

@@ -53,6 +53,7 @@ TEST(quota_override_refuses_and_names_the_member)
 	char msg[512];
 	CHECK(parse("{\"sessions\":1,\"bogus\":2}", &o, msg, sizeof(msg)) < 0);
 	CHECK(strstr(msg, "bogus") != NULL);
+	CHECK(o.set == 0 && o.v[QUOTA_SESSIONS] == 0); /* all or nothing */
 	CHECK(parse("{\"executions\":-1}", &o, msg, sizeof(msg)) < 0);
 	CHECK(strstr(msg, "executions") != NULL);
 	CHECK(parse("{\"memory_mb\":1.5}", &o, msg, sizeof(msg)) < 0);
