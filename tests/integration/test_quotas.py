@@ -255,3 +255,43 @@ def test_a_crashed_node_s_reservation_is_released_by_its_recovery(make_daemon):
              interval=0.2, what="the session tombstoned by recovery")
     wait_for(lambda: usage(d)["sessions"] == 0, 20, what="the slot given back")
     assert d.api.delete(d.api.create()["id"]) == 204
+
+
+def test_ctl_quota_and_usage(make_daemon):
+    d = make_daemon("--pool-size", "0", "--quota-sessions", "4")
+    out = d.ctl("quota", "default")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].split() == ["QUOTA", "LIMIT", "FROM"]
+    assert ["sessions", "4", "server"] in [l.split() for l in lines]
+    assert ["executions", "unlimited", "server"] in [l.split() for l in lines]
+    out = d.ctl("quota", "default", "--set", "sessions=1", "--set", "memory_mb=2048")
+    assert out.returncode == 0, out.stderr
+    rows = [l.split() for l in out.stdout.splitlines()]
+    assert ["sessions", "1", "tenant"] in rows and ["memory_mb", "2048", "tenant"] in rows
+    # --set keeps what it does not name; 'default' drops the tenant's own.
+    out = d.ctl("quota", "default", "--set", "sessions=default")
+    rows = [l.split() for l in out.stdout.splitlines()]
+    assert ["sessions", "4", "server"] in rows and ["memory_mb", "2048", "tenant"] in rows
+    assert d.api.request("GET", QUOTA)[1]["overrides"] == {"memory_mb": 2048}
+    for bad in (("quota", "default", "--set", "bogus=1"), ("quota", "default", "--set", "sessions=-1"),
+                ("quota", "Bad"), ("usage", "a/b")):
+        out = d.ctl(*bad)
+        assert out.returncode == 2, (bad, out.stdout, out.stderr)
+    out = d.ctl("--json", "quota", "default")
+    assert out.returncode == 0 and '"overrides":{"memory_mb":2048}' in out.stdout.replace(" ", "")
+    # A 429 names the quota and the Retry-After.
+    put_quota(d, {"sessions": 1})
+    s = d.api.create()
+    out = d.ctl("create")
+    assert out.returncode != 0
+    assert "quota_exceeded" in out.stderr and "sessions" in out.stderr and "retry in 1s" in out.stderr
+    out = d.ctl("usage")
+    assert out.returncode == 0, out.stderr
+    rows = [l.split() for l in out.stdout.splitlines()]
+    assert rows[0] == ["tenant", "default"] and ["sessions", "1", "1"] in rows
+    assert ["memory_mb", "512", "unlimited"] in rows
+    admin = d.ctl("usage", "default")
+    assert admin.returncode == 0 and ["sessions", "1", "1"] in [l.split() for l in
+                                                               admin.stdout.splitlines()]
+    d.api.delete(s["id"])
