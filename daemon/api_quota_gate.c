@@ -22,7 +22,8 @@
 #include "log.h"
 #include "xalloc.h"
 
-/* How long a tenant's override read from Redis is trusted. */
+/* How long a tenant's override read from Redis is used before it is read
+ * again (in the background). */
 #define CACHE_FRESH_MS 1000
 /* Tenants remembered; beyond that the cache starts over (bounded memory
  * whatever names the admin routes are given). */
@@ -32,7 +33,8 @@
 struct tenant_entry {
 	char name[64];
 	struct quota_override o;
-	int64_t fetched_ms; /* monotonic */
+	int64_t fetched_ms;             /* monotonic */
+	struct store_quota_op *refresh; /* a re-read in flight */
 	struct tenant_entry *next;
 };
 
@@ -92,6 +94,7 @@ static void cache_clear(struct api_quota *q)
 		while (q->buckets[i]) {
 			struct tenant_entry *t = q->buckets[i];
 			q->buckets[i] = t->next;
+			store_quota_cancel(t->refresh);
 			free(t);
 		}
 	q->n = 0;
@@ -425,11 +428,24 @@ static void fetched(const struct err *e, const struct quota_override *o, void *a
 	step(w);
 }
 
-/* Know c's tenant's quotas, then step. */
+static void refreshed(const struct err *e, const struct quota_override *o, void *arg)
+{
+	struct tenant_entry *t = arg;
+	t->refresh = NULL;
+	if (e == NULL)
+		t->o = *o;
+	t->fetched_ms = clock_mono_ms(); /* after a failure too: retried in a second */
+}
+
+/* Know c's tenant's quotas, then step. Only a tenant not seen yet waits for
+ * Redis: a known one's quotas are used as they are while a stale entry is
+ * read again in the background, so Redis is on no request's path for it. */
 static void resolve(struct api_quota_wait *w)
 {
 	struct tenant_entry *t = cache_find(w->api->quota, w->c->tenant);
-	if (t && clock_mono_ms() - t->fetched_ms < CACHE_FRESH_MS) {
+	if (t) {
+		if (clock_mono_ms() - t->fetched_ms >= CACHE_FRESH_MS && t->refresh == NULL)
+			t->refresh = store_quota_get(w->api->store, t->name, refreshed, t);
 		effective(w->api, t, &w->eff);
 		step(w);
 		return;

@@ -161,6 +161,7 @@ struct store_quota_op {
 	char *argv[OP_MAX_ARGS];
 	size_t lens[OP_MAX_ARGS];
 	bool retried, cancelled;
+	struct event *timer; /* a Redis that takes this long is answered for */
 	store_quota_admit_cb admit_cb;
 	store_quota_usage_cb usage_cb;
 	store_quota_get_cb get_cb;
@@ -172,6 +173,8 @@ struct store_quota_op {
 
 static void op_free(struct store_quota_op *op)
 {
+	if (op->timer)
+		event_free(op->timer);
 	for (int i = 0; i < op->argc; i++)
 		free(op->argv[i]);
 	free(op);
@@ -272,6 +275,22 @@ static void op_send(struct store_quota_op *op)
 	redisAsyncCommandArgv(st->ac, on_reply, op, op->argc, (const char **)op->argv, op->lens);
 }
 
+/* A Redis that accepts commands but does not answer (frozen, a network
+ * that drops everything) must not hold a caller for longer than this: it
+ * hears "unavailable", and the late answer is dropped. */
+#define OP_TIMEOUT_S 2
+
+static void op_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct store_quota_op *op = arg;
+	if (op->cancelled)
+		return;
+	deliver_error(op, "redis did not answer the quota check in time");
+	op->cancelled = true; /* the answer, if it comes, only frees op */
+}
+
 /* Start op, or (Redis down) answer it from the loop; a fire-and-forget op
  * is dropped. */
 static struct store_quota_op *op_start(struct store_quota_op *op)
@@ -283,6 +302,11 @@ static struct store_quota_op *op_start(struct store_quota_op *op)
 		}
 		defer_call(op->st->base, unavailable_deferred, op);
 		return op;
+	}
+	if (op->kind != OP_FIRE) {
+		op->timer = evtimer_new(op->st->base, op_timeout_cb, op);
+		struct timeval tv = {OP_TIMEOUT_S, 0};
+		evtimer_add(op->timer, &tv);
 	}
 	op_send(op);
 	return op->kind == OP_FIRE ? NULL : op;
