@@ -120,13 +120,74 @@ static int quota_set_arg(struct cli_ctx *ctx, const char *arg, long long *set)
 	return 0;
 }
 
+/* One call whose answer prints with print (unless --json printed it);
+ * returns the exit status. */
+static int quota_call(struct cli_ctx *ctx, const struct client_req *req, void (*print)(yajl_val))
+{
+	struct client_resp resp = {0};
+	yajl_val doc = NULL;
+	int rc = cli_call_doc(ctx, req, &resp, &doc);
+
+	if (rc == CLI_EXIT_OK && doc != NULL)
+		print(doc);
+	json_free(doc);
+	client_resp_release(&resp);
+	return rc;
+}
+
+/* The PUT body: the stored overrides (GET first: PUT replaces them all)
+ * with the --set values over them. NULL after reporting a failed GET. */
+static char *quota_merged(struct cli_ctx *ctx, const char *path, const long long *set, int *rc)
+{
+	struct client_resp resp = {0};
+	yajl_val doc = NULL;
+	int json = ctx->json;
+	char *out = NULL;
+
+	ctx->json = 0;
+	*rc = cli_call_doc(ctx, &(struct client_req){.method = "GET", .path = path}, &resp, &doc);
+	ctx->json = json;
+	if (*rc == CLI_EXIT_OK) {
+		yajl_val over = json_path_obj(doc, "overrides");
+		AUTOGEN yajl_gen g = json_gen_new();
+		size_t len;
+
+		jg_obj(g);
+		for (size_t i = 0; i < NQUOTAS; i++) {
+			yajl_val v = json_get(over, quota_names[i]);
+
+			if (set[i] >= 0)
+				jg_kv_int(g, quota_names[i], set[i]);
+			else if (set[i] == -1 && v && YAJL_IS_INTEGER(v))
+				jg_kv_int(g, quota_names[i], YAJL_GET_INTEGER(v));
+		}
+		jg_obj_end(g);
+		out = xstrdup(jg_text(g, &len));
+	}
+	json_free(doc);
+	client_resp_release(&resp);
+	return out;
+}
+
+/* "/v1/admin/tenants/TENANT/WHAT" (caller frees), or NULL after a usage
+ * error for a name the daemon would refuse. */
+static char *tenant_path(struct cli_ctx *ctx, const char *tenant, const char *what)
+{
+	char *path = NULL;
+
+	if (!tenant_ok(tenant)) {
+		cli_usage_error(ctx, "tenant '%s': want [a-z0-9][a-z0-9_-]{0,62}", tenant);
+		return NULL;
+	}
+	if (asprintf(&path, "/v1/admin/tenants/%s/%s", tenant, what) < 0)
+		abort();
+	return path;
+}
+
 static int quota_run(struct cli_ctx *ctx, int argc, char **argv)
 {
 	long long set[NQUOTAS] = {-1, -1, -1, -1, -1};
-	struct client_resp resp = {0};
-	yajl_val doc = NULL;
-	AUTOGEN yajl_gen g = NULL;
-	char *path = NULL;
+	char *path, *body = NULL;
 	int c, rc, any = 0;
 
 	while ((c = cli_getopt(ctx, argc, argv, ":h", quota_options)) != -1) {
@@ -142,54 +203,20 @@ static int quota_run(struct cli_ctx *ctx, int argc, char **argv)
 	}
 	if ((rc = cli_want_args(ctx, argc - optind, 1, 1)) != 0)
 		return rc;
-	if (!tenant_ok(argv[optind]))
-		return cli_usage_error(ctx, "tenant '%s': want [a-z0-9][a-z0-9_-]{0,62}",
-				       argv[optind]);
-	if (asprintf(&path, "/v1/admin/tenants/%s/quota", argv[optind]) < 0)
-		abort();
-	if (any) {
-		/* PUT replaces the stored object: start from what is stored. */
-		int json = ctx->json;
-
-		ctx->json = 0;
-		rc = cli_call_doc(ctx, &(struct client_req){.method = "GET", .path = path}, &resp,
-				  &doc);
-		ctx->json = json;
-		if (rc != CLI_EXIT_OK)
-			goto out;
-		yajl_val over = json_path_obj(doc, "overrides");
-		g = json_gen_new();
-		jg_obj(g);
-		for (size_t i = 0; i < NQUOTAS; i++) {
-			yajl_val v = json_get(over, quota_names[i]);
-
-			if (set[i] >= 0)
-				jg_kv_int(g, quota_names[i], set[i]);
-			else if (set[i] == -1 && v && YAJL_IS_INTEGER(v))
-				jg_kv_int(g, quota_names[i], YAJL_GET_INTEGER(v));
-		}
-		jg_obj_end(g);
-		json_free(doc);
-		doc = NULL;
-		client_resp_release(&resp);
-		size_t len;
-		const char *body = jg_text(g, &len);
-		rc = cli_call_doc(ctx,
-				  &(struct client_req){.method = "PUT",
-						       .path = path,
-						       .content_type = "application/json",
-						       .body = body,
-						       .body_len = len},
-				  &resp, &doc);
-	} else {
-		rc = cli_call_doc(ctx, &(struct client_req){.method = "GET", .path = path}, &resp,
-				  &doc);
-	}
-	if (rc == CLI_EXIT_OK && doc != NULL)
-		quota_print(doc);
-out:
-	json_free(doc);
-	client_resp_release(&resp);
+	if ((path = tenant_path(ctx, argv[optind], "quota")) == NULL)
+		return CLI_EXIT_USAGE;
+	if (!any)
+		rc = quota_call(ctx, &(struct client_req){.method = "GET", .path = path},
+				quota_print);
+	else if ((body = quota_merged(ctx, path, set, &rc)) != NULL)
+		rc = quota_call(ctx,
+				&(struct client_req){.method = "PUT",
+						     .path = path,
+						     .content_type = "application/json",
+						     .body = body,
+						     .body_len = strlen(body)},
+				quota_print);
+	free(body);
 	free(path);
 	return rc;
 }
@@ -215,50 +242,43 @@ const struct cli_cmd cmd_quota = {
 
 /* ---- usage ----------------------------------------------------------- */
 
-static int usage_run(struct cli_ctx *ctx, int argc, char **argv)
+/* The tenant, then USAGE NOW LIMIT. */
+static void usage_print(yajl_val doc)
 {
 	static const char *const headers[] = {"USAGE", "NOW", "LIMIT"};
-	struct client_resp resp = {0};
-	yajl_val doc = NULL;
-	char *path = NULL;
+	yajl_val used = json_path_obj(doc, "usage"), quota = json_path_obj(doc, "quota");
+	const char *tenant = json_path_str(doc, "tenant");
+	struct table *t = table_new(3, headers);
+	char *clean = output_clean(tenant ? tenant : "-");
+
+	printf("tenant %s\n", clean);
+	free(clean);
+	for (size_t i = 0; i < NQUOTAS; i++) {
+		char now[32], limit[32];
+		double v;
+
+		if (json_path_num(used, usage_names[i], &v))
+			snprintf(now, sizeof(now), "%g", v);
+		else
+			snprintf(now, sizeof(now), "-");
+		limit_text(quota, quota_names[i], limit, sizeof(limit));
+		table_add(t, (const char *const[]){usage_names[i], now, limit});
+	}
+	table_print(t, stdout);
+	table_free(t);
+}
+
+static int usage_run(struct cli_ctx *ctx, int argc, char **argv)
+{
+	char *path;
 	int rc;
 
 	if (cli_operands(ctx, argc, argv, 0, 1, 0) < 0)
 		return ctx->rc;
-	if (optind < argc) {
-		if (!tenant_ok(argv[optind]))
-			return cli_usage_error(ctx, "tenant '%s': want [a-z0-9][a-z0-9_-]{0,62}",
-					       argv[optind]);
-		if (asprintf(&path, "/v1/admin/tenants/%s/usage", argv[optind]) < 0)
-			abort();
-	} else {
-		path = xstrdup("/v1/usage");
-	}
-	rc = cli_call_doc(ctx, &(struct client_req){.method = "GET", .path = path}, &resp, &doc);
-	if (rc == CLI_EXIT_OK && doc != NULL) {
-		yajl_val used = json_path_obj(doc, "usage"), quota = json_path_obj(doc, "quota");
-		const char *tenant = json_path_str(doc, "tenant");
-		struct table *t = table_new(3, headers);
-		char *clean = output_clean(tenant ? tenant : "-");
-
-		printf("tenant %s\n", clean);
-		free(clean);
-		for (size_t i = 0; i < NQUOTAS; i++) {
-			char now[32], limit[32];
-			double v;
-
-			if (json_path_num(used, usage_names[i], &v))
-				snprintf(now, sizeof(now), "%g", v);
-			else
-				snprintf(now, sizeof(now), "-");
-			limit_text(quota, quota_names[i], limit, sizeof(limit));
-			table_add(t, (const char *const[]){usage_names[i], now, limit});
-		}
-		table_print(t, stdout);
-		table_free(t);
-	}
-	json_free(doc);
-	client_resp_release(&resp);
+	path = optind < argc ? tenant_path(ctx, argv[optind], "usage") : xstrdup("/v1/usage");
+	if (path == NULL)
+		return CLI_EXIT_USAGE;
+	rc = quota_call(ctx, &(struct client_req){.method = "GET", .path = path}, usage_print);
 	free(path);
 	return rc;
 }

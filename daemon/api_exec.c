@@ -100,6 +100,20 @@ static void xr_free(void *arg)
 	free(arg);
 }
 
+/* The body as an exec request (heap, xr_free), or NULL with c answered. */
+static struct exec_request *parse_exec(struct call *c, const char *body, size_t len, bool oneshot)
+{
+	struct err *e = NULL;
+	struct exec_request *xr = xcalloc(1, sizeof(*xr));
+	if (api_parse_exec_request(body, len, oneshot, xr, &e) < 0) {
+		api_reply(c, 0, NULL, e);
+		err_free(e);
+		xr_free(xr);
+		return NULL;
+	}
+	return xr;
+}
+
 /* Within the tenant's quotas (a slot reserved, api_quota_gate.c): run. */
 static void exec_admitted(struct call *c, void *arg)
 {
@@ -118,14 +132,9 @@ static void exec_admitted(struct call *c, void *arg)
 
 static void exec_body(struct call *c, const char *body, size_t len)
 {
-	struct err *e = NULL;
-	struct exec_request *xr = xcalloc(1, sizeof(*xr));
-	if (api_parse_exec_request(body, len, false, xr, &e) < 0) {
-		api_reply(c, 0, NULL, e);
-		err_free(e);
-		xr_free(xr);
+	struct exec_request *xr = parse_exec(c, body, len, false);
+	if (xr == NULL)
 		return;
-	}
 	c->stream = xr->stream;
 	const struct session *s = manager_get(c->api->mgr, c->id, c->tenant);
 	if (s == NULL) { /* nothing to reserve for: the manager answers why */
@@ -170,14 +179,9 @@ static void oneshot_admitted(struct call *c, void *arg)
 
 static void oneshot_body(struct call *c, const char *body, size_t len)
 {
-	struct err *e = NULL;
-	struct exec_request *xr = xcalloc(1, sizeof(*xr));
-	if (api_parse_exec_request(body, len, true, xr, &e) < 0) {
-		api_reply(c, 0, NULL, e);
-		err_free(e);
-		xr_free(xr);
+	struct exec_request *xr = parse_exec(c, body, len, true);
+	if (xr == NULL)
 		return;
-	}
 	/* A session and an execution at once, both reserved first. */
 	const struct config *cfg = c->api->cfg;
 	struct api_quota_ask ask = {

@@ -33,11 +33,17 @@ static struct quota_flow *flow_new(struct call *c, const char *tenant, bool usag
 	return f;
 }
 
-/* The flow is over: c is the caller's to answer. */
-static struct call *flow_end(struct quota_flow *f)
+/* The flow is over: what it read into *out, and c, the caller's to answer;
+ * or, with e, c answered with it and NULL. */
+static struct call *flow_end(struct quota_flow *f, const struct err *e, struct quota_flow *out)
 {
 	struct call *c = api_quota_wait_done(f->w);
+	*out = *f;
 	free(f);
+	if (e) {
+		api_reply(c, 0, NULL, e);
+		return NULL;
+	}
 	return c;
 }
 
@@ -66,13 +72,10 @@ static void reply_quota(struct call *c, const struct quota_flow *f)
 
 static void usage_done(const struct err *e, const struct store_quota_usage *u, void *arg)
 {
-	struct quota_flow *f = arg;
-	struct quota_flow copy = *f;
-	struct call *c = flow_end(f);
-	if (e) {
-		api_reply(c, 0, NULL, e);
+	struct quota_flow copy;
+	struct call *c = flow_end(arg, e, &copy);
+	if (c == NULL)
 		return;
-	}
 	AUTOGEN yajl_gen g = json_gen_new();
 	jg_obj(g);
 	jg_kv_str(g, "tenant", copy.tenant);
@@ -92,10 +95,9 @@ static void usage_done(const struct err *e, const struct store_quota_usage *u, v
 
 static void override_read(const struct err *e, const struct quota_override *o, void *arg)
 {
-	struct quota_flow *f = arg;
+	struct quota_flow *f = arg, copy;
 	if (e) {
-		struct call *c = flow_end(f);
-		api_reply(c, 0, NULL, e);
+		flow_end(f, e, &copy);
 		return;
 	}
 	f->o = *o;
@@ -106,8 +108,7 @@ static void override_read(const struct err *e, const struct quota_override *o, v
 				      store_quota_usage(c->api->store, f->tenant, usage_done, f));
 		return;
 	}
-	struct quota_flow copy = *f;
-	c = flow_end(f);
+	c = flow_end(f, NULL, &copy);
 	reply_quota(c, &copy);
 }
 
@@ -134,13 +135,10 @@ void api_quota_usage_own(struct call *c)
 
 static void put_done(const struct err *e, void *arg)
 {
-	struct quota_flow *f = arg;
-	struct quota_flow copy = *f;
-	struct call *c = flow_end(f);
-	if (e) {
-		api_reply(c, 0, NULL, e);
+	struct quota_flow copy;
+	struct call *c = flow_end(arg, e, &copy);
+	if (c == NULL)
 		return;
-	}
 	api_quota_learn(c->api, copy.tenant, &copy.o);
 	reply_quota(c, &copy);
 }
@@ -157,8 +155,8 @@ static void put_body(struct call *c, const char *body, size_t len)
 	struct quota_flow *f = flow_new(c, c->route_tenant, false);
 	f->o = o;
 	if (store_quota_put(c->api->store, f->tenant, &o, put_done, f, &e) < 0) {
-		c = flow_end(f);
-		api_reply(c, 0, NULL, e);
+		struct quota_flow copy;
+		flow_end(f, e, &copy);
 		err_free(e);
 	}
 }

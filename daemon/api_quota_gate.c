@@ -306,31 +306,35 @@ static bool admit_failed(struct api_quota_wait *w, const struct err *e, int refu
 	return false;
 }
 
-static void session_admitted(const struct err *e, int refused, int64_t retry_s, void *arg)
+/* The hold has what was reserved: the session, or the execution. */
+static void hold_take(struct api_quota_hold *h, bool session)
+{
+	if (session) {
+		h->session = true;
+		return;
+	}
+	h->exec = true;
+	h->exec_started_ms = clock_mono_ms();
+}
+
+/* A reservation's answer: the session's (reserved first) while the ask
+ * still has it, else the execution's. */
+static void admitted(const struct err *e, int refused, int64_t retry_s, void *arg)
 {
 	struct api_quota_wait *w = arg;
 	w->op = NULL;
-	bool limited = w->eff.v[QUOTA_SESSIONS] || w->eff.v[QUOTA_MEMORY_MB];
+	bool session = w->ask.session;
+	const int64_t *v = w->eff.v;
+	bool limited = session ? v[QUOTA_SESSIONS] || v[QUOTA_MEMORY_MB]
+			       : v[QUOTA_EXECUTIONS] || v[QUOTA_EXEC_SECONDS_PER_HOUR];
 	if (admit_failed(w, e, refused, retry_s, limited))
 		return;
 	if (e == NULL)
-		w->c->hold->session = true;
-	w->ask.session = false;
-	step(w);
-}
-
-static void exec_admitted(const struct err *e, int refused, int64_t retry_s, void *arg)
-{
-	struct api_quota_wait *w = arg;
-	w->op = NULL;
-	bool limited = w->eff.v[QUOTA_EXECUTIONS] || w->eff.v[QUOTA_EXEC_SECONDS_PER_HOUR];
-	if (admit_failed(w, e, refused, retry_s, limited))
-		return;
-	if (e == NULL) {
-		w->c->hold->exec = true;
-		w->c->hold->exec_started_ms = clock_mono_ms();
-	}
-	w->ask.exec = false;
+		hold_take(w->c->hold, session);
+	if (session)
+		w->ask.session = false;
+	else
+		w->ask.exec = false;
 	step(w);
 }
 
@@ -356,7 +360,7 @@ static void start_session(struct api_quota_wait *w)
 		 c->api->id_prefix, (unsigned long long)++c->api->quota->seq);
 	int64_t lapse = clock_now_ms() + cfg->start_timeout_s * 1000 + QUOTA_GRACE_MS;
 	w->op = store_quota_session_admit(c->api->store, c->tenant, h->session_member,
-					  w->ask.memory_mb, lapse, &w->eff, session_admitted, w);
+					  w->ask.memory_mb, lapse, &w->eff, admitted, w);
 }
 
 static void start_exec(struct api_quota_wait *w)
@@ -376,14 +380,13 @@ static void start_exec(struct api_quota_wait *w)
 		 * Redis stays off an execution's critical path. */
 		store_quota_exec_admit(c->api->store, c->tenant, h->exec_member, lapse, &w->eff,
 				       NULL, NULL);
-		h->exec = true;
-		h->exec_started_ms = clock_mono_ms();
+		hold_take(h, false);
 		w->ask.exec = false;
 		step(w);
 		return;
 	}
 	w->op = store_quota_exec_admit(c->api->store, c->tenant, h->exec_member, lapse, &w->eff,
-				       exec_admitted, w);
+				       admitted, w);
 }
 
 /* The quotas are known (w->eff): the gate's bucket, or the admission's

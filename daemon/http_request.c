@@ -423,10 +423,27 @@ static void req_resume_cb(evutil_socket_t fd, short what, void *arg);
 /* A body claimed after the handler returned (it waited on Redis first: a
  * quota, a key) has bytes already read that no new read would move: move
  * them from the loop. Claimed inside the handler, this finds them moved. */
+static void body_late_orphan_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct http_req *req = arg;
+	if (!req->finished && !req->body_complete)
+		http_request_orphaned(req); /* the consumer hears it; req goes */
+}
+
 static void body_kick(struct http_req *req)
 {
-	if (req->conn == NULL)
+	if (req->conn == NULL) {
+		/* The client left before the body was claimed: what the consumer
+		 * waits for will not come. Tell it from the loop, as when it
+		 * leaves later. */
+		if (req->resume_ev)
+			event_free(req->resume_ev);
+		req->resume_ev = evtimer_new(req->base, body_late_orphan_cb, req);
+		defer_event(req->resume_ev);
 		return;
+	}
 	if (req->resume_ev == NULL)
 		req->resume_ev = evtimer_new(req->base, req_resume_cb, req);
 	defer_event(req->resume_ev);

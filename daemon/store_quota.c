@@ -207,6 +207,28 @@ static void op_key(struct store_quota_op *op, const char *tenant, const char *wh
 	op_argf(op, "%squota:%s:%s", op->st->prefix, tenant, what);
 }
 
+static void op_int(struct store_quota_op *op, int64_t v)
+{
+	op_argf(op, "%lld", (long long)v);
+}
+
+/* A script's keys: their count, then each, the tenant's. */
+static const char *const keys_sessions[] = {"sessions", "memory", NULL};
+static const char *const keys_execs[] = {"execs", "exec_seconds", "exec_ms", NULL};
+static const char *const keys_requests[] = {"requests", NULL};
+static const char *const keys_usage[] = {"sessions", "memory",   "execs", "exec_seconds",
+					 "exec_ms",  "requests", NULL};
+
+static void op_keys(struct store_quota_op *op, const char *tenant, const char *const *names)
+{
+	int n = 0;
+	while (names[n])
+		n++;
+	op_int(op, n);
+	for (int i = 0; i < n; i++)
+		op_key(op, tenant, names[i]);
+}
+
 static struct store_quota_op *op_new(struct store *st, enum op_kind kind, struct script *sc,
 				     void *arg)
 {
@@ -476,14 +498,12 @@ struct store_quota_op *store_quota_session_admit(struct store *st, const char *t
 {
 	struct store_quota_op *op = op_new(st, OP_ADMIT, &s_session_admit, arg);
 	op->admit_cb = cb;
-	op_arg(op, "2");
-	op_key(op, tenant, "sessions");
-	op_key(op, tenant, "memory");
+	op_keys(op, tenant, keys_sessions);
 	op_arg(op, member);
-	op_argf(op, "%lld", (long long)memory_mb);
-	op_argf(op, "%lld", (long long)lapse_ms);
-	op_argf(op, "%lld", (long long)q->v[QUOTA_SESSIONS]);
-	op_argf(op, "%lld", (long long)q->v[QUOTA_MEMORY_MB]);
+	op_int(op, memory_mb);
+	op_int(op, lapse_ms);
+	op_int(op, q->v[QUOTA_SESSIONS]);
+	op_int(op, q->v[QUOTA_MEMORY_MB]);
 	return op_start(op);
 }
 
@@ -542,15 +562,12 @@ struct store_quota_op *store_quota_exec_admit(struct store *st, const char *tena
 {
 	struct store_quota_op *op = op_new(st, cb ? OP_ADMIT : OP_FIRE, &s_exec_admit, arg);
 	op->admit_cb = cb;
-	op_arg(op, "3");
-	op_key(op, tenant, "execs");
-	op_key(op, tenant, "exec_seconds");
-	op_key(op, tenant, "exec_ms");
+	op_keys(op, tenant, keys_execs);
 	op_arg(op, member);
-	op_argf(op, "%lld", (long long)lapse_ms);
-	op_argf(op, "%lld", (long long)q->v[QUOTA_EXECUTIONS]);
-	op_argf(op, "%lld", (long long)q->v[QUOTA_EXEC_SECONDS_PER_HOUR] * 1000);
-	op_argf(op, "%lld", (long long)QUOTA_WINDOW_MS);
+	op_int(op, lapse_ms);
+	op_int(op, q->v[QUOTA_EXECUTIONS]);
+	op_int(op, q->v[QUOTA_EXEC_SECONDS_PER_HOUR] * 1000);
+	op_int(op, QUOTA_WINDOW_MS);
 	return op_start(op);
 }
 
@@ -558,13 +575,10 @@ void store_quota_exec_end(struct store *st, const char *tenant, const char *memb
 			  int64_t duration_ms)
 {
 	struct store_quota_op *op = op_new(st, OP_FIRE, &s_exec_end, NULL);
-	op_arg(op, "3");
-	op_key(op, tenant, "execs");
-	op_key(op, tenant, "exec_seconds");
-	op_key(op, tenant, "exec_ms");
+	op_keys(op, tenant, keys_execs);
 	op_arg(op, member);
-	op_argf(op, "%lld", (long long)(duration_ms > 0 ? duration_ms : 0));
-	op_argf(op, "%lld", (long long)QUOTA_WINDOW_MS);
+	op_int(op, (duration_ms > 0 ? duration_ms : 0));
+	op_int(op, QUOTA_WINDOW_MS);
 	op_start(op);
 }
 
@@ -574,10 +588,9 @@ struct store_quota_op *store_quota_request(struct store *st, const char *tenant,
 	struct store_quota_op *op = op_new(st, cb ? OP_ADMIT : OP_FIRE, &s_request, arg);
 	op->admit_cb = cb;
 	op->rate = rate;
-	op_arg(op, "1");
-	op_key(op, tenant, "requests");
-	op_argf(op, "%lld", (long long)rate);
-	op_argf(op, "%lld", (long long)quota_burst(rate));
+	op_keys(op, tenant, keys_requests);
+	op_int(op, rate);
+	op_int(op, quota_burst(rate));
 	return op_start(op);
 }
 
@@ -586,13 +599,7 @@ struct store_quota_op *store_quota_usage(struct store *st, const char *tenant,
 {
 	struct store_quota_op *op = op_new(st, OP_USAGE, &s_usage, arg);
 	op->usage_cb = cb;
-	op_arg(op, "6");
-	op_key(op, tenant, "sessions");
-	op_key(op, tenant, "memory");
-	op_key(op, tenant, "execs");
-	op_key(op, tenant, "exec_seconds");
-	op_key(op, tenant, "exec_ms");
-	op_key(op, tenant, "requests");
-	op_argf(op, "%lld", (long long)QUOTA_WINDOW_MS);
+	op_keys(op, tenant, keys_usage);
+	op_int(op, QUOTA_WINDOW_MS);
 	return op_start(op);
 }
