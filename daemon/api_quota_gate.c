@@ -50,6 +50,7 @@ struct api_quota_wait {
 	void *ctx;
 	void (*ctx_free)(void *ctx);
 	struct quota eff;
+	struct event *later; /* next, from the loop (cancelled by api_quota_stop) */
 	LIST_ENTRY(api_quota_wait) link;
 };
 
@@ -142,6 +143,8 @@ void api_quota_start(struct http_api *api)
 static void wait_free(struct api_quota_wait *w)
 {
 	LIST_REMOVE(w, link);
+	if (w->later)
+		event_free(w->later);
 	if (w->ctx_free && w->ctx)
 		w->ctx_free(w->ctx);
 	free(w);
@@ -415,7 +418,8 @@ static void step(struct api_quota_wait *w)
 		start_exec(w);
 		return;
 	}
-	defer_call(c->api->base, next_deferred, w);
+	w->later = evtimer_new(c->api->base, next_deferred, w);
+	defer_event(w->later);
 }
 
 static void fetched(const struct err *e, const struct quota_override *o, void *arg)

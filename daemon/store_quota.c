@@ -279,7 +279,8 @@ static void script_loaded(redisAsyncContext *ac, void *reply, void *privdata)
 
 static void on_reply(redisAsyncContext *ac, void *reply, void *privdata);
 
-static void op_send(struct store_quota_op *op)
+/* 0, or -1 when hiredis took nothing (the context is going away). */
+static int op_send(struct store_quota_op *op)
 {
 	struct store *st = op->st;
 	struct script *sc = op->sc;
@@ -291,10 +292,13 @@ static void op_send(struct store_quota_op *op)
 		op->lens[0] = 7;
 		op->lens[1] = 40;
 	} else if (sc && !sc->loading) {
-		sc->loading = true;
-		redisAsyncCommand(st->ac, script_loaded, sc, "SCRIPT LOAD %s", sc->text);
+		sc->loading = redisAsyncCommand(st->ac, script_loaded, sc, "SCRIPT LOAD %s",
+						sc->text) == REDIS_OK;
 	}
-	redisAsyncCommandArgv(st->ac, on_reply, op, op->argc, (const char **)op->argv, op->lens);
+	return redisAsyncCommandArgv(st->ac, on_reply, op, op->argc, (const char **)op->argv,
+				     op->lens) == REDIS_OK
+		   ? 0
+		   : -1;
 }
 
 /* A Redis that accepts commands but does not answer (frozen, a network
@@ -330,7 +334,14 @@ static struct store_quota_op *op_start(struct store_quota_op *op)
 		struct timeval tv = {OP_TIMEOUT_S, 0};
 		evtimer_add(op->timer, &tv);
 	}
-	op_send(op);
+	if (op_send(op) < 0) {
+		if (op->kind == OP_FIRE) {
+			op_free(op);
+			return NULL;
+		}
+		defer_call(op->st->base, unavailable_deferred, op);
+		return op;
+	}
 	return op->kind == OP_FIRE ? NULL : op;
 }
 
@@ -420,9 +431,10 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *privdata)
 		op->argv[1] = xstrdup(op->sc->text);
 		op->lens[0] = 4;
 		op->lens[1] = strlen(op->sc->text);
-		redisAsyncCommandArgv(ac, on_reply, op, op->argc, (const char **)op->argv,
-				      op->lens);
-		return;
+		if (redisAsyncCommandArgv(ac, on_reply, op, op->argc, (const char **)op->argv,
+					  op->lens) == REDIS_OK)
+			return;
+		r = NULL; /* nothing sent: answered as a lost connection */
 	}
 	if (op->cancelled || op->kind == OP_FIRE) {
 		if (r && r->type == REDIS_REPLY_ERROR)
