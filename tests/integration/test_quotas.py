@@ -4,6 +4,7 @@ bad PUT bodies, and quotas that hold across two daemons on one Redis.
 
 Without --admin-key-file every caller is tenant "default" and admin, so the
 quotas here are the tenant "default"'s (by flag or by PUT)."""
+import signal
 import subprocess
 import threading
 
@@ -295,3 +296,19 @@ def test_ctl_quota_and_usage(make_daemon):
     assert admin.returncode == 0 and ["sessions", "1", "1"] in [l.split() for l in
                                                                admin.stdout.splitlines()]
     d.api.delete(s["id"])
+
+
+def test_sighup_changes_the_quota_flags(make_daemon, tmp_path):
+    conf = tmp_path / "ci.conf"
+    conf.write_text("quota-sessions = 1\n")
+    d = make_daemon("--pool-size", "0", "--config", str(conf))
+    s = d.api.create()
+    assert_refused(create(d), "sessions")
+    conf.write_text("quota-sessions = 0\n")
+    mark = d.log_mark()
+    d.proc.send_signal(signal.SIGHUP)
+    d.wait_log("changed: quota-sessions", since=mark)
+    t = d.api.create()
+    assert d.api.request("GET", QUOTA)[1]["quota"]["sessions"] == 0
+    for sid in (s["id"], t["id"]):
+        assert d.api.delete(sid) == 204
