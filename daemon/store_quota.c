@@ -551,6 +551,19 @@ void store_quota_session_release(struct store *st, const char *tenant, const cha
 	session_multi(st, tenant, member, NULL, 0, 0);
 }
 
+void store_quota_session_restore(struct store *st, const struct session *s)
+{
+	if (st->ac == NULL || !st->connected || s->tenant == NULL || !*s->tenant)
+		return;
+	/* NX: a reservation that is there (Redis kept it) stays as it is. */
+	redisAsyncCommand(st->ac, NULL, NULL, "MULTI");
+	redisAsyncCommand(st->ac, NULL, NULL, "ZADD %squota:%s:sessions NX %lld %s", st->prefix,
+			  s->tenant, (long long)(s->expires_at_ms + QUOTA_GRACE_MS), s->id);
+	redisAsyncCommand(st->ac, NULL, NULL, "HSETNX %squota:%s:memory %s %lld", st->prefix,
+			  s->tenant, s->id, (long long)s->limits.memory_mb);
+	redisAsyncCommand(st->ac, NULL, NULL, "EXEC");
+}
+
 void store_quota_end_cmds(struct store *st, const char *tenant, const char *id)
 {
 	redisAsyncCommand(st->ac, NULL, NULL, "ZREM %squota:%s:sessions %s", st->prefix, tenant,

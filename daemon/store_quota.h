@@ -64,6 +64,10 @@ void store_quota_session_commit(struct store *st, const char *tenant, const char
  * A session's own ending releases its id with its tombstone (store.c). */
 void store_quota_session_release(struct store *st, const char *tenant, const char *member);
 
+/* The live session s holds its reservation (Redis may have lost it: it
+ * came back empty). Fire and forget; what is there is kept. */
+void store_quota_session_restore(struct store *st, const struct session *s);
+
 /* Reserve an execution slot for member until lapse_ms, if q allows it
  * (executions, exec_seconds_per_hour). cb NULL: fire and forget (nothing
  * to enforce; the slot is only counted for the usage). */

@@ -40,3 +40,22 @@ def test_quota_checks_need_redis_and_say_so(restartable_redis, chaos):
     r.start()
     wait_for(lambda: request(d, "GET", "/readyz", timeout=5)[0] == 200, 10, interval=0.05,
              what="redis back again")
+
+
+def test_reservations_are_written_back_to_an_empty_redis(restartable_redis, chaos):
+    r = restartable_redis
+    d = chaos("--pool-size", "0", "--quota-sessions", "1", redis=r)
+    d.api.create()
+    status, doc, _ = request(d, "POST", "/v1/sessions", {})
+    assert status == 429 and doc["error"]["quota"] == "sessions", (status, doc)
+    mark = d.log_mark()
+    r.kill()
+    wait_for(lambda: request(d, "GET", "/readyz", timeout=5)[0] == 503, 5, interval=0.05,
+             what="redis seen down")
+    r.start()  # empty
+    d.wait_log("wrote 1 live sessions", since=mark)
+    # The live session holds its slot again: the quota still holds.
+    status, doc, _ = request(d, "GET", "/v1/usage")
+    assert status == 200 and doc["usage"]["sessions"] == 1, (status, doc)
+    status, doc, _ = request(d, "POST", "/v1/sessions", {})
+    assert status == 429 and doc["error"]["quota"] == "sessions", (status, doc)
