@@ -154,11 +154,14 @@ static void put_body(struct call *c, const char *body, size_t len)
 	}
 	struct quota_flow *f = flow_new(c, c->route_tenant, false);
 	f->o = o;
-	if (store_quota_put(c->api->store, f->tenant, &o, put_done, f, &e) < 0) {
+	struct store_quota_op *op = NULL;
+	if (store_quota_put(c->api->store, f->tenant, &o, put_done, f, &op, &e) < 0) {
 		struct quota_flow copy;
 		flow_end(f, e, &copy);
 		err_free(e);
+		return;
 	}
+	api_quota_wait_set_op(f->w, op);
 }
 
 void api_quota_put(struct call *c)

@@ -480,7 +480,7 @@ struct store_quota_op *store_quota_get(struct store *st, const char *tenant, sto
 }
 
 int store_quota_put(struct store *st, const char *tenant, const struct quota_override *o,
-		    store_done_cb cb, void *arg, struct err **errp)
+		    store_done_cb cb, void *arg, struct store_quota_op **opp, struct err **errp)
 {
 	if (!quota_tenant_valid(tenant))
 		return err_set(errp, ERR_BAD_REQUEST,
@@ -499,7 +499,9 @@ int store_quota_put(struct store *st, const char *tenant, const struct quota_ove
 		op_argf(op, "%stenant:%s:quota", st->prefix, tenant);
 		op_arg(op, jg_text(g, &len));
 	}
-	op_start(op);
+	op = op_start(op);
+	if (opp)
+		*opp = op;
 	return 0;
 }
 

@@ -44,9 +44,10 @@ struct store_quota_op *store_quota_get(struct store *st, const char *tenant, sto
 				       void *arg);
 
 /* Replace the tenant's override with o (none set: delete it). -1 (and no
- * callback) when tenant is not a tenant name; else cb runs once. */
+ * callback) when tenant is not a tenant name; else cb runs once, and *opp
+ * (when opp is not NULL) is the op, for store_quota_cancel until then. */
 int store_quota_put(struct store *st, const char *tenant, const struct quota_override *o,
-		    store_done_cb cb, void *arg, struct err **errp);
+		    store_done_cb cb, void *arg, struct store_quota_op **opp, struct err **errp);
 
 /* Reserve a session slot of memory_mb for member (a pending create) until
  * lapse_ms, if q allows it (sessions, memory_mb). */
