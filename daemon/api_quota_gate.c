@@ -34,6 +34,7 @@ struct tenant_entry {
 	char name[64];
 	struct quota_override o;
 	int64_t fetched_ms;             /* monotonic */
+	int64_t uncounted;              /* requests not yet sent to Redis's count */
 	struct store_quota_op *refresh; /* a re-read in flight */
 	struct tenant_entry *next;
 };
@@ -55,9 +56,11 @@ struct api_quota_wait {
 };
 
 struct api_quota {
+	struct http_api *api;
 	struct tenant_entry *buckets[CACHE_BUCKETS];
 	size_t n;
-	uint64_t seq; /* member names */
+	struct event *flush; /* armed while requests wait to be counted */
+	uint64_t seq;        /* member names */
 	LIST_HEAD(, api_quota_wait) waits;
 };
 
@@ -101,12 +104,16 @@ static void cache_clear(struct api_quota *q)
 	q->n = 0;
 }
 
+static void flush_cb(evutil_socket_t fd, short what, void *arg);
+
 static void cache_put(struct api_quota *q, const char *name, const struct quota_override *o)
 {
 	struct tenant_entry *t = cache_find(q, name);
 	if (t == NULL) {
-		if (q->n >= CACHE_MAX)
+		if (q->n >= CACHE_MAX) {
+			flush_cb(-1, 0, q);
 			cache_clear(q);
+		}
 		t = xcalloc(1, sizeof(*t));
 		snprintf(t->name, sizeof(t->name), "%s", name);
 		unsigned b = bucket_of(name);
@@ -123,6 +130,36 @@ void api_quota_learn(struct http_api *api, const char *tenant, const struct quot
 	cache_put(api->quota, tenant, o);
 }
 
+/* Requests of tenants without a rate are counted here and sent to Redis
+ * in batches, a command per tenant every FLUSH_MS, rather than one per
+ * request: usage's requests_last_second lags by that much. */
+#define FLUSH_MS 100
+
+static void flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct api_quota *q = arg;
+	for (size_t i = 0; i < CACHE_BUCKETS; i++)
+		for (struct tenant_entry *t = q->buckets[i]; t; t = t->next)
+			if (t->uncounted) {
+				store_quota_count(q->api->store, t->name, t->uncounted);
+				t->uncounted = 0;
+			}
+}
+
+static void count_request(struct api_quota *q, const char *tenant)
+{
+	struct tenant_entry *t = cache_find(q, tenant);
+	if (t == NULL)
+		return; /* not possible after resolve; nothing to count it in */
+	t->uncounted++;
+	if (!evtimer_pending(q->flush, NULL)) {
+		struct timeval tv = {0, FLUSH_MS * 1000};
+		evtimer_add(q->flush, &tv);
+	}
+}
+
 /* The tenant's effective quotas from what is known (flags read now, so a
  * SIGHUP applies at once). */
 static void effective(struct http_api *api, const struct tenant_entry *t, struct quota *out)
@@ -137,6 +174,8 @@ static void effective(struct http_api *api, const struct tenant_entry *t, struct
 void api_quota_start(struct http_api *api)
 {
 	api->quota = xcalloc(1, sizeof(*api->quota));
+	api->quota->api = api;
+	api->quota->flush = evtimer_new(api->base, flush_cb, api->quota);
 	LIST_INIT(&api->quota->waits);
 }
 
@@ -162,6 +201,8 @@ void api_quota_stop(struct http_api *api)
 		wait_free(w);
 		api_call_free(c);
 	}
+	flush_cb(-1, 0, q);
+	event_free(q->flush);
 	cache_clear(q);
 	free(q);
 	api->quota = NULL;
@@ -401,7 +442,7 @@ static void step(struct api_quota_wait *w)
 		int64_t rate = w->eff.v[QUOTA_REQUESTS_PER_SECOND];
 		if (rate == 0) {
 			/* Nothing to enforce: counted for the usage, never waited on. */
-			store_quota_request(c->api->store, c->tenant, 0, NULL, NULL);
+			count_request(c->api->quota, c->tenant);
 			api_handler h = w->handler;
 			wait_free(w);
 			h(c);
@@ -462,6 +503,18 @@ static void resolve(struct api_quota_wait *w)
 
 void api_quota_gate(struct call *c, api_handler h)
 {
+	/* The common case, a known tenant without a rate: nothing to wait for,
+	 * nothing to allocate. */
+	struct tenant_entry *t = cache_find(c->api->quota, c->tenant);
+	if (t && clock_mono_ms() - t->fetched_ms < CACHE_FRESH_MS) {
+		struct quota eff;
+		effective(c->api, t, &eff);
+		if (eff.v[QUOTA_REQUESTS_PER_SECOND] == 0) {
+			count_request(c->api->quota, c->tenant);
+			h(c);
+			return;
+		}
+	}
 	struct api_quota_wait *w = api_quota_wait_new(c, NULL, NULL);
 	w->gate = true;
 	w->handler = h;

@@ -422,7 +422,7 @@ static void req_resume_cb(evutil_socket_t fd, short what, void *arg);
 
 /* A body claimed after the handler returned (it waited on Redis first: a
  * quota, a key) has bytes already read that no new read would move: move
- * them from the loop. Claimed inside the handler, this finds them moved. */
+ * them from the loop. */
 static void body_late_orphan_cb(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
@@ -434,6 +434,8 @@ static void body_late_orphan_cb(evutil_socket_t fd, short what, void *arg)
 
 static void body_kick(struct http_req *req)
 {
+	if (!req->handled)
+		return; /* inside the handler: the server moves the body after it */
 	if (req->conn == NULL) {
 		/* The client left before the body was claimed: what the consumer
 		 * waits for will not come. Tell it from the loop, as when it

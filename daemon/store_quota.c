@@ -97,7 +97,9 @@ static const char lua_exec_end[] =
 			    "redis.call('SET', KEYS[3], sum + d, 'PX', window + 60000)\n"
 			    "return 0\n";
 
-/* KEYS: requests. ARGV: rate (0: count only), burst. The bucket refills
+/* KEYS: requests. ARGV: rate (0: count only), burst, how many requests to
+ * count (1 when absent; unlimited tenants' are counted in batches). The
+ * bucket refills
  * continuously by Redis's clock; a refusal answers the tokens left (in
  * thousandths) for the Retry-After. */
 static const char lua_request[] =
@@ -107,7 +109,7 @@ static const char lua_request[] =
     "local h = redis.call('HMGET', KEYS[1], 'tokens', 'ts', 'sec', 'n')\n"
     "local n = tonumber(h[4]) or 0\n"
     "if tonumber(h[3]) ~= sec then n = 0 end\n"
-    "n = n + 1\n"
+    "n = n + (tonumber(ARGV[3]) or 1)\n"
     "local rate, burst = tonumber(ARGV[1]), tonumber(ARGV[2])\n"
     "if rate <= 0 then\n"
     "  redis.call('HSET', KEYS[1], 'sec', sec, 'n', n)\n"
@@ -607,6 +609,36 @@ void store_quota_exec_end(struct store *st, const char *tenant, const char *memb
 	op_int(op, (duration_ms > 0 ? duration_ms : 0));
 	op_int(op, QUOTA_WINDOW_MS);
 	op_start(op);
+}
+
+/* The answer to a request's count: a Redis that lost the script makes the
+ * next one go whole (that one request is not counted). */
+static void counted(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	(void)ac;
+	struct script *sc = privdata;
+	redisReply *r = reply;
+	if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0)
+		sc->sha[0] = '\0';
+}
+
+/* Counting only: without an op of ours (no copies, no timer), the command
+ * formatted straight into hiredis's buffer. */
+void store_quota_count(struct store *st, const char *tenant, int64_t n)
+{
+	struct script *sc = &s_request;
+	if (st->ac == NULL || !st->connected || n <= 0)
+		return;
+	if (sc->sha[0]) {
+		redisAsyncCommand(st->ac, counted, sc, "EVALSHA %s 1 %squota:%s:requests 0 1 %lld",
+				  sc->sha, st->prefix, tenant, (long long)n);
+		return;
+	}
+	if (!sc->loading)
+		sc->loading = redisAsyncCommand(st->ac, script_loaded, sc, "SCRIPT LOAD %s",
+						sc->text) == REDIS_OK;
+	redisAsyncCommand(st->ac, counted, sc, "EVAL %s 1 %squota:%s:requests 0 1 %lld", sc->text,
+			  st->prefix, tenant, (long long)n);
 }
 
 struct store_quota_op *store_quota_request(struct store *st, const char *tenant, int64_t rate,

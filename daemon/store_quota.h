@@ -82,10 +82,14 @@ struct store_quota_op *store_quota_exec_admit(struct store *st, const char *tena
 void store_quota_exec_end(struct store *st, const char *tenant, const char *member,
 			  int64_t duration_ms);
 
-/* One request of tenant: counted, and with rate > 0 taken from its token
- * bucket (quota_burst(rate) deep). cb NULL: only counted, fire and forget. */
+/* One request of tenant: counted, and taken from its token bucket of rate
+ * tokens a second (quota_burst(rate) deep). */
 struct store_quota_op *store_quota_request(struct store *st, const char *tenant, int64_t rate,
 					   store_quota_admit_cb cb, void *arg);
+
+/* n requests of tenant without a rate, counted only (for the usage). Fire
+ * and forget. */
+void store_quota_count(struct store *st, const char *tenant, int64_t n);
 
 struct store_quota_usage {
 	int64_t sessions, executions, memory_mb;
