@@ -179,6 +179,11 @@ typedef void (*api_quota_next)(struct call *c, void *ctx);
  * c (c->hold) and given back when c is freed, unless committed first. */
 void api_quota_admit(struct call *c, const struct api_quota_ask *ask, api_quota_next next,
 		     void *ctx, void (*ctx_free)(void *ctx));
+/* The same, at once, when nothing needs checking: an execution whose
+ * tenant's quotas are known and have no executions or
+ * exec_seconds_per_hour (it is counted for the usage without waiting, held
+ * by c). false: use api_quota_admit. */
+bool api_quota_admit_now(struct call *c, const struct api_quota_ask *ask);
 /* The create c reserved for is session s: the reservation becomes s's
  * (released when s ends, store.c). */
 void api_quota_session_created(struct call *c, const struct session *s);

@@ -145,7 +145,10 @@ static void exec_body(struct call *c, const char *body, size_t len)
 	    .exec = true,
 	    .exec_timeout_s = xr->timeout_s ? xr->timeout_s : s->limits.exec_timeout_s,
 	};
-	api_quota_admit(c, &ask, exec_admitted, xr, xr_free);
+	if (api_quota_admit_now(c, &ask))
+		exec_admitted(c, xr);
+	else
+		api_quota_admit(c, &ask, exec_admitted, xr, xr_free);
 }
 
 void api_exec_run(struct call *c)

@@ -426,7 +426,8 @@ static void start_exec(struct api_quota_wait *w)
 				       NULL, NULL);
 		hold_take(h, false);
 		w->ask.exec = false;
-		step(w);
+		if (w->next) /* an admission's (not api_quota_admit_now's) */
+			step(w);
 		return;
 	}
 	w->op = store_quota_exec_admit(c->api->store, c->tenant, h->exec_member, lapse, &w->eff,
@@ -519,6 +520,20 @@ void api_quota_gate(struct call *c, api_handler h)
 	w->gate = true;
 	w->handler = h;
 	resolve(w);
+}
+
+bool api_quota_admit_now(struct call *c, const struct api_quota_ask *ask)
+{
+	struct tenant_entry *t = cache_find(c->api->quota, c->tenant);
+	if (ask->session || !ask->exec || t == NULL ||
+	    clock_mono_ms() - t->fetched_ms >= CACHE_FRESH_MS)
+		return false;
+	struct api_quota_wait w = {.api = c->api, .c = c, .ask = *ask};
+	effective(c->api, t, &w.eff);
+	if (w.eff.v[QUOTA_EXECUTIONS] || w.eff.v[QUOTA_EXEC_SECONDS_PER_HOUR])
+		return false;
+	start_exec(&w); /* counted without waiting; w goes no further */
+	return true;
 }
 
 void api_quota_admit(struct call *c, const struct api_quota_ask *ask, api_quota_next next,
