@@ -64,6 +64,8 @@ extern const struct cli_cmd cmd_events;
 extern const struct cli_cmd cmd_keys;
 extern const struct cli_cmd cmd_version;
 extern const struct cli_cmd cmd_audit;
+extern const struct cli_cmd cmd_quota;
+extern const struct cli_cmd cmd_usage;
 
 /* getopt values of the global options; above any short option char. */
 enum {

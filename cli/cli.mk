@@ -5,4 +5,5 @@ CLI_SRCS := cli/main.c cli/cli.c cli/client.c cli/output.c \
 	cli/util.c cli/cmd_session.c cli/cmd_exec.c cli/cmd_files.c \
 	cli/cmd_health.c cli/cmd_admin.c cli/cmd_keys.c \
 	cli/cmd_version.c \
-	cli/cmd_audit.c
+	cli/cmd_audit.c \
+	cli/cmd_quota.c

@@ -40,6 +40,7 @@ const struct api_route api_routes[] = {
     {"DELETE", "/v1/sessions/{id}/files/{path...}", api_files_delete, API_AUTH_TENANT},
     {"POST", "/v1/exec", api_exec_oneshot, API_AUTH_TENANT},
     {"GET", "/v1/events", api_events_watch, API_AUTH_TENANT},
+    {"GET", "/v1/usage", api_quota_usage_own, API_AUTH_TENANT},
     {"GET", "/v1/audit", api_audit_list, API_AUTH_TENANT},
     {"GET", "/v1/admin/orphans", api_admin_orphans, API_AUTH_ADMIN},
     {"POST", "/v1/admin/gc", api_admin_gc, API_AUTH_ADMIN},
@@ -48,6 +49,9 @@ const struct api_route api_routes[] = {
     {"GET", "/v1/admin/keys", api_keys_list, API_AUTH_ADMIN},
     {"DELETE", "/v1/admin/keys/{key}", api_keys_revoke, API_AUTH_ADMIN},
     {"GET", "/v1/admin/audit", api_admin_audit, API_AUTH_ADMIN},
+    {"GET", "/v1/admin/tenants/{tenant}/quota", api_quota_get, API_AUTH_ADMIN},
+    {"PUT", "/v1/admin/tenants/{tenant}/quota", api_quota_put, API_AUTH_ADMIN},
+    {"GET", "/v1/admin/tenants/{tenant}/usage", api_quota_usage, API_AUTH_ADMIN},
     /* Admin has never answered 405: any other method or name gets the list. */
     {"*", "/v1/admin/{...}", api_admin_unknown, API_AUTH_ADMIN},
 };
@@ -55,10 +59,14 @@ const size_t api_routes_count = sizeof(api_routes) / sizeof(api_routes[0]);
 
 /* ---- the caller's tenant ---- */
 
-/* The caller is known and may call c->route. */
+/* The caller is known and may call c->route. Requests per second are a
+ * tenant's: the probes and the admin routes are not counted against anyone. */
 static void route_authorized(struct call *c)
 {
-	c->route->handler(c);
+	if (c->route->auth == API_AUTH_TENANT)
+		api_quota_gate(c, c->route->handler);
+	else
+		c->route->handler(c);
 }
 
 /* Whom the request acts for, and whether it may call route: the one place
@@ -130,6 +138,7 @@ void api_call_free(struct call *c)
 	 * reached by the reply's end: the request is alive until then. */
 	if (!c->done)
 		http_req_set_done_cb(c->req, NULL, NULL);
+	api_quota_release(c);
 	free(c->path);
 	free(c->audit_code);
 	free(c);
@@ -222,8 +231,14 @@ static void on_request(struct http_req *req, void *arg)
 		api_fail(c, ERR_NOT_FOUND, "no such session (malformed id)");
 		return;
 	}
+	if (m.kind == API_MATCH_BAD_TENANT) {
+		api_fail(c, ERR_BAD_REQUEST,
+			 "malformed tenant name (tenant names are [a-z0-9][a-z0-9_-]{0,62})");
+		return;
+	}
 	memcpy(c->id, m.id, sizeof(c->id));
 	memcpy(c->key, m.key, sizeof(c->key));
+	memcpy(c->route_tenant, m.tenant, sizeof(c->route_tenant));
 	/* A file path is checked before the method, like the id. */
 	if (m.path) {
 		c->path = http_percent_decode(m.path, strlen(m.path));
@@ -282,6 +297,7 @@ struct http_api *http_api_new(struct event_base *base, const struct config *cfg,
 	LIST_INIT(&api->watchers);
 	LIST_INIT(&api->audit_queries);
 	api->audit = audit_new(base, store, cfg->node, cfg->audit_max_entries);
+	api_quota_start(api);
 	manager_set_listener(mgr, api_events_on_session, api);
 	api_probes_start(api);
 	api->srv = http_server_new(base, on_request, api);
@@ -306,6 +322,7 @@ void http_api_free(struct http_api *api)
 	api_events_end_all(api);
 	api_auth_stop(api);
 	api_audit_stop(api);
+	api_quota_stop(api);
 	manager_set_listener(api->mgr, NULL, NULL);
 	api_probes_stop(api);
 	http_server_free(api->srv);

@@ -20,6 +20,8 @@
 
 #include "api_route.h"
 #include "http_api.h"
+#include "quota.h"
+#include "store_quota.h"
 #include "http_server.h"
 
 struct api_keyring;
@@ -27,6 +29,9 @@ struct audit;
 struct api_audit_code;
 struct api_audit_query;
 struct api_watcher;
+struct api_quota;
+struct api_quota_hold;
+struct api_quota_wait;
 struct call;
 
 /* A request body, whole (api_read_body). */
@@ -59,6 +64,7 @@ struct http_api {
 	struct audit *audit;      /* the audit trail (audit.h) */
 	LIST_HEAD(, api_audit_query) audit_queries; /* GET /v1/audit in flight (api_audit.c) */
 	unsigned audit_waiters;                     /* ... of them long-polling (wait_s) */
+	struct api_quota *quota;                    /* tenants' quotas, cached (api_quota_gate.c) */
 };
 
 /* One request being served, carried through its async steps. */
@@ -86,7 +92,9 @@ struct call {
 	bool pool_hit;                   /* create: a warm sandbox served it */
 	bool done;                       /* its access line is written (api_access.c) */
 	struct api_audit_code
-	    *audit_code; /* exec: the code's hash and head (api_audit.c); free() */
+	    *audit_code;             /* exec: the code's hash and head (api_audit.c); free() */
+	char route_tenant[64];       /* the route's {tenant}, checked; "" without one */
+	struct api_quota_hold *hold; /* quota reservations held (api_quota_gate.c) */
 };
 
 /* Answer and free c: with e when it is set (its code's status; Retry-After
@@ -208,5 +216,61 @@ void api_audit_list(struct call *c);
 void api_admin_audit(struct call *c);
 /* End every audit query in flight (their calls are answered). */
 void api_audit_stop(struct http_api *api);
+/* api_quota.c: the quota and usage routes. */
+void api_quota_get(struct call *c);
+void api_quota_put(struct call *c);
+void api_quota_usage(struct call *c);
+void api_quota_usage_own(struct call *c);
+
+/* api_quota_gate.c: quotas on the way in. Every tenant's override is read
+ * from Redis at most once a second per daemon (a PUT here applies at once;
+ * one on another daemon within a second). */
+void api_quota_start(struct http_api *api);
+/* Cancel what waits on Redis; the calls waiting are freed unanswered. */
+void api_quota_stop(struct http_api *api);
+/* Run h(c) once c's tenant is within requests_per_second (else 429), and
+ * count the request. */
+void api_quota_gate(struct call *c, api_handler h);
+
+/* What a call asks to reserve before it runs: a session of memory_mb, an
+ * execution that may run exec_timeout_s, or both (the one-shot). */
+struct api_quota_ask {
+	bool session;
+	int64_t memory_mb;
+	bool exec;
+	int64_t exec_timeout_s;
+};
+typedef void (*api_quota_next)(struct call *c, void *ctx);
+/* Reserve what ask says for c's tenant, then next(c, ctx) (from the loop).
+ * Over a quota: 429 quota_exceeded with Retry-After and the quota's name;
+ * Redis unreachable while a quota needs checking: 503. Either way c is
+ * answered and freed, and ctx_free(ctx) called. What is reserved is held by
+ * c (c->hold) and given back when c is freed, unless committed first. */
+void api_quota_admit(struct call *c, const struct api_quota_ask *ask, api_quota_next next,
+		     void *ctx, void (*ctx_free)(void *ctx));
+/* The same, at once, when nothing needs checking: an execution whose
+ * tenant's quotas are known and have no executions or
+ * exec_seconds_per_hour (it is counted for the usage without waiting, held
+ * by c). false: use api_quota_admit. */
+bool api_quota_admit_now(struct call *c, const struct api_quota_ask *ask);
+/* The create c reserved for is session s: the reservation becomes s's
+ * (released when s ends, store.c). */
+void api_quota_session_created(struct call *c, const struct session *s);
+/* The execution c reserved for ran duration_ms (counted when c is freed;
+ * without this, the time since the admission is). */
+void api_quota_exec_ran(struct call *c, int64_t duration_ms);
+/* Give back what c holds (api_call_free). */
+void api_quota_release(struct call *c);
+
+/* A call waiting on a Redis op of the quota routes, cancelled by
+ * api_quota_stop (which frees ctx with ctx_free, and c): new (registered),
+ * done (unregistered and freed; ctx is then its owner's again). */
+struct api_quota_wait *api_quota_wait_new(struct call *c, void *ctx, void (*ctx_free)(void *ctx));
+void api_quota_wait_set_op(struct api_quota_wait *w, struct store_quota_op *op);
+struct call *api_quota_wait_done(struct api_quota_wait *w);
+/* A tenant's override as this daemon now knows it (after a PUT). */
+void api_quota_learn(struct http_api *api, const char *tenant, const struct quota_override *o);
+/* 429 quota_exceeded for quota n, Retry-After retry_s. */
+void api_quota_refuse(struct call *c, int n, int64_t retry_s);
 
 #endif

@@ -129,5 +129,6 @@ void api_admin_drain(struct call *c)
 void api_admin_unknown(struct call *c)
 {
 	api_fail(c, ERR_NOT_FOUND,
-		 "no such admin route (GET orphans, POST gc, POST drain, GET audit)");
+		 "no such admin route (GET orphans, POST gc, POST drain, GET audit, POST/GET keys, "
+		 "DELETE keys/{id}, GET/PUT tenants/{tenant}/quota, GET tenants/{tenant}/usage)");
 }

@@ -3,12 +3,14 @@
  * (manager_oneshot). */
 #include "api.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "api_requests.h"
 #include "clock.h"
 #include "json.h"
 #include "metrics.h"
+#include "xalloc.h"
 
 /* Live output beyond this much unsent data is dropped from the stream (the
  * final result still carries it, capped): a slow client must not make the
@@ -96,6 +98,7 @@ static void exec_done_cb(const struct exec_result *r, const struct err *e, void 
 {
 	struct call *c = arg;
 	api_audit_exec(c, "exec", r, e);
+	api_quota_exec_ran(c, r ? r->duration_ms : -1);
 	if (!c->stream) {
 		reply_result(c, r, e);
 		return;
@@ -105,21 +108,37 @@ static void exec_done_cb(const struct exec_result *r, const struct err *e, void 
 	exec_stream_end(c, r, e);
 }
 
-static void exec_body(struct call *c, const char *body, size_t len)
+static void xr_free(void *arg)
+{
+	exec_request_release(arg);
+	free(arg);
+}
+
+/* The body as an exec request (heap, xr_free), or NULL with c answered.
+ * The audit keeps the code's hash and head from here on. */
+static struct exec_request *parse_exec(struct call *c, const char *body, size_t len, bool oneshot)
 {
 	struct err *e = NULL;
-	struct exec_request xr;
-	if (api_parse_exec_request(body, len, false, &xr, &e) < 0) {
+	struct exec_request *xr = xcalloc(1, sizeof(*xr));
+	if (api_parse_exec_request(body, len, oneshot, xr, &e) < 0) {
 		api_reply(c, 0, NULL, e);
 		err_free(e);
-		return;
+		xr_free(xr);
+		return NULL;
 	}
-	c->stream = xr.stream;
-	api_audit_exec_code(c, xr.code, xr.len);
+	api_audit_exec_code(c, xr->code, xr->len);
+	return xr;
+}
+
+/* Within the tenant's quotas (a slot reserved, api_quota_gate.c): run. */
+static void exec_admitted(struct call *c, void *arg)
+{
+	struct exec_request *xr = arg;
+	struct err *e = NULL;
 	c->op_start_us = clock_mono_us();
-	int rc = manager_exec(c->api->mgr, c->id, c->tenant, xr.code, xr.len, xr.timeout_s,
+	int rc = manager_exec(c->api->mgr, c->id, c->tenant, xr->code, xr->len, xr->timeout_s,
 			      c->stream ? exec_event_cb : NULL, exec_done_cb, c, &e);
-	exec_request_release(&xr);
+	xr_free(xr);
 	if (rc == 0) {
 		if (c->stream)
 			http_req_reply_start(c->req, 200, "application/x-ndjson", -1);
@@ -127,6 +146,27 @@ static void exec_body(struct call *c, const char *body, size_t len)
 	}
 	api_audit_exec(c, "exec", NULL, e);
 	api_fail_session(c, e);
+}
+
+static void exec_body(struct call *c, const char *body, size_t len)
+{
+	struct exec_request *xr = parse_exec(c, body, len, false);
+	if (xr == NULL)
+		return;
+	c->stream = xr->stream;
+	const struct session *s = manager_get(c->api->mgr, c->id, c->tenant);
+	if (s == NULL) { /* nothing to reserve for: the manager answers why */
+		exec_admitted(c, xr);
+		return;
+	}
+	struct api_quota_ask ask = {
+	    .exec = true,
+	    .exec_timeout_s = xr->timeout_s ? xr->timeout_s : s->limits.exec_timeout_s,
+	};
+	if (api_quota_admit_now(c, &ask))
+		exec_admitted(c, xr);
+	else
+		api_quota_admit(c, &ask, exec_admitted, xr, xr_free);
 }
 
 void api_exec_run(struct call *c)
@@ -140,6 +180,7 @@ static void oneshot_done(const struct exec_result *r, const struct err *e, bool 
 {
 	struct call *c = arg;
 	api_audit_exec(c, "exec_oneshot", r, e);
+	api_quota_exec_ran(c, r ? r->duration_ms : -1);
 	if (created) {
 		c->api->creates++;
 		metrics_count_tenant_session(c->api->metrics, c->tenant);
@@ -149,22 +190,32 @@ static void oneshot_done(const struct exec_result *r, const struct err *e, bool 
 	reply_result(c, r, e);
 }
 
-static void oneshot_body(struct call *c, const char *body, size_t len)
+static void oneshot_admitted(struct call *c, void *arg)
 {
+	struct exec_request *xr = arg;
 	struct err *e = NULL;
-	struct exec_request xr;
-	if (api_parse_exec_request(body, len, true, &xr, &e) < 0) {
-		api_reply(c, 0, NULL, e);
-		err_free(e);
-		return;
-	}
-	api_audit_exec_code(c, xr.code, xr.len);
-	if (manager_oneshot(c->api->mgr, c->tenant, &xr, oneshot_done, c, &e) < 0) {
+	if (manager_oneshot(c->api->mgr, c->tenant, xr, oneshot_done, c, &e) < 0) {
 		api_audit_exec(c, "exec_oneshot", NULL, e);
 		api_reply(c, 0, NULL, e);
 		err_free(e);
 	}
-	exec_request_release(&xr);
+	xr_free(xr);
+}
+
+static void oneshot_body(struct call *c, const char *body, size_t len)
+{
+	struct exec_request *xr = parse_exec(c, body, len, true);
+	if (xr == NULL)
+		return;
+	/* A session and an execution at once, both reserved first. */
+	const struct config *cfg = c->api->cfg;
+	struct api_quota_ask ask = {
+	    .session = true,
+	    .memory_mb = cfg->memory_mb,
+	    .exec = true,
+	    .exec_timeout_s = xr->timeout_s ? xr->timeout_s : cfg->exec_timeout_s,
+	};
+	api_quota_admit(c, &ask, oneshot_admitted, xr, xr_free);
 }
 
 void api_exec_oneshot(struct call *c)

@@ -6,13 +6,17 @@
 #include <stdbool.h>
 #include <string.h>
 
-enum shape { SHAPE_NO, SHAPE_YES, SHAPE_BAD_ID };
+#include "quota.h"
+
+enum shape { SHAPE_NO, SHAPE_YES, SHAPE_BAD_ID, SHAPE_BAD_TENANT };
 
 struct captures {
 	const char *id; /* the {id} segment (SESSION_ID_LEN bytes), in the path */
 	const char *path;
 	const char *key; /* the {key} segment, keylen bytes */
 	size_t keylen;
+	const char *tenant; /* the {tenant} segment, in the path */
+	size_t tenant_len;
 };
 
 /* A {key} segment: letters and digits only, 1..API_KEY_PARAM_MAX. */
@@ -57,6 +61,7 @@ static enum shape match_shape(const char *p, const char *s, struct captures *cap
 	cap->path = NULL;
 	cap->key = NULL;
 	cap->keylen = 0;
+	cap->tenant = NULL;
 	for (;; p++, s++) {
 		if (*p == '{' && strcmp(p, "{path...}") == 0) {
 			cap->path = s;
@@ -79,6 +84,18 @@ static enum shape match_shape(const char *p, const char *s, struct captures *cap
 			cap->key = s;
 			cap->keylen = n;
 			p += strlen("{key}");
+			s += n;
+		}
+		if (*p == '{' && strncmp(p, "{tenant}", 8) == 0) {
+			size_t n = strcspn(s, "/");
+			char name[64] = "";
+			if (n < sizeof(name))
+				memcpy(name, s, n);
+			if (!quota_tenant_valid(name))
+				return SHAPE_BAD_TENANT;
+			cap->tenant = s;
+			cap->tenant_len = n;
+			p += strlen("{tenant}");
 			s += n;
 		}
 		if (*p == '/' && p[1] == '?' && p[2] == '\0')
@@ -115,7 +132,7 @@ void api_route_match(const struct api_route *routes, size_t n, const char *metho
 		     struct api_match *m)
 {
 	memset(m, 0, sizeof(*m));
-	bool shaped = false, bad_id = false;
+	bool shaped = false, bad_id = false, bad_tenant = false;
 	struct id_check ck = {0};
 	for (size_t i = 0; i < n; i++) {
 		const struct api_route *r = &routes[i];
@@ -123,6 +140,8 @@ void api_route_match(const struct api_route *routes, size_t n, const char *metho
 		enum shape sh = match_shape(r->pattern, path, &cap, &ck);
 		if (sh == SHAPE_BAD_ID)
 			bad_id = true;
+		if (sh == SHAPE_BAD_TENANT)
+			bad_tenant = true;
 		if (sh != SHAPE_YES)
 			continue;
 		bool any = strcmp(r->method, "*") == 0;
@@ -141,10 +160,21 @@ void api_route_match(const struct api_route *routes, size_t n, const char *metho
 		memset(m->key, 0, sizeof(m->key));
 		if (cap.key)
 			memcpy(m->key, cap.key, cap.keylen);
+		memset(m->tenant, 0, sizeof(m->tenant));
+		if (cap.tenant)
+			memcpy(m->tenant, cap.tenant, cap.tenant_len);
 		shaped = true;
 	}
-	m->kind = m->route ? API_MATCH_FOUND
-		  : shaped ? API_MATCH_METHOD
-		  : bad_id ? API_MATCH_BAD_ID
-			   : API_MATCH_NONE;
+	/* A catch-all ("*") does not hide a malformed tenant name from the
+	 * route that would have taken it. */
+	if (bad_tenant && m->route && strcmp(m->route->method, "*") == 0) {
+		m->route = NULL;
+		shaped = false;
+		memset(m->allow, 0, sizeof(m->allow));
+	}
+	m->kind = m->route     ? API_MATCH_FOUND
+		  : shaped     ? API_MATCH_METHOD
+		  : bad_id     ? API_MATCH_BAD_ID
+		  : bad_tenant ? API_MATCH_BAD_TENANT
+			       : API_MATCH_NONE;
 }

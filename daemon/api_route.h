@@ -8,6 +8,8 @@
  *   {key}      one segment of 1 to API_KEY_PARAM_MAX letters and digits: an
  *              API key's id, checked by its handler (a key id that is not
  *              one is a 404 there, like an unknown one).
+ *   {tenant}   one segment: a tenant name (quota_tenant_valid), checked by
+ *              the matcher like {id}.
  *   {path...}  the rest of the path, possibly empty, still percent-encoded:
  *              a file path in the session (the caller decodes and checks it).
  *   {...}      the rest of the path, whatever it is (not captured).
@@ -41,10 +43,11 @@ struct api_route {
 };
 
 enum api_match_kind {
-	API_MATCH_FOUND,  /* route serves this method and path */
-	API_MATCH_METHOD, /* the path is known, with other methods (allow) */
-	API_MATCH_BAD_ID, /* no route matched; one would have with a valid {id} */
-	API_MATCH_NONE,   /* no such route */
+	API_MATCH_FOUND,      /* route serves this method and path */
+	API_MATCH_METHOD,     /* the path is known, with other methods (allow) */
+	API_MATCH_BAD_ID,     /* no route matched; one would have with a valid {id} */
+	API_MATCH_BAD_TENANT, /* ... or with a valid {tenant} */
+	API_MATCH_NONE,       /* no such route */
 };
 
 #define API_KEY_PARAM_MAX 64
@@ -60,6 +63,7 @@ struct api_match {
 	char id[SESSION_ID_LEN + 1];     /* the {id}; "" when the pattern has none */
 	const char *path;                /* the {path...}, a pointer into path; NULL when none */
 	char key[API_KEY_PARAM_MAX + 1]; /* the {key}; "" when the pattern has none */
+	char tenant[64];                 /* the {tenant}; "" when the pattern has none */
 	/* FOUND and METHOD: the methods the path has, in table order,
 	 * ", "-separated ("GET, PATCH, DELETE"); "*" routes are not listed. */
 	char allow[API_ALLOW_MAX];

@@ -3,12 +3,14 @@
 #include "api.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "api_requests.h"
 #include "clock.h"
 #include "json.h"
 #include "metrics.h"
 #include "session_json.h"
+#include "xalloc.h"
 
 static void reply_session(struct call *c, int status, const struct session *s)
 {
@@ -27,6 +29,7 @@ static void created_cb(const struct session *s, const struct err *e, void *arg)
 		return;
 	}
 	c->api->creates++;
+	api_quota_session_created(c, s);
 	metrics_count_create(c->api->metrics, c->tenant,
 			     c->pool_hit ? METRICS_CREATE_POOL_HIT : METRICS_CREATE_POOL_MISS,
 			     (double)(clock_mono_us() - c->op_start_us) / 1e6);
@@ -36,27 +39,51 @@ static void created_cb(const struct session *s, const struct err *e, void *arg)
 	reply_session(c, 201, s);
 }
 
-static void create_body(struct call *c, const char *body, size_t len)
+static void sr_free(void *arg)
 {
+	session_request_release(arg);
+	free(arg);
+}
+
+/* Within the tenant's quotas (a slot reserved, api_quota_gate.c): create. */
+static void create_admitted(struct call *c, void *arg)
+{
+	struct session_request *sr = arg;
 	struct err *e = NULL;
-	struct session_request sr;
 	/* A create the warm pool serves counts a hit before manager_create
 	 * returns: the cheapest way to label its latency. */
 	size_t ready;
 	uint64_t hits_before, hits_after, misses;
 	manager_pool_stats(c->api->mgr, &ready, &hits_before, &misses);
 	c->op_start_us = clock_mono_us();
-	if (api_parse_session_body(body, len, &sr, &e) < 0 ||
-	    manager_create(c->api->mgr, &sr, c->tenant, created_cb, c, &e) < 0) {
-		if (e && e->code != ERR_BAD_REQUEST)
-			api_audit_session(c, "session_create", NULL, e);
+	if (manager_create(c->api->mgr, sr, c->tenant, created_cb, c, &e) < 0) {
+		api_audit_session(c, "session_create", NULL, e);
 		api_reply(c, 0, NULL, e);
 		err_free(e);
 	} else {
 		manager_pool_stats(c->api->mgr, &ready, &hits_after, &misses);
 		c->pool_hit = hits_after != hits_before;
 	}
-	session_request_release(&sr);
+	sr_free(sr);
+}
+
+static void create_body(struct call *c, const char *body, size_t len)
+{
+	struct err *e = NULL;
+	struct session_request *sr = xcalloc(1, sizeof(*sr));
+	if (api_parse_session_body(body, len, sr, &e) < 0) {
+		api_reply(c, 0, NULL, e);
+		err_free(e);
+		sr_free(sr);
+		return;
+	}
+	/* Reserved before the manager sees it: a refused create never touches
+	 * the warm pool. */
+	struct api_quota_ask ask = {
+	    .session = true,
+	    .memory_mb = sr->set & SRQ_MEMORY ? sr->limits.memory_mb : c->api->cfg->memory_mb,
+	};
+	api_quota_admit(c, &ask, create_admitted, sr, sr_free);
 }
 
 void api_sessions_create(struct call *c)

@@ -161,6 +161,19 @@ static const struct opt opt_table[] = {
     {"fd-reserve", OPT_INT, O(fd_reserve), "64", 16, 1 << 20,
      "file descriptors never handed to clients, tunnels or sessions (Docker, Redis, helpers)",
      OPT_RESTART},
+    {"quota-sessions", OPT_INT, O(quota_sessions), "0", 0, 1000000000,
+     "live sessions per tenant (all nodes on the Redis); 0 = unlimited; a tenant's own quota "
+     "overrides it",
+     OPT_LIVE},
+    {"quota-executions", OPT_INT, O(quota_executions), "0", 0, 1000000000,
+     "concurrent executions per tenant; 0 = unlimited", OPT_LIVE},
+    {"quota-memory-mb", OPT_INT, O(quota_memory_mb), "0", 0, 1000000000,
+     "the memory limits of a tenant's live sessions, summed; 0 = unlimited", OPT_LIVE},
+    {"quota-exec-seconds-per-hour", OPT_INT, O(quota_exec_seconds_per_hour), "0", 0, 1000000000,
+     "execution wall time per tenant in a sliding hour; 0 = unlimited", OPT_LIVE},
+    {"quota-requests-per-second", OPT_INT, O(quota_requests_per_second), "0", 0, 1000000000,
+     "API requests per tenant and second (a token bucket holding twice that); 0 = unlimited",
+     OPT_LIVE},
 };
 
 #define OPT_COUNT (sizeof(opt_table) / sizeof(opt_table[0]))

@@ -78,6 +78,8 @@ struct http_req {
 	void *done_arg;
 	bool chunked_reply;
 	bool finished; /* the handler's reply is complete */
+	bool handled;  /* the server's handler has returned (a body claimed later is moved by
+			* http_request.c itself) */
 	bool freeing;
 	struct event *resume_ev;
 };

@@ -180,12 +180,20 @@ void http_req_reply(struct http_req *req, int status, const char *content_type, 
 
 void http_req_reply_error(struct http_req *req, enum err_code code, const char *message)
 {
+	http_req_reply_error_field(req, code, message, NULL, NULL);
+}
+
+void http_req_reply_error_field(struct http_req *req, enum err_code code, const char *message,
+				const char *key, const char *value)
+{
 	AUTOGEN yajl_gen g = json_gen_new();
 	jg_obj(g);
 	jg_str(g, "error");
 	jg_obj(g);
 	jg_kv_str(g, "code", err_code_name(code));
 	jg_kv_str(g, "message", message);
+	if (key)
+		jg_kv_str(g, key, value);
 	jg_obj_end(g);
 	jg_obj_end(g);
 	size_t len;

@@ -420,6 +420,39 @@ static void send_continue(struct http_req *req)
 	}
 }
 
+static void req_resume_cb(evutil_socket_t fd, short what, void *arg);
+
+/* A body claimed after the handler returned (it waited on Redis first: a
+ * quota, a key) has bytes already read that no new read would move: move
+ * them from the loop. */
+static void body_late_orphan_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct http_req *req = arg;
+	if (!req->finished && !req->body_complete)
+		http_request_orphaned(req); /* the consumer hears it; req goes */
+}
+
+static void body_kick(struct http_req *req)
+{
+	if (!req->handled)
+		return; /* inside the handler: the server moves the body after it */
+	if (req->conn == NULL) {
+		/* The client left before the body was claimed: what the consumer
+		 * waits for will not come. Tell it from the loop, as when it
+		 * leaves later. */
+		if (req->resume_ev)
+			event_free(req->resume_ev);
+		req->resume_ev = evtimer_new(req->base, body_late_orphan_cb, req);
+		defer_event(req->resume_ev);
+		return;
+	}
+	if (req->resume_ev == NULL)
+		req->resume_ev = evtimer_new(req->base, req_resume_cb, req);
+	defer_event(req->resume_ev);
+}
+
 void http_req_read_body(struct http_req *req, size_t cap, http_body_cb cb, void *arg)
 {
 	if (req->content_length > 0 && (uint64_t)req->content_length > cap) {
@@ -442,7 +475,9 @@ void http_req_read_body(struct http_req *req, size_t cap, http_body_cb cb, void 
 	if (req->body_complete && req->conn && req->conn->state == CS_HANDLING &&
 	    req->content_length == 0) {
 		cb(req, "", 0, arg);
+		return;
 	}
+	body_kick(req);
 }
 
 void http_req_stream_body(struct http_req *req, http_chunk_cb cb, void *arg)
@@ -453,8 +488,11 @@ void http_req_stream_body(struct http_req *req, http_chunk_cb cb, void *arg)
 	if (req->conn)
 		bufferevent_setwatermark(req->conn->bev, EV_READ, 0, HTTP_BODY_READ_HIGH);
 	send_continue(req);
-	if (req->content_length == 0)
+	if (req->content_length == 0) {
 		cb(req, NULL, 0, HTTP_BODY_END, arg);
+		return;
+	}
+	body_kick(req);
 }
 
 void http_req_pause_body(struct http_req *req)

@@ -254,6 +254,8 @@ static void conn_process(struct http_conn *c)
 			c->srv->cb(req, c->srv->arg);
 			/* The handler may have replied already; the request
 			 * stays allocated until its reply drains. */
+			if (c->req == req)
+				req->handled = true;
 			if (c->req == req && !req->finished)
 				http_request_process_body(req);
 			return;

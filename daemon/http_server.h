@@ -147,6 +147,10 @@ void http_req_reply(struct http_req *req, int status, const char *content_type, 
 		    size_t len);
 /* A JSON error reply {"error":{"code","message"}} with the code's status. */
 void http_req_reply_error(struct http_req *req, enum err_code code, const char *message);
+/* The same with one more string member in the error object (a 429's
+ * "quota": which quota refused). */
+void http_req_reply_error_field(struct http_req *req, enum err_code code, const char *message,
+				const char *key, const char *value);
 
 /* A streamed reply: chunked when length is -1, else exactly length bytes
  * (Content-Length) must follow. */

@@ -12,6 +12,7 @@
 #include "manager_internal.h"
 #include "network.h"
 #include "store.h"
+#include "store_quota.h"
 #include "session_json.h"
 #include "xalloc.h"
 
@@ -237,6 +238,7 @@ void manager_registry_write_back(void *arg)
 		if (ms->teardown || ms->create || ms->pooled)
 			continue;
 		msession_persist(ms);
+		store_quota_session_restore(m->store, ms->s); /* store_quota.h */
 		n++;
 	}
 	size_t t_n = 0;

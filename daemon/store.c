@@ -283,6 +283,8 @@ static void put_record(struct store *st, const struct session *s, struct store_o
 			  (long long)s->expires_at_ms, s->id);
 	redisAsyncCommand(st->ac, NULL, NULL, "SADD %snode:%s:sessions %s", st->prefix, st->node,
 			  s->id);
+	if (s->tenant && *s->tenant)
+		store_quota_touch_cmds(st, s->tenant, s->id, s->expires_at_ms);
 	redisAsyncCommand(st->ac, op ? exec_reply : NULL, op, "EXEC");
 }
 
@@ -313,6 +315,8 @@ void store_session_touch(struct store *st, const struct session *s)
 			  (long long)ttl_ms);
 	redisAsyncCommand(st->ac, NULL, NULL, "ZADD %sexpiry:%s %lld %s", st->prefix, st->node,
 			  (long long)s->expires_at_ms, s->id);
+	if (s->tenant && *s->tenant)
+		store_quota_touch_cmds(st, s->tenant, s->id, s->expires_at_ms);
 }
 
 void store_session_end(struct store *st, const struct session *s, const char *reason,
@@ -341,6 +345,8 @@ void store_session_end(struct store *st, const struct session *s, const char *re
 			  s->id);
 	redisAsyncCommand(st->ac, NULL, NULL, "SET %stomb:%s %b EX %lld", st->prefix, s->id, tomb,
 			  len, (long long)st->tomb_ttl_s);
+	if (s->tenant && *s->tenant)
+		store_quota_end_cmds(st, s->tenant, s->id);
 	redisAsyncCommand(st->ac, exec_reply, op, "EXEC");
 }
 

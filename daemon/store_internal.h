@@ -34,4 +34,11 @@ struct store {
 	uint64_t audit_dropped;
 };
 
+/* store_quota.c: a session's quota reservation, in store.c's MULTIs (the
+ * reservation ends with the record, tombstone retries included, and moves
+ * with its clock). */
+void store_quota_end_cmds(struct store *st, const char *tenant, const char *id);
+void store_quota_touch_cmds(struct store *st, const char *tenant, const char *id,
+			    int64_t expires_at_ms);
+
 #endif

@@ -28,6 +28,9 @@ static const struct api_route toy[] = {
     {"GET", "/things/{id}/blob/{path...}", h_b, API_AUTH_TENANT},
     {"GET", "/x/exact", h_a, API_AUTH_TENANT},
     {"*", "/x/{...}", h_c, API_AUTH_TENANT},
+    {"GET", "/t/{tenant}/q", h_a, API_AUTH_ADMIN},
+    {"PUT", "/t/{tenant}/q", h_b, API_AUTH_ADMIN},
+    {"*", "/t/{...}", h_c, API_AUTH_ADMIN},
 };
 #define TOY_N (sizeof(toy) / sizeof(toy[0]))
 
@@ -105,6 +108,37 @@ TEST(api_route_tails)
 	CHECK(toy_match("GET", "/x").kind == API_MATCH_NONE);
 }
 
+TEST(api_route_tenant_is_checked_by_the_matcher)
+{
+	struct api_match m = toy_match("GET", "/t/acme-1_x/q");
+	CHECK(m.kind == API_MATCH_FOUND && m.route->handler == h_a);
+	CHECK_STR(m.tenant, "acme-1_x");
+	CHECK(m.id[0] == '\0');
+	m = toy_match("PUT", "/t/default/q");
+	CHECK(m.kind == API_MATCH_FOUND && m.route->handler == h_b);
+	CHECK_STR(m.tenant, "default");
+	CHECK_STR(m.allow, "GET, PUT");
+	/* A malformed name is reported, even with a catch-all behind it. */
+	const char *bad[] = {
+	    "/t/Acme/q",  "/t/-x/q",
+	    "/t//q",      "/t/a.b/q",
+	    "/t/a%2fb/q", "/t/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa/q"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		m = toy_match("GET", bad[i]);
+		CHECK(m.kind == API_MATCH_BAD_TENANT && m.route == NULL);
+		CHECK(m.tenant[0] == '\0');
+	}
+	/* 63 characters is the longest name. */
+	m = toy_match("GET",
+		      "/t/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa/q");
+	CHECK(m.kind == API_MATCH_FOUND && strlen(m.tenant) == 63);
+	/* A good name with another tail is the catch-all's. */
+	m = toy_match("GET", "/t/acme/other");
+	CHECK(m.kind == API_MATCH_FOUND && m.route->handler == h_c && m.tenant[0] == '\0');
+	m = toy_match("DELETE", "/t/acme/q");
+	CHECK(m.kind == API_MATCH_FOUND && m.route->handler == h_c);
+}
+
 /* ---- the API's table ---- */
 
 static struct api_match api_match(const char *method, const char *path)
@@ -161,6 +195,14 @@ static const char *const api_expect[] = {
     "GET /v1/admin/ -> * /v1/admin/{...}",
     "GET /v1/admin/a/b -> * /v1/admin/{...}",
     "GET /v1/admin -> 404 no such route",
+    "GET /v1/admin/tenants/acme/quota -> GET /v1/admin/tenants/{tenant}/quota",
+    "PUT /v1/admin/tenants/default/quota -> PUT /v1/admin/tenants/{tenant}/quota",
+    "GET /v1/admin/tenants/acme/usage -> GET /v1/admin/tenants/{tenant}/usage",
+    "DELETE /v1/admin/tenants/acme/quota -> * /v1/admin/{...}",
+    "GET /v1/admin/tenants/Acme/quota -> 404 malformed tenant",
+    "GET /v1/admin/tenants/../quota -> 404 malformed tenant",
+    "GET /v1/usage -> GET /v1/usage",
+    "POST /v1/usage -> 405 GET",
     /* 405 for a known path; methods are case-sensitive. */
     "POST /healthz -> 405 GET",
     "HEAD /readyz -> 405 GET",
@@ -208,7 +250,9 @@ static void describe(const char *request, char *out, size_t size)
 		snprintf(out, size, "%s -> 405 %s", request, m.allow);
 	else
 		snprintf(out, size, "%s -> 404 %s", request,
-			 m.kind == API_MATCH_BAD_ID ? "malformed id" : "no such route");
+			 m.kind == API_MATCH_BAD_ID       ? "malformed id"
+			 : m.kind == API_MATCH_BAD_TENANT ? "malformed tenant"
+							  : "no such route");
 }
 
 TEST(api_routes_table_answers)

@@ -1,0 +1,139 @@
+/* quota.c: quota names, overrides from JSON, merging and Retry-After
+ * (quota.h). A parser of outside input (an admin's body, what Redis holds):
+ * fuzzed by tests/fuzz/fuzz_quota.c. */
+#include "quota.h"
+
+#include <string.h>
+
+#include "json.h"
+
+static const char *const names[QUOTA_COUNT] = {
+    [QUOTA_SESSIONS] = "sessions",
+    [QUOTA_EXECUTIONS] = "executions",
+    [QUOTA_MEMORY_MB] = "memory_mb",
+    [QUOTA_EXEC_SECONDS_PER_HOUR] = "exec_seconds_per_hour",
+    [QUOTA_REQUESTS_PER_SECOND] = "requests_per_second",
+};
+
+bool quota_tenant_valid(const char *name)
+{
+	size_t n = name ? strlen(name) : 0;
+	if (n == 0 || n > 63)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char ch = name[i];
+		bool alnum = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9');
+		if (!alnum && (i == 0 || (ch != '_' && ch != '-')))
+			return false;
+	}
+	return true;
+}
+
+const char *quota_name(enum quota_name n)
+{
+	return (unsigned)n < QUOTA_COUNT ? names[n] : "?";
+}
+
+int quota_lookup(const char *name, size_t len, enum quota_name *out)
+{
+	for (int i = 0; i < QUOTA_COUNT; i++)
+		if (strlen(names[i]) == len && memcmp(names[i], name, len) == 0) {
+			*out = (enum quota_name)i;
+			return 0;
+		}
+	return -1;
+}
+
+void quota_from_config(const struct config *cfg, struct quota *out)
+{
+	out->v[QUOTA_SESSIONS] = cfg->quota_sessions;
+	out->v[QUOTA_EXECUTIONS] = cfg->quota_executions;
+	out->v[QUOTA_MEMORY_MB] = cfg->quota_memory_mb;
+	out->v[QUOTA_EXEC_SECONDS_PER_HOUR] = cfg->quota_exec_seconds_per_hour;
+	out->v[QUOTA_REQUESTS_PER_SECOND] = cfg->quota_requests_per_second;
+}
+
+int quota_override_parse(const char *text, size_t len, struct quota_override *out,
+			 struct err **errp)
+{
+	memset(out, 0, sizeof(*out));
+	struct quota_override o = {0};
+	AUTOJSON yajl_val v = json_parse(text, len, errp);
+	if (v == NULL)
+		return -1;
+	if (!YAJL_IS_OBJECT(v))
+		return err_set(errp, ERR_BAD_REQUEST, "quota: expected an object, got %s",
+			       json_type_name(v));
+	for (size_t i = 0; i < v->u.object.len; i++) {
+		const char *k = v->u.object.keys[i];
+		yajl_val x = v->u.object.values[i];
+		enum quota_name n;
+		if (quota_lookup(k, strlen(k), &n) < 0)
+			return err_set(errp, ERR_BAD_REQUEST,
+				       "quota: unknown name '%.64s' (known: sessions, executions, "
+				       "memory_mb, exec_seconds_per_hour, requests_per_second)",
+				       k);
+		if (!YAJL_IS_INTEGER(x))
+			return err_set(errp, ERR_BAD_REQUEST,
+				       "quota: %s: expected an integer, got %s", k,
+				       json_type_name(x));
+		int64_t n64 = YAJL_GET_INTEGER(x);
+		if (n64 < 0 || n64 > QUOTA_MAX_VALUE)
+			return err_set(
+			    errp, ERR_BAD_REQUEST,
+			    "quota: %s: %lld is out of range (0 = unlimited, at most %lld)", k,
+			    (long long)n64, (long long)QUOTA_MAX_VALUE);
+		o.set |= 1u << n;
+		o.v[n] = n64;
+	}
+	*out = o; /* all or nothing */
+	return 0;
+}
+
+void quota_merge(const struct quota *defaults, const struct quota_override *o, struct quota *out)
+{
+	for (int i = 0; i < QUOTA_COUNT; i++)
+		out->v[i] = o && (o->set & (1u << i)) ? o->v[i] : defaults->v[i];
+}
+
+void quota_to_json(const struct quota *q, yajl_gen g)
+{
+	jg_obj(g);
+	for (int i = 0; i < QUOTA_COUNT; i++)
+		jg_kv_int(g, names[i], q->v[i]);
+	jg_obj_end(g);
+}
+
+void quota_override_to_json(const struct quota_override *o, yajl_gen g)
+{
+	jg_obj(g);
+	for (int i = 0; i < QUOTA_COUNT; i++)
+		if (o->set & (1u << i))
+			jg_kv_int(g, names[i], o->v[i]);
+	jg_obj_end(g);
+}
+
+int64_t quota_burst(int64_t rate)
+{
+	return rate * 2 < 1 ? 1 : rate * 2;
+}
+
+int64_t quota_retry_after_ms(int64_t ms)
+{
+	if (ms <= 1000)
+		return 1;
+	/* A day is more than any window here; a larger value is Redis's noise. */
+	if (ms > 86400000)
+		return 86400;
+	return (ms + 999) / 1000;
+}
+
+int64_t quota_retry_after_bucket(int64_t milli_tokens, int64_t rate)
+{
+	if (rate <= 0 || milli_tokens >= 1000)
+		return 1;
+	if (milli_tokens < 0)
+		milli_tokens = 0;
+	/* (1000 - mt) thousandths of a token at rate tokens a second. */
+	return quota_retry_after_ms(((1000 - milli_tokens) + rate - 1) / rate);
+}
