@@ -3,7 +3,8 @@
  * in the answer to its creation; Redis keeps the SHA-256 of its secret.
  *
  * The body is parsed here rather than in api_requests.c: it is two
- * members, and the quota object is handed on whole to the quotas' code. */
+ * members. A "quota" is the tenant's, written first (as PUT
+ * /v1/admin/tenants/{tenant}/quota would), then the key. */
 #include "api.h"
 
 #include <stdio.h>
@@ -14,6 +15,7 @@
 #include "apikey.h"
 #include "json.h"
 #include "log.h"
+#include "quota.h"
 #include "store.h"
 #include "xalloc.h"
 
@@ -26,26 +28,23 @@ static bool keys_on(struct call *c)
 	return false;
 }
 
-/* The quota a new key's tenant gets ("quota" in POST /v1/admin/keys, a JSON
- * object, or NULL when absent). The lead wires this to the quotas' store
- * (issue 11's quota part: the same as PUT /v1/admin/tenants/{tenant}/quota);
- * until then it accepts and ignores the object. */
-static int apply_quota(struct call *c, const char *tenant, yajl_val quota, struct err **errp)
-{
-	(void)c;
-	(void)tenant;
-	(void)quota;
-	(void)errp;
-	return 0;
-}
-
 /* ---- POST /v1/admin/keys ---- */
 
 struct key_create {
 	struct call *c;
 	struct store_key k;
 	char key[APIKEY_LEN + 1]; /* shown once, in the answer */
+	bool has_quota;
+	struct quota_override quota; /* the tenant's, written before the key */
+	struct api_quota_wait *w;    /* while the quota is written */
 };
+
+static void key_create_free(void *arg)
+{
+	struct key_create *kc = arg;
+	explicit_bzero(kc->key, sizeof(kc->key));
+	free(kc);
+}
 
 static void key_stored(const struct err *e, void *arg)
 {
@@ -67,8 +66,25 @@ static void key_stored(const struct err *e, void *arg)
 		jg_obj_end(g);
 		api_reply(c, 201, g, NULL);
 	}
-	explicit_bzero(kc->key, sizeof(kc->key));
-	free(kc);
+	key_create_free(kc);
+}
+
+/* The tenant's quota is written (the same as PUT
+ * /v1/admin/tenants/{tenant}/quota): now the key. A quota that could not be
+ * written leaves no key behind. */
+static void quota_written(const struct err *e, void *arg)
+{
+	struct key_create *kc = arg;
+	struct call *c = api_quota_wait_done(kc->w);
+	kc->w = NULL;
+	api_audit(c, "admin_quota_set", api_audit_outcome(e), kc->k.tenant);
+	if (e) {
+		api_reply(c, 0, NULL, e);
+		key_create_free(kc);
+		return;
+	}
+	api_quota_learn(c->api, kc->k.tenant, &kc->quota);
+	store_key_put(c->api->store, &kc->k, key_stored, kc);
 }
 
 /* {"tenant": NAME, "quota": {...}?}: the tenant (borrowed from v) and the
@@ -105,10 +121,10 @@ static void create_body(struct call *c, const char *body, size_t len)
 	yajl_val v = json_parse(body, len, &e);
 	const char *tenant = NULL;
 	yajl_val quota = NULL;
+	struct quota_override o;
 	if (v == NULL || parse_create(v, &tenant, &quota, &e) < 0 ||
-	    apply_quota(c, tenant, quota, &e) < 0) {
-		if (e->code != ERR_UNAVAILABLE)
-			e->code = ERR_BAD_REQUEST;
+	    (quota && quota_override_from_json(quota, &o, &e) < 0)) {
+		e->code = ERR_BAD_REQUEST;
 		json_free(v);
 		api_reply(c, 0, NULL, e);
 		return;
@@ -118,8 +134,26 @@ static void create_body(struct call *c, const char *body, size_t len)
 	apikey_generate(kc->k.id, kc->key, kc->k.sha256);
 	snprintf(kc->k.tenant, sizeof(kc->k.tenant), "%s", tenant);
 	kc->k.created = (int64_t)time(NULL);
+	kc->has_quota = quota != NULL;
+	if (quota)
+		kc->quota = o;
 	json_free(v);
-	store_key_put(c->api->store, &kc->k, key_stored, kc);
+	if (!kc->has_quota) {
+		store_key_put(c->api->store, &kc->k, key_stored, kc);
+		return;
+	}
+	/* Registered, so that a daemon stopping meanwhile frees kc and c. */
+	kc->w = api_quota_wait_new(c, kc, key_create_free);
+	struct store_quota_op *op = NULL;
+	if (store_quota_put(c->api->store, kc->k.tenant, &kc->quota, quota_written, kc, &op, &e) <
+	    0) {
+		c = api_quota_wait_done(kc->w);
+		api_audit(c, "admin_quota_set", api_audit_outcome(e), kc->k.tenant);
+		api_reply(c, 0, NULL, e);
+		key_create_free(kc);
+		return;
+	}
+	api_quota_wait_set_op(kc->w, op);
 }
 
 void api_keys_create(struct call *c)

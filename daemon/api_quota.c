@@ -135,8 +135,9 @@ void api_quota_usage_own(struct call *c)
 
 static void put_done(const struct err *e, void *arg)
 {
-	struct quota_flow copy;
-	struct call *c = flow_end(arg, e, &copy);
+	struct quota_flow *f = arg, copy;
+	api_audit(f->c, "admin_quota_set", api_audit_outcome(e), f->tenant);
+	struct call *c = flow_end(f, e, &copy);
 	if (c == NULL)
 		return;
 	api_quota_learn(c->api, copy.tenant, &copy.o);
@@ -156,6 +157,7 @@ static void put_body(struct call *c, const char *body, size_t len)
 	f->o = o;
 	struct store_quota_op *op = NULL;
 	if (store_quota_put(c->api->store, f->tenant, &o, put_done, f, &op, &e) < 0) {
+		api_audit(c, "admin_quota_set", api_audit_outcome(e), f->tenant);
 		struct quota_flow copy;
 		flow_end(f, e, &copy);
 		err_free(e);

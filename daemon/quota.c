@@ -57,10 +57,16 @@ int quota_override_parse(const char *text, size_t len, struct quota_override *ou
 			 struct err **errp)
 {
 	memset(out, 0, sizeof(*out));
-	struct quota_override o = {0};
 	AUTOJSON yajl_val v = json_parse(text, len, errp);
 	if (v == NULL)
 		return -1;
+	return quota_override_from_json(v, out, errp);
+}
+
+int quota_override_from_json(yajl_val v, struct quota_override *out, struct err **errp)
+{
+	memset(out, 0, sizeof(*out));
+	struct quota_override o = {0};
 	if (!YAJL_IS_OBJECT(v))
 		return err_set(errp, ERR_BAD_REQUEST, "quota: expected an object, got %s",
 			       json_type_name(v));

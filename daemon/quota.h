@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <yajl/yajl_gen.h>
+#include <yajl/yajl_tree.h>
 
 #include "config.h"
 #include "err.h"
@@ -64,6 +65,8 @@ void quota_from_config(const struct config *cfg, struct quota *out);
  * (bad_request) names the member otherwise, and *out is left empty. */
 int quota_override_parse(const char *text, size_t len, struct quota_override *out,
 			 struct err **errp);
+/* The same, of a parsed value (the "quota" of POST /v1/admin/keys). */
+int quota_override_from_json(yajl_val v, struct quota_override *out, struct err **errp);
 
 /* defaults, with each name o sets replaced by o's value (o may be NULL). */
 void quota_merge(const struct quota *defaults, const struct quota_override *o, struct quota *out);

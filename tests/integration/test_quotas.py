@@ -315,3 +315,43 @@ def test_sighup_changes_the_quota_flags(make_daemon, tmp_path):
     assert d.api.request("GET", QUOTA)[1]["quota"]["sessions"] == 0
     for sid in (s["id"], t["id"]):
         assert d.api.delete(sid) == 204
+
+
+# ------------------------------------------------------------ with real tenants
+
+ADMIN = "admin-" + "q" * 40
+
+
+def test_a_key_s_quota_is_its_tenant_s_and_no_other_s(make_daemon):
+    """POST /v1/admin/keys {"tenant","quota"} sets the tenant's quota (as a
+    PUT would): one tenant at its limit leaves another's untouched, /v1/usage
+    is the caller's own, and a bad quota makes no key."""
+    d = make_daemon("--pool-size", "0", admin_key=ADMIN)
+    mark = d.log_mark()
+    r = d.admin.send("POST", "/v1/admin/keys", body={"tenant": "acme", "quota": {"sesions": 1}})
+    assert r.status == 400 and "sesions" in r.doc["error"]["message"]
+    assert d.admin.request("GET", "/v1/admin/keys?tenant=acme")[1] == {"keys": []}
+    a = d.client(d.key("acme", quota={"sessions": 1, "memory_mb": 4096})["key"])
+    b = d.client(d.key("bravo")["key"])
+    status, doc = d.admin.request("GET", "/v1/admin/tenants/acme/quota")
+    assert status == 200 and doc["overrides"] == {"sessions": 1, "memory_mb": 4096}
+    first = a.send("POST", "/v1/sessions", body={})
+    assert first.status == 201, first.doc
+    assert_refused(a.send("POST", "/v1/sessions", body={}), "sessions")
+    # bravo has no quota: its sessions are its own.
+    made = [b.send("POST", "/v1/sessions", body={}) for _ in range(2)]
+    assert [m.status for m in made] == [201, 201]
+    status, mine = a.request("GET", "/v1/usage")
+    assert status == 200 and mine["tenant"] == "acme" and mine["usage"]["sessions"] == 1
+    status, theirs = b.request("GET", "/v1/usage")
+    assert status == 200 and theirs["tenant"] == "bravo" and theirs["usage"]["sessions"] == 2
+    # A tenant may not read or set quotas: the admin routes are the admin's.
+    assert a.request("GET", "/v1/admin/tenants/acme/quota")[0] == 403
+    assert a.request("PUT", "/v1/admin/tenants/acme/quota", body={"sessions": 9})[0] == 403
+    # The admin actions are in the audit.
+    d.wait_log('"action":"admin_quota_set"', since=mark)
+    status, doc = d.admin.request("GET", "/v1/admin/audit?action=admin_quota_set")
+    assert status == 200 and [e["target"] for e in doc["entries"]] == ["acme"], doc
+    for s in [first] + made:
+        owner = a if s is first else b
+        assert owner.delete(s.doc["id"]) == 204
