@@ -210,7 +210,8 @@ static void list_finish(struct list_op *op)
 		op->cb(&(struct err){.code = ERR_UNAVAILABLE, .message = op->why}, NULL, 0,
 		       op->arg);
 	} else {
-		qsort(op->keys, op->n, sizeof(*op->keys), key_cmp);
+		if (op->n > 1) /* qsort may not be given NULL, even for 0 */
+			qsort(op->keys, op->n, sizeof(*op->keys), key_cmp);
 		op->cb(NULL, op->keys, op->n, op->arg);
 	}
 	free(op->keys);

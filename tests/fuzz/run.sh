@@ -6,9 +6,16 @@ cd "$(dirname "$0")/../.."
 secs=${1:-5}
 passed=0
 failed=0
-for bin in build/fuzz/fuzz_*; do
-	[ -x "$bin" ] || continue
-	name=$(basename "$bin")
+# Every target in tests/fuzz/ must have been built (make fuzz): a missing
+# one is a failure, not a silent zero.
+for src in tests/fuzz/fuzz_*.c; do
+	name=$(basename "$src" .c)
+	bin=build/fuzz/$name
+	if [ ! -x "$bin" ]; then
+		echo "fuzz $name: FAILED; $bin is not built (make fuzz)"
+		failed=$((failed + 1))
+		continue
+	fi
 	corpus=build/fuzz/corpus/$name
 	mkdir -p "$corpus"
 	[ -d "tests/fuzz/corpus/$name" ] && cp -n tests/fuzz/corpus/$name/* "$corpus"/ 2>/dev/null
