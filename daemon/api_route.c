@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "quota.h"
+#include "apikey.h"
 
 enum shape { SHAPE_NO, SHAPE_YES, SHAPE_BAD_ID, SHAPE_BAD_TENANT };
 
@@ -91,7 +91,7 @@ static enum shape match_shape(const char *p, const char *s, struct captures *cap
 			char name[64] = "";
 			if (n < sizeof(name))
 				memcpy(name, s, n);
-			if (!quota_tenant_valid(name))
+			if (!apikey_tenant_valid(name))
 				return SHAPE_BAD_TENANT;
 			cap->tenant = s;
 			cap->tenant_len = n;

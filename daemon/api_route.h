@@ -8,7 +8,7 @@
  *   {key}      one segment of 1 to API_KEY_PARAM_MAX letters and digits: an
  *              API key's id, checked by its handler (a key id that is not
  *              one is a 404 there, like an unknown one).
- *   {tenant}   one segment: a tenant name (quota_tenant_valid), checked by
+ *   {tenant}   one segment: a tenant name (apikey_tenant_valid), checked by
  *              the matcher like {id}.
  *   {path...}  the rest of the path, possibly empty, still percent-encoded:
  *              a file path in the session (the caller decodes and checks it).

@@ -15,20 +15,6 @@ static const char *const names[QUOTA_COUNT] = {
     [QUOTA_REQUESTS_PER_SECOND] = "requests_per_second",
 };
 
-bool quota_tenant_valid(const char *name)
-{
-	size_t n = name ? strlen(name) : 0;
-	if (n == 0 || n > 63)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char ch = name[i];
-		bool alnum = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9');
-		if (!alnum && (i == 0 || (ch != '_' && ch != '-')))
-			return false;
-	}
-	return true;
-}
-
 const char *quota_name(enum quota_name n)
 {
 	return (unsigned)n < QUOTA_COUNT ? names[n] : "?";

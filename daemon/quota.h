@@ -48,9 +48,6 @@ struct quota_override {
 	int64_t v[QUOTA_COUNT];
 };
 
-/* Whether name is a tenant name: [a-z0-9][a-z0-9_-]{0,62}. */
-bool quota_tenant_valid(const char *name);
-
 /* The wire name of a quota ("sessions", ...). */
 const char *quota_name(enum quota_name n);
 

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "apikey.h"
 #include "defer.h"
 #include "json.h"
 #include "log.h"
@@ -484,7 +485,7 @@ struct store_quota_op *store_quota_get(struct store *st, const char *tenant, sto
 int store_quota_put(struct store *st, const char *tenant, const struct quota_override *o,
 		    store_done_cb cb, void *arg, struct store_quota_op **opp, struct err **errp)
 {
-	if (!quota_tenant_valid(tenant))
+	if (!apikey_tenant_valid(tenant))
 		return err_set(errp, ERR_BAD_REQUEST,
 			       "tenant '%.64s' is not a tenant name ([a-z0-9][a-z0-9_-]{0,62})",
 			       tenant ? tenant : "");

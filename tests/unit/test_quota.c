@@ -5,6 +5,7 @@
 
 #include "config.h"
 #include "json.h"
+#include "apikey.h"
 #include "quota.h"
 #include "unit.h"
 
@@ -140,25 +141,25 @@ TEST(quota_burst_and_retry_after)
 
 TEST(quota_tenant_names)
 {
-	CHECK(quota_tenant_valid("default"));
-	CHECK(quota_tenant_valid("a"));
-	CHECK(quota_tenant_valid("acme-1_b"));
-	CHECK(quota_tenant_valid("0abc"));
+	CHECK(apikey_tenant_valid("default"));
+	CHECK(apikey_tenant_valid("a"));
+	CHECK(apikey_tenant_valid("acme-1_b"));
+	CHECK(apikey_tenant_valid("0abc"));
 	char long_ok[64], too_long[65];
 	memset(long_ok, 'a', 63);
 	long_ok[63] = '\0';
 	memset(too_long, 'a', 64);
 	too_long[64] = '\0';
-	CHECK(quota_tenant_valid(long_ok));
-	CHECK(!quota_tenant_valid(too_long));
-	CHECK(!quota_tenant_valid(""));
-	CHECK(!quota_tenant_valid(NULL));
-	CHECK(!quota_tenant_valid("-abc"));
-	CHECK(!quota_tenant_valid("_abc"));
-	CHECK(!quota_tenant_valid("Acme"));
-	CHECK(!quota_tenant_valid("a.b"));
-	CHECK(!quota_tenant_valid("a/b"));
-	CHECK(!quota_tenant_valid("a b"));
-	CHECK(!quota_tenant_valid("a%2fb"));
-	CHECK(!quota_tenant_valid("caf\xc3\xa9"));
+	CHECK(apikey_tenant_valid(long_ok));
+	CHECK(!apikey_tenant_valid(too_long));
+	CHECK(!apikey_tenant_valid(""));
+	CHECK(!apikey_tenant_valid(NULL));
+	CHECK(!apikey_tenant_valid("-abc"));
+	CHECK(!apikey_tenant_valid("_abc"));
+	CHECK(!apikey_tenant_valid("Acme"));
+	CHECK(!apikey_tenant_valid("a.b"));
+	CHECK(!apikey_tenant_valid("a/b"));
+	CHECK(!apikey_tenant_valid("a b"));
+	CHECK(!apikey_tenant_valid("a%2fb"));
+	CHECK(!apikey_tenant_valid("caf\xc3\xa9"));
 }
