@@ -262,10 +262,31 @@ void exec_request_release(struct exec_request *r)
 	memset(r, 0, sizeof(*r));
 }
 
+/* Whether the JSON text has a \u0000 escape: the tree's strings end at a
+ * NUL, so code with one would run cut short. An escape is a backslash
+ * preceded by an even number of backslashes (outside strings valid JSON
+ * has none). */
+static bool has_nul_escape(const char *text, size_t len)
+{
+	for (size_t i = 0; i + 6 <= len; i++) {
+		if (text[i] != '\\' || text[i + 1] != 'u' || strncmp(text + i + 2, "0000", 4) != 0)
+			continue;
+		size_t before = 0;
+		while (before < i && text[i - 1 - before] == '\\')
+			before++;
+		if (before % 2 == 0)
+			return true;
+	}
+	return false;
+}
+
 int api_parse_exec_request(const char *body, size_t len, bool oneshot, struct exec_request *r,
 			   struct err **errp)
 {
 	memset(r, 0, sizeof(*r));
+	if (has_nul_escape(body, len))
+		return err_set(errp, ERR_BAD_REQUEST,
+			       "code: holds a NUL character (\\u0000), which Python source cannot");
 	const char *extra = oneshot ? "image" : "stream";
 	yajl_val v = json_parse(body, len, errp);
 	if (v == NULL)

@@ -1,5 +1,6 @@
 /* test_session.c: create-request validation and session rules. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "api_requests.h"
 #include "json.h"
@@ -218,4 +219,32 @@ TEST(session_lifetime_caps_the_idle_clock)
 	CHECK(!session_lifetime_bound(s));
 	session_free(s);
 	expect_bad("{\"max_lifetime_s\":999999999}", "exceeds the server maximum");
+}
+
+TEST(exec_request_refuses_a_nul_in_the_code)
+{
+	/* The tree's strings end at a NUL: code with one would run cut short. */
+	static const char *const bad[] = {
+	    "{\"code\": \"print(1)\\u0000print(2)\"}",
+	    "{\"code\": \"\\\\\\u0000\"}", /* an escaped backslash, then the escape */
+	};
+	static const char *const good[] = {
+	    "{\"code\": \"print('\\\\u0000')\"}", /* a backslash, then the text u0000 */
+	    "{\"code\": \"x = '\\u0001'\"}",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct exec_request r;
+		struct err *e = NULL;
+		CHECK(api_parse_exec_request(bad[i], strlen(bad[i]), false, &r, &e) < 0);
+		CHECK(e && e->code == ERR_BAD_REQUEST && strstr(e->message, "NUL"));
+		err_free(e);
+		exec_request_release(&r);
+	}
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		struct exec_request r;
+		struct err *e = NULL;
+		CHECK(api_parse_exec_request(good[i], strlen(good[i]), false, &r, &e) == 0);
+		CHECK(e == NULL);
+		exec_request_release(&r);
+	}
 }
