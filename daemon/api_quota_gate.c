@@ -234,6 +234,21 @@ struct call *api_quota_wait_done(struct api_quota_wait *w)
 
 /* ---- the 429 ---- */
 
+/* A create or an execution refused by a quota is an attempt the audit keeps,
+ * like any other refusal (a request merely over its rate is not an action). */
+static void audit_refusal(struct call *c, const struct err *e)
+{
+	if (c->route == NULL)
+		return;
+	if (c->audit_code) /* an execution: its code was read */
+		api_audit_exec(c,
+			       strcmp(c->route->pattern, "/v1/exec") == 0 ? "exec_oneshot" : "exec",
+			       NULL, e);
+	else if (strcmp(c->route->pattern, "/v1/sessions/?") == 0 &&
+		 strcmp(c->route->method, "POST") == 0)
+		api_audit_session(c, "session_create", NULL, e);
+}
+
 void api_quota_refuse(struct call *c, int n, int64_t retry_s)
 {
 	char retry[24], msg[256];
@@ -242,6 +257,7 @@ void api_quota_refuse(struct call *c, int n, int64_t retry_s)
 	snprintf(retry, sizeof(retry), "%lld", (long long)retry_s);
 	snprintf(msg, sizeof(msg), "tenant %s is over its %s quota; retry in %llds", c->tenant,
 		 quota_name((enum quota_name)n), (long long)retry_s);
+	audit_refusal(c, &(struct err){.code = ERR_QUOTA_EXCEEDED, .message = msg});
 	http_req_add_header(c->req, "Retry-After", retry);
 	http_req_reply_error_field(c->req, ERR_QUOTA_EXCEEDED, msg, "quota",
 				   quota_name((enum quota_name)n));
@@ -403,6 +419,17 @@ static void start_session(struct api_quota_wait *w)
 	snprintf(h->session_member, sizeof(h->session_member), "pending-%08x-%llu",
 		 c->api->id_prefix, (unsigned long long)++c->api->quota->seq);
 	int64_t lapse = clock_now_ms() + cfg->start_timeout_s * 1000 + QUOTA_GRACE_MS;
+	if (w->eff.v[QUOTA_SESSIONS] == 0 && w->eff.v[QUOTA_MEMORY_MB] == 0) {
+		/* Nothing to enforce: reserved for the usage without waiting, so a
+		 * create costs no Redis round trip (the reservation's later move to
+		 * the session id follows on the same connection, in order). */
+		store_quota_session_admit(c->api->store, c->tenant, h->session_member,
+					  w->ask.memory_mb, lapse, &w->eff, NULL, NULL);
+		hold_take(h, true);
+		w->ask.session = false;
+		step(w);
+		return;
+	}
 	w->op = store_quota_session_admit(c->api->store, c->tenant, h->session_member,
 					  w->ask.memory_mb, lapse, &w->eff, admitted, w);
 }

@@ -513,7 +513,7 @@ struct store_quota_op *store_quota_session_admit(struct store *st, const char *t
 						 int64_t lapse_ms, const struct quota *q,
 						 store_quota_admit_cb cb, void *arg)
 {
-	struct store_quota_op *op = op_new(st, OP_ADMIT, &s_session_admit, arg);
+	struct store_quota_op *op = op_new(st, cb ? OP_ADMIT : OP_FIRE, &s_session_admit, arg);
 	op->admit_cb = cb;
 	op_keys(op, tenant, keys_sessions);
 	op_arg(op, member);

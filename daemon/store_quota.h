@@ -50,7 +50,8 @@ int store_quota_put(struct store *st, const char *tenant, const struct quota_ove
 		    store_done_cb cb, void *arg, struct store_quota_op **opp, struct err **errp);
 
 /* Reserve a session slot of memory_mb for member (a pending create) until
- * lapse_ms, if q allows it (sessions, memory_mb). */
+ * lapse_ms, if q allows it (sessions, memory_mb). cb NULL: reserved
+ * without an answer (nothing to enforce; counted for the usage). */
 struct store_quota_op *store_quota_session_admit(struct store *st, const char *tenant,
 						 const char *member, int64_t memory_mb,
 						 int64_t lapse_ms, const struct quota *q,

@@ -352,6 +352,9 @@ def test_a_key_s_quota_is_its_tenant_s_and_no_other_s(make_daemon):
     d.wait_log('"action":"admin_quota_set"', since=mark)
     status, doc = d.admin.request("GET", "/v1/admin/audit?action=admin_quota_set")
     assert status == 200 and [e["target"] for e in doc["entries"]] == ["acme"], doc
+    # ... and so is the refused create, as acme's own.
+    status, doc = a.request("GET", "/v1/audit?action=session_create")
+    assert status == 200 and [e["outcome"] for e in doc["entries"]] == ["ok", "quota_exceeded"], doc
     for s in [first] + made:
         owner = a if s is first else b
         assert owner.delete(s.doc["id"]) == 204
