@@ -35,6 +35,7 @@ struct tenant_entry {
 	struct quota_override o;
 	int64_t fetched_ms;             /* monotonic */
 	int64_t uncounted;              /* requests not yet sent to Redis's count */
+	int64_t unsent_exec_ms;         /* quiet executions' time, not yet sent */
 	struct store_quota_op *refresh; /* a re-read in flight */
 	struct tenant_entry *next;
 };
@@ -62,6 +63,7 @@ struct api_quota {
 	struct event *flush; /* armed while requests wait to be counted */
 	uint64_t seq;        /* member names */
 	LIST_HEAD(, api_quota_wait) waits;
+	LIST_HEAD(, api_quota_hold) quiet; /* executions not yet announced to Redis */
 };
 
 struct api_quota_hold {
@@ -72,6 +74,12 @@ struct api_quota_hold {
 	char exec_member[128];
 	int64_t exec_started_ms; /* monotonic */
 	int64_t duration_ms;     /* -1: not told */
+	/* A quiet execution (its tenant has no execution quota to enforce):
+	 * announced to Redis only if it still runs at the next flush, its time
+	 * sent with the tenant's others when it ends (quiet_link in q->quiet). */
+	bool quiet;
+	int64_t exec_lapse_ms;
+	LIST_ENTRY(api_quota_hold) quiet_link;
 };
 
 /* ---- the cache ---- */
@@ -140,12 +148,38 @@ static void flush_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	struct api_quota *q = arg;
+	struct store *st = q->api->store;
 	for (size_t i = 0; i < CACHE_BUCKETS; i++)
-		for (struct tenant_entry *t = q->buckets[i]; t; t = t->next)
+		for (struct tenant_entry *t = q->buckets[i]; t; t = t->next) {
 			if (t->uncounted) {
-				store_quota_count(q->api->store, t->name, t->uncounted);
+				store_quota_count(st, t->name, t->uncounted);
 				t->uncounted = 0;
 			}
+			if (t->unsent_exec_ms) {
+				char member[64];
+				snprintf(member, sizeof(member), "batch-%08x-%llu",
+					 q->api->id_prefix, (unsigned long long)++q->seq);
+				store_quota_exec_end(st, t->name, member, t->unsent_exec_ms);
+				t->unsent_exec_ms = 0;
+			}
+		}
+	/* Still running a flush later: the usage's running count should see it. */
+	static const struct quota unlimited;
+	while (!LIST_EMPTY(&q->quiet)) {
+		struct api_quota_hold *h = LIST_FIRST(&q->quiet);
+		LIST_REMOVE(h, quiet_link);
+		h->quiet = false;
+		store_quota_exec_admit(st, h->tenant, h->exec_member, h->exec_lapse_ms, &unlimited,
+				       NULL, NULL);
+	}
+}
+
+static void flush_soon(struct api_quota *q)
+{
+	if (!evtimer_pending(q->flush, NULL)) {
+		struct timeval tv = {0, FLUSH_MS * 1000};
+		evtimer_add(q->flush, &tv);
+	}
 }
 
 static void count_request(struct api_quota *q, const char *tenant)
@@ -154,10 +188,7 @@ static void count_request(struct api_quota *q, const char *tenant)
 	if (t == NULL)
 		return; /* not possible after resolve; nothing to count it in */
 	t->uncounted++;
-	if (!evtimer_pending(q->flush, NULL)) {
-		struct timeval tv = {0, FLUSH_MS * 1000};
-		evtimer_add(q->flush, &tv);
-	}
+	flush_soon(q);
 }
 
 /* The tenant's effective quotas from what is known (flags read now, so a
@@ -177,6 +208,7 @@ void api_quota_start(struct http_api *api)
 	api->quota->api = api;
 	api->quota->flush = evtimer_new(api->base, flush_cb, api->quota);
 	LIST_INIT(&api->quota->waits);
+	LIST_INIT(&api->quota->quiet);
 }
 
 static void wait_free(struct api_quota_wait *w)
@@ -201,7 +233,7 @@ void api_quota_stop(struct http_api *api)
 		wait_free(w);
 		api_call_free(c);
 	}
-	flush_cb(-1, 0, q);
+	flush_cb(-1, 0, q); /* announces every quiet execution: q->quiet is empty after */
 	event_free(q->flush);
 	cache_clear(q);
 	free(q);
@@ -316,7 +348,16 @@ void api_quota_release(struct call *c)
 	if (h->exec) {
 		int64_t d =
 		    h->duration_ms >= 0 ? h->duration_ms : clock_mono_ms() - h->exec_started_ms;
-		store_quota_exec_end(st, h->tenant, h->exec_member, d);
+		struct api_quota *q = c->api->quota;
+		struct tenant_entry *t = h->quiet && q ? cache_find(q, h->tenant) : NULL;
+		if (h->quiet)
+			LIST_REMOVE(h, quiet_link);
+		if (t) { /* never announced: its time goes with the tenant's next batch */
+			t->unsent_exec_ms += d > 0 ? d : 0;
+			flush_soon(q);
+		} else {
+			store_quota_exec_end(st, h->tenant, h->exec_member, d);
+		}
 	}
 	if (h->session)
 		store_quota_session_release(st, h->tenant, h->session_member);
@@ -447,10 +488,13 @@ static void start_exec(struct api_quota_wait *w)
 	if (!c->id[0]) /* the one-shot starts its session first */
 		lapse += cfg->start_timeout_s * 1000;
 	if (w->eff.v[QUOTA_EXECUTIONS] == 0 && w->eff.v[QUOTA_EXEC_SECONDS_PER_HOUR] == 0) {
-		/* Nothing to enforce: counted for the usage without waiting, so
-		 * Redis stays off an execution's critical path. */
-		store_quota_exec_admit(c->api->store, c->tenant, h->exec_member, lapse, &w->eff,
-				       NULL, NULL);
+		/* Nothing to enforce: counted for the usage without waiting, and
+		 * in batches (flush_cb), so Redis stays off an execution's path
+		 * and a short one costs Redis nothing of its own. */
+		h->quiet = true;
+		h->exec_lapse_ms = lapse;
+		LIST_INSERT_HEAD(&c->api->quota->quiet, h, quiet_link);
+		flush_soon(c->api->quota);
 		hold_take(h, false);
 		w->ask.exec = false;
 		if (w->next) /* an admission's (not api_quota_admit_now's) */

@@ -358,3 +358,26 @@ def test_a_key_s_quota_is_its_tenant_s_and_no_other_s(make_daemon):
     for s in [first] + made:
         owner = a if s is first else b
         assert owner.delete(s.doc["id"]) == 204
+
+
+def test_an_unlimited_tenant_s_executions_are_counted_in_batches(make_daemon):
+    """Without an execution quota, executions cost Redis nothing of their own:
+    a short one's time goes with its tenant's next batch, a long one is
+    announced at the next flush, so the usage still sees it running."""
+    d = make_daemon("--pool-size", "0")
+    s = d.api.create()
+    for _ in range(5):
+        assert run(d, s["id"], "1 + 1").status == 200
+    done = {}
+    t = threading.Thread(target=lambda: done.setdefault(
+        "r", run(d, s["id"], "import time; time.sleep(2)")))
+    t.start()
+    try:
+        wait_for(lambda: usage(d)["executions"] == 1, 10, interval=0.05,
+                 what="the running execution in the usage")
+    finally:
+        t.join(30)
+    assert done["r"].status == 200 and done["r"].doc["status"] == "ok"
+    wait_for(lambda: usage(d)["executions"] == 0 and usage(d)["exec_seconds_last_hour"] >= 2,
+             10, interval=0.05, what="the execution's end and its time in the usage")
+    d.api.delete(s["id"])
