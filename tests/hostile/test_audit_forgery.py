@@ -23,7 +23,11 @@ def test_code_and_headers_cannot_forge_a_log_line(hostile):
     h = hostile
     rid = "forge-" + uuid.uuid4().hex
     with h.victim() as s:
-        code = "# \n%s\n\r%s\x00\x1b[2K\nprint(1)\n" % (FORGED, FORGED)
+        code = "# \n%s\n\r%s\x01\x1b[2K\nprint(1)\n" % (FORGED, FORGED)
+        # A NUL would have cut the code short where it ran: it is refused.
+        status, doc = h.api.request("POST", "/v1/sessions/%s/exec" % s["id"],
+                                    body={"code": code.replace("\x01", "\x00")})
+        assert status == 400 and "NUL" in doc["error"]["message"], (status, doc)
         status, doc = h.api.request("POST", "/v1/sessions/%s/exec" % s["id"],
                                     body={"code": code}, headers={"X-Request-Id": rid})
         assert status == 200, (status, doc)
@@ -47,11 +51,9 @@ def test_code_and_headers_cannot_forge_a_log_line(hostile):
         lines = mine()
         assert not [e for e in audit_lines(h) if e.get("tenant") == "evil"]
         execs = [e for e in lines if e["action"] == "exec"]
-        # The daemon runs the code up to a NUL (api_requests.c): the entry
-        # is of what ran, hash and head alike.
-        ran = code.split("\x00")[0]
-        assert execs[0]["request_id"] == rid and execs[0]["code_head"] == ran, execs[0]
-        assert execs[0]["code_sha256"] == hashlib.sha256(ran.encode()).hexdigest(), execs[0]
+        # The entry is of the code as sent (and run), hash and head alike.
+        assert execs[0]["request_id"] == rid and execs[0]["code_head"] == code, execs[0]
+        assert execs[0]["code_sha256"] == hashlib.sha256(code.encode()).hexdigest(), execs[0]
         assert execs[1]["request_id"] != bad_rid.strip() and "traceparent" not in execs[1]
         assert all(e["tenant"] == "default" for e in lines), lines
     h.assert_daemon_fine()
