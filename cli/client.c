@@ -49,7 +49,24 @@ struct client_xfer {
 	int too_big;
 	int read_errno;
 	struct err *cb_err;
+	int cancel_called; /* req->on_cancel ran */
 };
+
+/* Whether the transfer must stop for req->cancel (see client.h). */
+static int client_cancelled(struct client_xfer *x)
+{
+	const struct client_req *req = x->req;
+
+	if (req->cancel == NULL || *req->cancel == 0)
+		return 0;
+	if (req->on_cancel == NULL || *req->cancel >= 2)
+		return 1;
+	if (!x->cancel_called) {
+		x->cancel_called = 1;
+		req->on_cancel(req->cancel_arg);
+	}
+	return 0;
+}
 
 static int client_parse_server(struct client *c, const char *server, struct err **err)
 {
@@ -184,7 +201,7 @@ static size_t client_on_write(char *ptr, size_t size, size_t nmemb, void *arg)
 		x->streaming = x->req->on_data != NULL && status >= 200 && status < 300;
 		x->decided = 1;
 	}
-	if (x->req->cancel != NULL && *x->req->cancel != 0)
+	if (client_cancelled(x))
 		return 0; /* curl stops with CURLE_WRITE_ERROR */
 	if (x->streaming) {
 		if (n > 0 && x->req->on_data(ptr, n, x->req->arg, &x->cb_err) < 0) {
@@ -212,7 +229,7 @@ static int client_on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, c
 	(void)dlnow;
 	(void)ultotal;
 	(void)ulnow;
-	return *x->req->cancel != 0;
+	return client_cancelled(x);
 }
 
 static size_t client_on_read(char *ptr, size_t size, size_t nmemb, void *arg)
@@ -445,7 +462,7 @@ int client_do(struct client *c, const struct client_req *req, struct client_resp
 	curl_easy_setopt(c->curl, CURLOPT_READDATA, NULL);
 	curl_easy_setopt(c->curl, CURLOPT_XFERINFODATA, NULL);
 
-	if (rc != CURLE_OK && req->cancel != NULL && *req->cancel != 0) {
+	if (rc != CURLE_OK && req->cancel != NULL && *req->cancel >= (req->on_cancel ? 2 : 1)) {
 		err_set(err, ERR_UNAVAILABLE, "%s: interrupted", c->server);
 		err_free(x.cb_err);
 	} else if (x.cb_err != NULL) {

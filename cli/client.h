@@ -42,6 +42,12 @@ struct client_req {
 	 * non-zero the transfer stops and client_do() fails with an
 	 * "interrupted" error.  For a SIGINT handler to set. */
 	const volatile sig_atomic_t *cancel;
+	/* With cancel: called once, from inside the transfer, when *cancel
+	 * first turns 1, and the transfer goes on; it stops at 2 (a second
+	 * Ctrl-C).  For a command whose Ctrl-C asks the server to stop the
+	 * work (exec: POST .../interrupt), whose answer is still worth reading. */
+	void (*on_cancel)(void *cancel_arg);
+	void *cancel_arg;
 };
 
 #define CLIENT_ENDLESS (-1L)

@@ -2,6 +2,7 @@
  * cmd_exec.c: exec: run code in a session and show what a notebook would.
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -380,6 +381,46 @@ static char *exec_read_code(const char *file, size_t *len, struct err **err)
 	return buf_steal(&b, len);
 }
 
+/* Ctrl-C during an exec: the first asks the server to interrupt the code
+ * (the result, its KeyboardInterrupt traceback, is still printed), a
+ * second stops waiting. Left as it was, the code would run on and keep the
+ * session busy. */
+static volatile sig_atomic_t exec_sigints;
+
+static void exec_on_sigint(int sig)
+{
+	(void)sig;
+	if (exec_sigints < 2)
+		exec_sigints++;
+}
+
+struct exec_interrupt {
+	struct cli_ctx *ctx;
+	const char *session;
+};
+
+/* On a client of its own: the exec's transfer holds the other. */
+static void exec_send_interrupt(void *arg)
+{
+	struct exec_interrupt *xi = arg;
+	struct err *e = NULL;
+	struct client_resp resp = {0};
+	output_note("%s: interrupting the execution (Ctrl-C again to stop waiting)\n", CLI_PROG);
+	struct client *c = client_new(xi->ctx->server, xi->ctx->api_key, &e);
+	if (c != NULL) {
+		client_set_cacert(c, xi->ctx->cacert);
+		char *path = cli_session_path(xi->session, "/interrupt");
+		if (client_do(c,
+			      &(struct client_req){.method = "POST", .path = path, .timeout_s = 10},
+			      &resp, &e) < 0)
+			output_note("%s: the interrupt failed: %s\n", CLI_PROG, e->message);
+		free(path);
+		client_free(c);
+	}
+	client_resp_release(&resp);
+	err_free(e);
+}
+
 static int exec_run(struct cli_ctx *ctx, int argc, char **argv)
 {
 	const char *file = NULL, *code, *save_dir = NULL, *body;
@@ -458,18 +499,32 @@ static int exec_run(struct cli_ctx *ctx, int argc, char **argv)
 	client = cli_client(ctx);
 	if (client == NULL)
 		goto out;
-	if (client_do(
-		client,
-		&(struct client_req){.method = "POST",
-				     .path = path,
-				     .content_type = "application/json",
-				     .accept = stream ? "application/x-ndjson" : "application/json",
-				     .body = body,
-				     .body_len = body_len,
-				     .on_data = stream ? exec_stream_data : NULL,
-				     .arg = &st,
-				     .timeout_s = request_s},
-		&resp, &e) < 0) {
+	/* No SA_RESTART, so a wait is cut short; the client polls the count.
+	 * An ignored SIGINT (started with & by a script) stays ignored. */
+	struct sigaction sa = {.sa_handler = exec_on_sigint}, old_sa;
+	sigemptyset(&sa.sa_mask);
+	exec_sigints = 0;
+	sigaction(SIGINT, NULL, &old_sa);
+	if (old_sa.sa_handler != SIG_IGN)
+		sigaction(SIGINT, &sa, NULL);
+	struct exec_interrupt xi = {.ctx = ctx, .session = argv[optind]};
+	int failed = client_do(
+	    client,
+	    &(struct client_req){.method = "POST",
+				 .path = path,
+				 .content_type = "application/json",
+				 .accept = stream ? "application/x-ndjson" : "application/json",
+				 .body = body,
+				 .body_len = body_len,
+				 .on_data = stream ? exec_stream_data : NULL,
+				 .arg = &st,
+				 .timeout_s = request_s,
+				 .cancel = &exec_sigints,
+				 .on_cancel = exec_send_interrupt,
+				 .cancel_arg = &xi},
+	    &resp, &e);
+	sigaction(SIGINT, &old_sa, NULL);
+	if (failed < 0) {
 		rc = cli_report(ctx, e, &resp, NULL);
 		goto out;
 	}

@@ -173,6 +173,7 @@ void api_sessions_keepalive(struct call *c);
 
 void api_exec_run(struct call *c);
 void api_exec_oneshot(struct call *c);
+void api_exec_interrupt(struct call *c);
 
 void api_files_list(struct call *c);
 void api_files_put(struct call *c);

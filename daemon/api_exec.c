@@ -174,6 +174,25 @@ void api_exec_run(struct call *c)
 	api_read_body(c, exec_body);
 }
 
+/* POST /v1/sessions/{id}/interrupt: Ctrl-C for the running execution (its
+ * own request gets the result); 200 {"interrupted": whether one ran}. */
+void api_exec_interrupt(struct call *c)
+{
+	struct err *e = NULL;
+	bool interrupted;
+	if (manager_interrupt(c->api->mgr, c->id, c->tenant, &interrupted, &e) < 0) {
+		api_audit(c, "exec_interrupt", api_audit_outcome(e), NULL);
+		api_fail_session(c, e);
+		return;
+	}
+	api_audit(c, "exec_interrupt", interrupted ? "ok" : "nothing_running", NULL);
+	AUTOGEN yajl_gen g = json_gen_new();
+	jg_obj(g);
+	jg_kv_bool(g, "interrupted", interrupted);
+	jg_obj_end(g);
+	api_reply(c, 200, g, NULL);
+}
+
 /* ---- one-shot ---- */
 
 static void oneshot_done(const struct exec_result *r, const struct err *e, bool created, void *arg)

@@ -68,6 +68,14 @@ int manager_exec(struct manager *m, const char *id, const char *tenant, const ch
 		 size_t len, int64_t timeout_s, manager_event_cb on_event, manager_exec_cb cb,
 		 void *arg, struct err **errp);
 
+/* Interrupt the execution running in session id (the client's, like
+ * Ctrl-C): SIGINT to the kernel, SIGKILL after the kill grace if the code
+ * ignores it; the execution's own caller gets its result (the traceback of
+ * a KeyboardInterrupt, as a rule). *interrupted says whether one was
+ * running. */
+int manager_interrupt(struct manager *m, const char *id, const char *tenant, bool *interrupted,
+		      struct err **errp);
+
 /* One execution in a fresh session (POST /v1/exec): create a session of
  * req->image (NULL: the default) for tenant, run req->code in it (timeout_s
  * 0: the session's exec_timeout_s), remove it, then call cb once: r the

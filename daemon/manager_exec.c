@@ -22,6 +22,7 @@ struct exec_op {
 	size_t len;
 	bool sent;
 	bool timed_out;   /* the deadline passed and SIGINT was sent */
+	bool interrupted; /* ... or the client asked (manager_interrupt) */
 	bool hard_killed; /* SIGKILL was sent after the grace */
 	bool kernel_lost; /* waiting for the supervisor's exit notice */
 	int64_t start_us;
@@ -59,7 +60,12 @@ static void exec_finish_killed(struct exec_op *op)
 {
 	struct kernel_exit_info *x = &op->ms->last_exit;
 	char reason[160];
-	if (op->hard_killed) {
+	if (op->hard_killed && op->interrupted) {
+		exec_result_fail(
+		    op->result, EXEC_KILLED, true,
+		    "the code ignored the interrupt it was sent; the kernel was killed "
+		    "and restarted (variables lost, files kept)");
+	} else if (op->hard_killed) {
 		snprintf(
 		    reason, sizeof(reason),
 		    "the code ignored the interrupt at the %llds deadline; the kernel was killed "
@@ -176,7 +182,7 @@ void exec_on_done(struct msession *ms, uint64_t id, yajl_val header)
 		kernel_link_drop_kernel(ms->link, "protocol error");
 		return;
 	}
-	if (op->timed_out) {
+	if (op->timed_out && !op->interrupted) {
 		char reason[128];
 		snprintf(reason, sizeof(reason),
 			 "interrupted at the %llds deadline; the kernel and its variables are kept",
@@ -186,7 +192,18 @@ void exec_on_done(struct msession *ms, uint64_t id, yajl_val header)
 	exec_finish(op, NULL);
 }
 
-/* ---- the deadline ---- */
+/* ---- the deadline, and the client's interrupt ---- */
+
+/* SIGINT now, SIGKILL if the code is still running after the grace. */
+static void interrupt_soft(struct exec_op *op)
+{
+	op->timed_out = true;
+	kernel_link_signal_kernel(op->ms->link, SIGINT);
+	int64_t g = op->ms->m->cfg->kill_grace_ms;
+	struct timeval tv = {g / 1000, (g % 1000) * 1000};
+	evtimer_del(op->deadline);
+	evtimer_add(op->deadline, &tv);
+}
 
 static void exec_deadline_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -208,11 +225,7 @@ static void exec_deadline_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	if (!op->timed_out) {
 		/* Soft: interrupt, and give the code a grace to unwind. */
-		op->timed_out = true;
-		kernel_link_signal_kernel(ms->link, SIGINT);
-		int64_t g = ms->m->cfg->kill_grace_ms;
-		struct timeval tv = {g / 1000, (g % 1000) * 1000};
-		evtimer_add(op->deadline, &tv);
+		interrupt_soft(op);
 		return;
 	}
 	/* Hard: the code ignored the interrupt. The daemon does not wait on the
@@ -267,5 +280,33 @@ int manager_exec(struct manager *m, const char *id, const char *tenant, const ch
 	ms->exec = op;
 	session_set_state(ms->s, SESSION_BUSY);
 	session_touch(ms->s, clock_now_ms());
+	return 0;
+}
+
+int manager_interrupt(struct manager *m, const char *id, const char *tenant, bool *interrupted,
+		      struct err **errp)
+{
+	struct msession *ms = manager_find(m, id);
+	*interrupted = false;
+	if (ms == NULL || strcmp(ms->s->tenant, tenant) != 0)
+		return err_set(errp, ERR_NOT_FOUND, "no session %s", id);
+	if (ms->teardown)
+		return err_set(errp, ERR_EXPIRED, "session %s has ended: %s", id,
+			       ms->end_reason ? ms->end_reason : "deleted");
+	struct exec_op *op = ms->exec;
+	if (op == NULL)
+		return 0; /* nothing runs: nothing to interrupt */
+	*interrupted = true;
+	if (op->timed_out || op->kernel_lost)
+		return 0; /* already on its way out */
+	op->interrupted = true;
+	if (!op->sent) {
+		exec_result_fail(op->result, EXEC_KILLED, false,
+				 "interrupted before the kernel, restarting, could run it");
+		exec_finish(op, NULL);
+		return 0;
+	}
+	log_info("session %s: execution interrupted by the client", ms->s->id);
+	interrupt_soft(op);
 	return 0;
 }

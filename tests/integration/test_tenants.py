@@ -197,6 +197,7 @@ def test_isolation_matrix(make_daemon):
         ("PATCH", "", {"network": {"allow": []}}, None),
         ("POST", "/exec", {"code": "secret"}, None),
         ("POST", "/keepalive", None, None),
+        ("POST", "/interrupt", None, None),
         ("GET", "/files", None, None),
         ("GET", "/files/notes.txt", None, None),
         ("PUT", "/files/notes.txt", None, b"overwritten by beta"),
