@@ -236,16 +236,31 @@ static void exec_deadline_cb(evutil_socket_t fd, short what, void *arg)
 		kernel_link_drop_kernel(ms->link, "hard timeout");
 }
 
+/* tenant's live session id, or NULL with not_found (also another tenant's)
+ * or expired (ending). */
+static struct msession *live_session(struct manager *m, const char *id, const char *tenant,
+				     struct err **errp)
+{
+	struct msession *ms = manager_find(m, id);
+	if (ms == NULL || strcmp(ms->s->tenant, tenant) != 0) {
+		err_set(errp, ERR_NOT_FOUND, "no session %s", id);
+		return NULL;
+	}
+	if (ms->teardown) {
+		err_set(errp, ERR_EXPIRED, "session %s has ended: %s", id,
+			ms->end_reason ? ms->end_reason : "deleted");
+		return NULL;
+	}
+	return ms;
+}
+
 int manager_exec(struct manager *m, const char *id, const char *tenant, const char *code,
 		 size_t len, int64_t timeout_s, manager_event_cb on_event, manager_exec_cb cb,
 		 void *arg, struct err **errp)
 {
-	struct msession *ms = manager_find(m, id);
-	if (ms == NULL || strcmp(ms->s->tenant, tenant) != 0)
-		return err_set(errp, ERR_NOT_FOUND, "no session %s", id);
-	if (ms->teardown)
-		return err_set(errp, ERR_EXPIRED, "session %s has ended: %s", id,
-			       ms->end_reason ? ms->end_reason : "deleted");
+	struct msession *ms = live_session(m, id, tenant, errp);
+	if (ms == NULL)
+		return -1;
 	if (m->draining)
 		return err_set(errp, ERR_UNAVAILABLE,
 			       "the daemon is draining; retry shortly (the session survives)");
@@ -286,13 +301,10 @@ int manager_exec(struct manager *m, const char *id, const char *tenant, const ch
 int manager_interrupt(struct manager *m, const char *id, const char *tenant, bool *interrupted,
 		      struct err **errp)
 {
-	struct msession *ms = manager_find(m, id);
 	*interrupted = false;
-	if (ms == NULL || strcmp(ms->s->tenant, tenant) != 0)
-		return err_set(errp, ERR_NOT_FOUND, "no session %s", id);
-	if (ms->teardown)
-		return err_set(errp, ERR_EXPIRED, "session %s has ended: %s", id,
-			       ms->end_reason ? ms->end_reason : "deleted");
+	struct msession *ms = live_session(m, id, tenant, errp);
+	if (ms == NULL)
+		return -1;
 	struct exec_op *op = ms->exec;
 	if (op == NULL)
 		return 0; /* nothing runs: nothing to interrupt */
