@@ -39,7 +39,10 @@ const struct api_route api_routes[] = {
     {"PUT", "/v1/sessions/{id}/files/{path...}", api_files_put, API_AUTH_TENANT},
     {"GET", "/v1/sessions/{id}/files/{path...}", api_files_get, API_AUTH_TENANT},
     {"DELETE", "/v1/sessions/{id}/files/{path...}", api_files_delete, API_AUTH_TENANT},
+    {"POST", "/v1/sessions/{id}/runs", api_runs_session, API_AUTH_TENANT},
     {"POST", "/v1/exec", api_exec_oneshot, API_AUTH_TENANT},
+    {"POST", "/v1/runs", api_runs_oneshot, API_AUTH_TENANT},
+    {"GET", "/v1/runs/{id}", api_runs_get, API_AUTH_TENANT},
     {"GET", "/v1/events", api_events_watch, API_AUTH_TENANT},
     {"GET", "/v1/usage", api_quota_usage_own, API_AUTH_TENANT},
     {"GET", "/v1/audit", api_audit_list, API_AUTH_TENANT},
@@ -297,6 +300,7 @@ struct http_api *http_api_new(struct event_base *base, const struct config *cfg,
 	api->metrics = metrics_new();
 	LIST_INIT(&api->watchers);
 	LIST_INIT(&api->audit_queries);
+	LIST_INIT(&api->run_calls);
 	api->audit = audit_new(base, store, cfg->node, cfg->audit_max_entries);
 	api_quota_start(api);
 	manager_set_listener(mgr, api_events_on_session, api);
@@ -321,6 +325,7 @@ void http_api_free(struct http_api *api)
 	if (api == NULL)
 		return;
 	api_events_end_all(api);
+	api_runs_stop(api);
 	api_auth_stop(api);
 	api_audit_stop(api);
 	api_quota_stop(api);
@@ -349,6 +354,16 @@ void http_api_set_drain(struct http_api *api, void (*fn)(void *arg), void *arg)
 void http_api_end_streams(struct http_api *api)
 {
 	api_events_end_all(api);
+}
+
+void http_api_set_runs(struct http_api *api, struct runs *runs)
+{
+	api->runs = runs;
+}
+
+struct audit *http_api_audit(struct http_api *api)
+{
+	return api->audit;
 }
 
 void http_api_stop(struct http_api *api)

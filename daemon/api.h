@@ -32,6 +32,9 @@ struct api_watcher;
 struct api_quota;
 struct api_quota_hold;
 struct api_quota_wait;
+struct api_run_call;
+struct run_request;
+struct run_fixer;
 struct call;
 
 /* A request body, whole (api_read_body). */
@@ -65,6 +68,8 @@ struct http_api {
 	LIST_HEAD(, api_audit_query) audit_queries; /* GET /v1/audit in flight (api_audit.c) */
 	unsigned audit_waiters;                     /* ... of them long-polling (wait_s) */
 	struct api_quota *quota;                    /* tenants' quotas, cached (api_quota_gate.c) */
+	struct runs *runs;                          /* the run engine (main's; runs.h) */
+	LIST_HEAD(, api_run_call) run_calls;        /* calls waiting on runs (api_runs.c) */
 };
 
 /* One request being served, carried through its async steps. */
@@ -96,6 +101,14 @@ struct call {
 	char route_tenant[64];       /* the route's {tenant}, checked; "" without one */
 	struct api_quota_hold *hold; /* quota reservations held (api_quota_gate.c) */
 };
+
+/* api_query.c: the query string (http_req_query). A parameter's decoded
+ * value (NULL when absent or not decodable; caller frees); whether every
+ * value decodes; a number within [min, max] or def when absent (-1 when it
+ * is not one). */
+char *api_query_param(const char *query, const char *name);
+bool api_query_decodes(const char *query);
+int api_query_num(const char *query, const char *name, long def, long min, long max, long *out);
 
 /* Answer and free c: with e when it is set (its code's status; Retry-After
  * on unavailable; logged when 5xx), else with g's JSON (status), or with no
@@ -217,6 +230,16 @@ void api_audit_list(struct call *c);
 void api_admin_audit(struct call *c);
 /* End every audit query in flight (their calls are answered). */
 void api_audit_stop(struct http_api *api);
+/* api_runs.c: the workflow's runs (runs.h). */
+void api_runs_session(struct call *c);
+void api_runs_oneshot(struct call *c);
+void api_runs_get(struct call *c);
+void api_runs_stop(struct http_api *api);
+/* The fixer a run may use: the request's own (within the allowed URLs and
+ * key files), or the daemon's default, or none; into *out (owned). */
+int api_runs_fixer(struct http_api *api, const struct run_request *req, struct run_fixer *out,
+		   struct err **errp);
+
 /* api_quota.c: the quota and usage routes. */
 void api_quota_get(struct call *c);
 void api_quota_put(struct call *c);
@@ -249,6 +272,11 @@ typedef void (*api_quota_next)(struct call *c, void *ctx);
  * c (c->hold) and given back when c is freed, unless committed first. */
 void api_quota_admit(struct call *c, const struct api_quota_ask *ask, api_quota_next next,
 		     void *ctx, void (*ctx_free)(void *ctx));
+/* The same, but over a quota refused(c, ctx, why) instead of the 429 (c
+ * not answered; ctx its again): for a run, whose ladder answers then. */
+typedef void (*api_quota_refused)(struct call *c, void *ctx, const char *why);
+void api_quota_admit_or(struct call *c, const struct api_quota_ask *ask, api_quota_next next,
+			api_quota_refused refused, void *ctx, void (*ctx_free)(void *ctx));
 /* The same, at once, when nothing needs checking: an execution whose
  * tenant's quotas are known and have no executions or
  * exec_seconds_per_hour (it is counted for the usage without waiting, held

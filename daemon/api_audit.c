@@ -149,36 +149,6 @@ static void query_free(struct api_audit_query *q)
 	free(q);
 }
 
-/* The decoded value of name in a query string, or NULL; caller frees. */
-static char *query_param(const char *query, const char *name)
-{
-	size_t nl = strlen(name);
-	for (const char *p = query; p && *p;) {
-		const char *amp = strchr(p, '&'), *end = amp ? amp : p + strlen(p);
-		if ((size_t)(end - p) > nl && strncmp(p, name, nl) == 0 && p[nl] == '=')
-			return http_percent_decode(p + nl + 1,
-						   (size_t)(end - p - (ptrdiff_t)nl - 1));
-		p = amp ? amp + 1 : NULL;
-	}
-	return NULL;
-}
-
-/* Whether every value in the query string decodes (query_param gives NULL
- * for one that does not, which must not read as "no filter"). */
-static bool query_decodes(const char *query)
-{
-	for (const char *p = query; p && *p;) {
-		const char *amp = strchr(p, '&'), *end = amp ? amp : p + strlen(p);
-		const char *eq = memchr(p, '=', (size_t)(end - p));
-		char *v = eq ? http_percent_decode(eq + 1, (size_t)(end - eq - 1)) : NULL;
-		if (eq && v == NULL)
-			return false;
-		free(v);
-		p = amp ? amp + 1 : NULL;
-	}
-	return true;
-}
-
 /* "1764600000000" or "1764600000000-3": a stream id as Redis writes it. */
 static bool stream_id_ok(const char *s)
 {
@@ -334,42 +304,26 @@ static void query_read(struct api_audit_query *q)
 	q->rd = store_audit_range(q->api->store, lo, hi, !q->forward, QUERY_BATCH, read_cb, q);
 }
 
-/* A query parameter's number within [min, max], or def when absent. */
-static int param_num(const char *query, const char *name, long def, long min, long max, long *out)
-{
-	AUTOFREE char *v = query_param(query, name);
-	if (v == NULL) {
-		*out = def;
-		return 0;
-	}
-	char *end = NULL;
-	long n = strtol(v, &end, 10);
-	if (*v == '\0' || *end != '\0' || n < min || n > max)
-		return -1;
-	*out = n;
-	return 0;
-}
-
 static void audit_query(struct call *c, bool admin)
 {
 	const char *qs = http_req_query(c->req);
 	long limit, wait_s;
-	if (!query_decodes(qs)) {
+	if (!api_query_decodes(qs)) {
 		api_fail(c, ERR_BAD_REQUEST,
 			 "a query parameter is not valid percent-encoding or has a NUL byte");
 		return;
 	}
-	if (param_num(qs, "limit", QUERY_LIMIT_DEFAULT, 1, QUERY_LIMIT_MAX, &limit) < 0) {
+	if (api_query_num(qs, "limit", QUERY_LIMIT_DEFAULT, 1, QUERY_LIMIT_MAX, &limit) < 0) {
 		api_fail(c, ERR_BAD_REQUEST, "limit must be an integer from 1 to %d",
 			 QUERY_LIMIT_MAX);
 		return;
 	}
-	if (param_num(qs, "wait_s", 0, 0, QUERY_WAIT_MAX_S, &wait_s) < 0) {
+	if (api_query_num(qs, "wait_s", 0, 0, QUERY_WAIT_MAX_S, &wait_s) < 0) {
 		api_fail(c, ERR_BAD_REQUEST, "wait_s must be an integer from 0 to %d",
 			 QUERY_WAIT_MAX_S);
 		return;
 	}
-	AUTOFREE char *since = query_param(qs, "since");
+	AUTOFREE char *since = api_query_param(qs, "since");
 	char cursor[STREAM_ID_MAX + 16] = "+";
 	if (since && *since) {
 		int64_t ms;
@@ -395,13 +349,13 @@ static void audit_query(struct call *c, bool admin)
 	LIST_INSERT_HEAD(&c->api->audit_queries, q, link);
 	/* The tenant route never takes the tenant from the query: a tenant
 	 * sees its own entries only, whatever it asks for. */
-	q->tenant = admin ? query_param(qs, "tenant") : xstrdup(c->tenant);
+	q->tenant = admin ? api_query_param(qs, "tenant") : xstrdup(c->tenant);
 	if (q->tenant && *q->tenant == '\0') {
 		free(q->tenant);
 		q->tenant = NULL;
 	}
-	q->action = query_param(qs, "action");
-	q->session = query_param(qs, "session");
+	q->action = api_query_param(qs, "action");
+	q->session = api_query_param(qs, "session");
 	q->forward = since && *since;
 	memcpy(q->cursor, cursor, sizeof(cursor));
 	if (q->forward)

@@ -49,6 +49,7 @@ struct api_quota_wait {
 	api_handler handler;
 	struct api_quota_ask ask;
 	api_quota_next next;
+	api_quota_refused refused; /* api_quota_admit_or: instead of the 429 */
 	void *ctx;
 	void (*ctx_free)(void *ctx);
 	struct quota eff;
@@ -307,6 +308,19 @@ static void wait_fail(struct api_quota_wait *w, enum err_code code, const char *
 static void wait_refuse(struct api_quota_wait *w, int n, int64_t retry_s)
 {
 	struct call *c = w->c;
+	if (w->refused) {
+		api_quota_refused refused = w->refused;
+		void *ctx = w->ctx;
+		w->ctx = NULL;
+		wait_free(w);
+		api_quota_release(c); /* what the ask had reserved before the refusal */
+		char msg[256];
+		snprintf(msg, sizeof(msg), "tenant %s is over its %s quota; retry in %llds",
+			 c->tenant, quota_name((enum quota_name)n),
+			 (long long)(retry_s < 1 ? 1 : retry_s));
+		refused(c, ctx, msg);
+		return;
+	}
 	wait_free(w);
 	api_quota_refuse(c, n, retry_s);
 }
@@ -614,5 +628,16 @@ void api_quota_admit(struct call *c, const struct api_quota_ask *ask, api_quota_
 	w->admit = true;
 	w->ask = *ask;
 	w->next = next;
+	resolve(w);
+}
+
+void api_quota_admit_or(struct call *c, const struct api_quota_ask *ask, api_quota_next next,
+			api_quota_refused refused, void *ctx, void (*ctx_free)(void *ctx))
+{
+	struct api_quota_wait *w = api_quota_wait_new(c, ctx, ctx_free);
+	w->admit = true;
+	w->ask = *ask;
+	w->next = next;
+	w->refused = refused;
 	resolve(w);
 }

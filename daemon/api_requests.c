@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "json.h"
+#include "runs.h"
 #include "xalloc.h"
 
 /* Only the members we know; a typo ("memroy_mb") must not pass silently. */
@@ -347,4 +348,185 @@ fail:
 	yajl_tree_free(v);
 	exec_request_release(r);
 	return -1;
+}
+
+/* ---- runs ---- */
+
+static int run_fixer_field(yajl_val f, const char *key, char **out, struct err **errp)
+{
+	yajl_val v = member(f, key);
+	if (v == NULL)
+		return 0;
+	if (!YAJL_IS_STRING(v) || v->u.string[0] == '\0' || strlen(v->u.string) > 1024)
+		return err_set(errp, ERR_BAD_REQUEST,
+			       "fixer.%s: expected a non-empty string of at most 1024 bytes", key);
+	*out = xstrdup(v->u.string);
+	return 0;
+}
+
+static int run_parse_fixer(yajl_val f, struct run_request *r, struct err **errp)
+{
+	r->fixer_set = true;
+	if (f == NULL || YAJL_IS_NULL(f)) {
+		r->fixer_null = true;
+		return 0;
+	}
+	if (!YAJL_IS_OBJECT(f))
+		return err_set(errp, ERR_BAD_REQUEST, "fixer: expected an object or null, got %s",
+			       json_type_name(f));
+	for (size_t i = 0; i < f->u.object.len; i++) {
+		const char *k = f->u.object.keys[i];
+		if (strcmp(k, "url") && strcmp(k, "model") && strcmp(k, "api_key_file"))
+			return err_set(errp, ERR_BAD_REQUEST, "fixer: unknown field '%.64s'", k);
+	}
+	if (run_fixer_field(f, "url", &r->fixer_url, errp) < 0 ||
+	    run_fixer_field(f, "model", &r->fixer_model, errp) < 0 ||
+	    run_fixer_field(f, "api_key_file", &r->fixer_key_file, errp) < 0)
+		return -1;
+	return 0;
+}
+
+static int run_parse_ladder(yajl_val a, struct run_request *r, struct err **errp)
+{
+	if (!YAJL_IS_ARRAY(a))
+		return err_set(errp, ERR_BAD_REQUEST, "on_failure: expected an array, got %s",
+			       json_type_name(a));
+	if (a->u.array.len > RUN_MAX_LADDER)
+		return err_set(errp, ERR_BAD_REQUEST, "on_failure: at most %d modes",
+			       RUN_MAX_LADDER);
+	for (size_t i = 0; i < a->u.array.len; i++) {
+		yajl_val m = a->u.array.values[i];
+		const char *s = YAJL_IS_STRING(m) ? m->u.string : "";
+		enum run_mode mode;
+		if (strcmp(s, "manual") == 0)
+			mode = RUN_MODE_MANUAL;
+		else if (strcmp(s, "stateless") == 0)
+			mode = RUN_MODE_STATELESS;
+		else if (strcmp(s, "review") == 0)
+			mode = RUN_MODE_REVIEW;
+		else
+			return err_set(errp, ERR_BAD_REQUEST,
+				       "on_failure[%zu]: expected \"manual\", \"stateless\" or "
+				       "\"review\"",
+				       i);
+		for (size_t j = 0; j < r->n_on_failure; j++)
+			if (r->on_failure[j] == mode)
+				return err_set(errp, ERR_BAD_REQUEST, "on_failure: \"%s\" twice",
+					       s);
+		r->on_failure[r->n_on_failure++] = mode;
+	}
+	return 0;
+}
+
+int api_parse_run_request(const char *body, size_t len, bool oneshot, struct run_request *r,
+			  struct err **errp)
+{
+	memset(r, 0, sizeof(*r));
+	r->max_attempts = RUN_DEFAULT_ATTEMPTS;
+	r->on_failure[0] = RUN_MODE_MANUAL;
+	r->n_on_failure = 1;
+	if (has_nul_escape(body, len))
+		return err_set(
+		    errp, ERR_BAD_REQUEST,
+		    "a string holds a NUL character (\\u0000), which Python source cannot");
+	yajl_val v = json_parse(body, len, errp);
+	if (v == NULL)
+		return -1;
+	static const char *const known[] = {"code",  "goal",       "max_attempts", "timeout_s",
+					    "fixer", "on_failure", "stream",       "image"};
+	if (!YAJL_IS_OBJECT(v)) {
+		err_set(errp, ERR_BAD_REQUEST, "body: expected a JSON object, got %s",
+			json_type_name(v));
+		goto fail;
+	}
+	for (size_t i = 0; i < v->u.object.len; i++) {
+		const char *k = v->u.object.keys[i];
+		size_t j = 0;
+		while (j < sizeof(known) / sizeof(known[0]) && strcmp(k, known[j]))
+			j++;
+		if (j == sizeof(known) / sizeof(known[0]) ||
+		    (!oneshot && strcmp(k, "image") == 0)) {
+			err_set(errp, ERR_BAD_REQUEST, "unknown field '%.64s'", k);
+			goto fail;
+		}
+	}
+	yajl_val jcode = json_get(v, "code");
+	if (jcode == NULL || !YAJL_IS_STRING(jcode)) {
+		err_set(errp, ERR_BAD_REQUEST, "code: expected a string, got %s",
+			json_type_name(jcode));
+		goto fail;
+	}
+	r->code = xstrdup(jcode->u.string);
+	r->len = strlen(r->code);
+	yajl_val jg = member(v, "goal");
+	if (jg) {
+		if (!YAJL_IS_STRING(jg) || strlen(jg->u.string) > RUN_GOAL_MAX) {
+			err_set(errp, ERR_BAD_REQUEST,
+				"goal: expected a string of at most %d bytes", RUN_GOAL_MAX);
+			goto fail;
+		}
+		r->goal = xstrdup(jg->u.string);
+	}
+	int64_t n;
+	int got = take_int(v, "", "max_attempts", &n, errp);
+	if (got < 0)
+		goto fail;
+	if (got && (n < 1 || n > RUN_MAX_ATTEMPTS)) {
+		err_set(errp, ERR_BAD_REQUEST, "max_attempts: %lld is outside 1..%d", (long long)n,
+			RUN_MAX_ATTEMPTS);
+		goto fail;
+	}
+	if (got)
+		r->max_attempts = (int)n;
+	if ((got = take_int(v, "", "timeout_s", &n, errp)) < 0)
+		goto fail;
+	if (got && (n < 1 || n > 86400)) {
+		err_set(errp, ERR_BAD_REQUEST, "timeout_s: %lld is outside 1..86400", (long long)n);
+		goto fail;
+	}
+	if (got)
+		r->timeout_s = n;
+	if (json_get(v, "fixer") && run_parse_fixer(json_get(v, "fixer"), r, errp) < 0)
+		goto fail;
+	yajl_val jl = member(v, "on_failure");
+	if (jl) {
+		r->n_on_failure = 0;
+		if (run_parse_ladder(jl, r, errp) < 0)
+			goto fail;
+	}
+	yajl_val js = member(v, "stream");
+	if (js) {
+		if (!YAJL_IS_TRUE(js) && !YAJL_IS_FALSE(js)) {
+			err_set(errp, ERR_BAD_REQUEST, "stream: expected a boolean, got %s",
+				json_type_name(js));
+			goto fail;
+		}
+		r->stream = YAJL_IS_TRUE(js);
+	}
+	yajl_val ji = member(v, "image");
+	if (ji) {
+		if (!YAJL_IS_STRING(ji)) {
+			err_set(errp, ERR_BAD_REQUEST, "image: expected a string, got %s",
+				json_type_name(ji));
+			goto fail;
+		}
+		r->image = xstrdup(ji->u.string);
+	}
+	yajl_tree_free(v);
+	return 0;
+fail:
+	yajl_tree_free(v);
+	run_request_release(r);
+	return -1;
+}
+
+void run_request_release(struct run_request *r)
+{
+	free(r->code);
+	free(r->goal);
+	free(r->fixer_url);
+	free(r->fixer_model);
+	free(r->fixer_key_file);
+	free(r->image);
+	memset(r, 0, sizeof(*r));
 }

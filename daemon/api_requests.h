@@ -40,4 +40,11 @@ int api_parse_exec_request(const char *body, size_t len, bool oneshot, struct ex
 			   struct err **errp);
 void exec_request_release(struct exec_request *r);
 
+/* The body of POST /v1/sessions/{id}/runs (oneshot false) or POST /v1/runs
+ * (oneshot true: "image" allowed) into struct run_request (runs.h). On
+ * success *r owns its strings (run_request_release). */
+struct run_request;
+int api_parse_run_request(const char *body, size_t len, bool oneshot, struct run_request *r,
+			  struct err **errp);
+
 #endif

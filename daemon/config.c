@@ -154,6 +154,18 @@ static const struct opt opt_table[] = {
      OPT_LIVE},
     {"max-conns-per-peer", OPT_INT, O(max_conns_per_peer), "512", 1, 1000000,
      "API connections from one source address (an IPv6 /64)", OPT_LIVE},
+    {"max-runs", OPT_INT, O(max_runs), "256", 1, 100000,
+     "runs this node holds in memory (running, waiting for a review, or finished in the last "
+     "10 minutes; older finished ones are answered from Redis)",
+     OPT_LIVE},
+    {"run-ttl-s", OPT_INT, O(run_ttl_s), "86400", 60, 31536000,
+     "how long a run's record stays in Redis (GET /v1/runs/{id})", OPT_LIVE},
+    {"fixer-timeout-ms", OPT_INT, O(fixer_timeout_ms), "20000", 100, 120000,
+     "deadline of one fixer request", OPT_LIVE},
+    {"failure-hopeless-after", OPT_INT, O(failure_hopeless_after), "3", 1, 1000000,
+     "a failure seen this many times and never fixed is not retried", OPT_LIVE},
+    {"failure-memory-ttl-s", OPT_INT, O(failure_memory_ttl_s), "604800", 60, 31536000,
+     "a failure pattern not seen for this long is forgotten", OPT_LIVE},
     {"audit-max-entries", OPT_INT, O(audit_max_entries), "100000", 10, 100000000,
      "the audit stream in Redis is trimmed to about this many entries (MAXLEN ~; the log "
      "keeps every entry)",

@@ -63,6 +63,9 @@ struct config {
 	int64_t max_conns_per_peer;  /* ... and from one source address */
 	int64_t fd_reserve;          /* descriptors kept from outside input (fdbudget.h) */
 	int64_t audit_max_entries;   /* the audit stream's MAXLEN ~ */
+	int64_t max_runs, run_ttl_s; /* runs held in memory; their records' TTL */
+	int64_t fixer_timeout_ms;
+	int64_t failure_hopeless_after, failure_memory_ttl_s;
 	/* Per-tenant quotas' defaults (quota.h); 0 = unlimited. */
 	int64_t quota_sessions, quota_executions, quota_memory_mb;
 	int64_t quota_exec_seconds_per_hour, quota_requests_per_second;

@@ -40,6 +40,13 @@ void http_api_set_drain(struct http_api *api, void (*fn)(void *arg), void *arg);
 /* End open event streams cleanly (the daemon is about to exit). */
 void http_api_end_streams(struct http_api *api);
 
+/* The run engine (runs.h; main's, it outlives the api), and the audit
+ * trail it writes to (the api's). */
+struct runs;
+struct audit;
+void http_api_set_runs(struct http_api *api, struct runs *runs);
+struct audit *http_api_audit(struct http_api *api);
+
 /* Stop accepting connections (drain). */
 void http_api_stop(struct http_api *api);
 

@@ -19,6 +19,7 @@
 #include "manager.h"
 #include "network.h"
 #include "proc.h"
+#include "runs.h"
 #include "store.h"
 #include "tls.h"
 #include "version.h"
@@ -347,6 +348,7 @@ int main(int argc, char **argv)
 	struct store *store = NULL;
 	struct egress *egress = NULL;
 	struct sandbox_net *net = NULL;
+	struct runs *runs = NULL;
 	struct event *sigterm = NULL, *sigint = NULL, *sighup = NULL;
 	d.cfg = &cfg;
 	d.argc = argc;
@@ -375,6 +377,15 @@ int main(int argc, char **argv)
 	if (d.mgr == NULL)
 		goto fail;
 	d.api = http_api_new(d.base, &cfg, d.mgr, docker, store, egress);
+	runs = runs_new(&(struct runs_deps){
+	    .base = d.base,
+	    .cfg = &cfg,
+	    .mgr = d.mgr,
+	    .store = store,
+	    .audit = http_api_audit(d.api),
+	    .node = cfg.node,
+	});
+	http_api_set_runs(d.api, runs);
 	if (d.tls)
 		http_api_set_tls(d.api, d.tls);
 	if (http_api_listen(d.api, &e) < 0)
@@ -417,7 +428,11 @@ out:
 		event_free(d.drain_timer);
 	if (d.fd_timer)
 		event_free(d.fd_timer);
+	/* The runs' waiting calls are answered and freed with the api; answers
+	 * still on their way to the runs (executions, Redis) are dropped from
+	 * here on, and their tokens freed last, after the parts that hold them. */
 	http_api_free(d.api);
+	runs_close(runs);
 	tls_free(d.tls);
 	manager_free(d.mgr);
 	net_free(net);
@@ -425,6 +440,7 @@ out:
 	egress_free(egress);
 	store_free(store);
 	docker_free(docker);
+	runs_free(runs);
 	if (d.base)
 		event_base_free(d.base);
 	curl_global_cleanup();
