@@ -66,6 +66,8 @@ extern const struct cli_cmd cmd_version;
 extern const struct cli_cmd cmd_audit;
 extern const struct cli_cmd cmd_quota;
 extern const struct cli_cmd cmd_usage;
+extern const struct cli_cmd cmd_run;
+extern const struct cli_cmd cmd_runs;
 
 /* getopt values of the global options; above any short option char. */
 enum {
@@ -191,6 +193,13 @@ int cli_lines_feed(struct buf *line, const char *data, size_t len, const char *w
  * otherwise, so ci-ctl refuses it first, as a usage error with this text. */
 #define CLI_NOT_UTF8 "text is not valid UTF-8"
 int cli_utf8(const char *s);
+
+/* cmd_exec.c, shared with run: shows an exec result (stdout and stderr too
+ * with print_streams; displays saved to save_dir when set) and maps its
+ * status to the exit status; reads code from FILE, or stdin for NULL or
+ * "-" (caller frees). */
+int cli_exec_report(struct cli_ctx *ctx, yajl_val r, int print_streams, const char *save_dir);
+char *cli_read_code(const char *file, size_t *len, struct err **err);
 
 /* "/v1/sessions/ID" + suffix with ID escaped; caller frees. */
 char *cli_session_path(const char *id, const char *suffix);

@@ -225,7 +225,7 @@ static void exec_ending(yajl_val r, int timed_out, const char *took)
  * print_streams, stdout and stderr are printed too (non-stream mode: in
  * stream mode they were printed as they came).
  */
-static int exec_report(struct cli_ctx *ctx, yajl_val r, int print_streams, const char *save_dir)
+int cli_exec_report(struct cli_ctx *ctx, yajl_val r, int print_streams, const char *save_dir)
 {
 	const char *status = json_path_str(r, "status");
 	yajl_val result = json_path(r, "result");
@@ -352,7 +352,7 @@ static int exec_stream_data(const char *data, size_t len, void *arg, struct err 
 }
 
 /* Reads the code from a file, or stdin for NULL or "-"; caller frees. */
-static char *exec_read_code(const char *file, size_t *len, struct err **err)
+char *cli_read_code(const char *file, size_t *len, struct err **err)
 {
 	struct buf b;
 	FILE *f = stdin;
@@ -464,7 +464,7 @@ static int exec_run(struct cli_ctx *ctx, int argc, char **argv)
 		code = argv[optind + 1];
 		code_len = strlen(code);
 	} else {
-		code_buf = exec_read_code(file, &code_len, &e);
+		code_buf = cli_read_code(file, &code_len, &e);
 		if (code_buf == NULL) {
 			rc = cli_report(ctx, e, NULL, NULL);
 			goto out;
@@ -541,7 +541,7 @@ static int exec_run(struct cli_ctx *ctx, int argc, char **argv)
 		}
 		if (ctx->json)
 			output_json_doc(st.result_text, st.result_len);
-		rc = exec_report(ctx, st.result, 0, save_dir);
+		rc = cli_exec_report(ctx, st.result, 0, save_dir);
 		goto out;
 	}
 	if (ctx->json)
@@ -551,7 +551,7 @@ static int exec_run(struct cli_ctx *ctx, int argc, char **argv)
 		output_note("%s: unexpected answer from the server: %s\n", CLI_PROG, e->message);
 		goto out;
 	}
-	rc = exec_report(ctx, doc, 1, save_dir);
+	rc = cli_exec_report(ctx, doc, 1, save_dir);
 out:
 	json_free(doc);
 	json_free(st.result);

@@ -160,8 +160,16 @@ static void run_begin(struct call *c, struct api_run_call *rc, const char *unava
 		return;
 	}
 	rc->watch = run_watch(run, c->stream, false, post_watch, rc);
-	if (c->stream)
-		http_req_reply_start(c->req, 200, "application/x-ndjson", -1);
+	if (!c->stream)
+		return;
+	/* The first line names the run, so a client can GET it later. */
+	http_req_reply_start(c->req, 200, "application/x-ndjson", -1);
+	AUTOGEN yajl_gen g = json_gen_new();
+	jg_obj(g);
+	jg_kv_str(g, "type", "started");
+	jg_kv_str(g, "run", run_id(run));
+	jg_obj_end(g);
+	stream_line(c, g);
 }
 
 static void run_admitted(struct call *c, void *arg)
