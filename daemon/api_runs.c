@@ -219,7 +219,10 @@ static void run_body(struct call *c, const char *body, size_t len, bool oneshot)
 	    .exec = true,
 	    .exec_timeout_s = rc->req.max_attempts * (per + cfg->fixer_timeout_ms / 1000 + 1),
 	};
-	api_quota_admit_or(c, &ask, run_admitted, run_refused, rc, rc_free_ctx);
+	if (!oneshot && api_quota_admit_now(c, &ask))
+		run_begin(c, rc, NULL);
+	else
+		api_quota_admit_or(c, &ask, run_admitted, run_refused, rc, rc_free_ctx);
 }
 
 static void session_run_body(struct call *c, const char *body, size_t len)

@@ -40,10 +40,14 @@ struct runs *runs_new(const struct runs_deps *deps)
 {
 	struct runs *rs = xcalloc(1, sizeof(*rs));
 	rs->d = *deps;
-	LIST_INIT(&rs->all);
+	for (size_t i = 0; i < RUNS_BUCKETS; i++)
+		LIST_INIT(&rs->buckets[i]);
+	TAILQ_INIT(&rs->done);
 	LIST_INIT(&rs->orphans);
 	return rs;
 }
+
+static void persist_soon(struct run *run);
 
 /* ---- tokens ---- */
 
@@ -76,10 +80,19 @@ static void attempt_clear(struct run_attempt *a)
 	free(a->repair_error);
 }
 
+/* A run id's bucket: ids are random (UUID v4), so their first hex digits
+ * spread them. */
+static size_t bucket_of(const char *id)
+{
+	return (size_t)strtoul((char[4]){id[0], id[1], id[2], 0}, NULL, 16) % RUNS_BUCKETS;
+}
+
 static void run_free(struct run *run)
 {
 	struct runs *rs = run->rs;
 	LIST_REMOVE(run, link);
+	if (run->state == RUN_DONE)
+		TAILQ_REMOVE(&rs->done, run, done_link);
 	rs->n_runs--;
 	while (!LIST_EMPTY(&run->tokens)) { /* their answers are still to come */
 		struct run_token *t = LIST_FIRST(&run->tokens);
@@ -96,6 +109,8 @@ static void run_free(struct run *run)
 	fixer_cancel(run->fx);
 	if (run->evict)
 		event_free(run->evict);
+	if (run->persist_ev)
+		event_free(run->persist_ev);
 	for (size_t i = 0; i < run->n_att; i++)
 		attempt_clear(&run->att[i]);
 	run_request_release(&run->req);
@@ -152,8 +167,10 @@ static void unavailable_cb(evutil_socket_t fd, short what, void *arg)
 
 struct run *runs_find(struct runs *rs, const char *tenant, const char *id)
 {
+	if (!session_id_valid(id))
+		return NULL;
 	struct run *run;
-	LIST_FOREACH (run, &rs->all, link)
+	LIST_FOREACH (run, &rs->buckets[bucket_of(id)], link)
 		if (strcmp(run->id, id) == 0)
 			return strcmp(run->tenant, tenant) == 0 ? run : NULL;
 	return NULL;
@@ -165,15 +182,13 @@ static bool make_room(struct runs *rs)
 	int64_t max = rs->d.cfg->max_runs;
 	if ((int64_t)rs->n_runs < max)
 		return true;
-	struct run *run, *oldest = NULL;
-	LIST_FOREACH (run, &rs->all, link)
-		if (run->state == RUN_DONE && LIST_EMPTY(&run->tokens) &&
-		    (oldest == NULL || run->finished_ms < oldest->finished_ms))
-			oldest = run;
-	if (oldest == NULL)
-		return false;
-	run_free(oldest);
-	return true;
+	struct run *run;
+	TAILQ_FOREACH (run, &rs->done, done_link)
+		if (LIST_EMPTY(&run->tokens) && LIST_EMPTY(&run->watchers)) {
+			run_free(run);
+			return true;
+		}
+	return false;
 }
 
 static const char *status_name(enum run_status s)
@@ -237,7 +252,7 @@ int runs_start(struct runs *rs, const char *tenant, const char *key_id, const ch
 		run->timeout_at_max = t >= cfg->max_exec_timeout_s;
 		run->memory_at_max = cfg->memory_mb >= cfg->max_memory_mb;
 	}
-	LIST_INSERT_HEAD(&rs->all, run, link);
+	LIST_INSERT_HEAD(&rs->buckets[bucket_of(run->id)], run, link);
 	rs->n_runs++;
 	rs->stats.started++;
 	if (unavailable) {
@@ -249,7 +264,7 @@ int runs_start(struct runs *rs, const char *tenant, const char *key_id, const ch
 		return -1;
 	}
 	*out = run;
-	run_persist(run);
+	persist_soon(run);
 	return 0;
 }
 
@@ -306,10 +321,32 @@ static void notify(struct run *run, const char *event)
 	}
 }
 
+/* While a run runs its record is written at most every RUN_PERSIST_MS (a
+ * run that ends sooner is written once, when it settles): each write is the
+ * whole run as JSON, and a short run would otherwise pay three. */
+#define RUN_PERSIST_MS 250
+
+static void persist_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	run_persist(arg);
+}
+
+static void persist_soon(struct run *run)
+{
+	if (run->persist_ev == NULL)
+		run->persist_ev = evtimer_new(run->rs->d.base, persist_cb, run);
+	if (evtimer_pending(run->persist_ev, NULL))
+		return;
+	struct timeval tv = {0, RUN_PERSIST_MS * 1000};
+	evtimer_add(run->persist_ev, &tv);
+}
+
 void run_changed(struct run *run, const char *event)
 {
 	notify(run, event);
-	run_persist(run);
+	persist_soon(run);
 }
 
 /* ---- the end ---- */
@@ -373,7 +410,8 @@ void run_settle(struct run *run, enum run_state state)
 		run->settled_ms = clock_now_ms();
 		run_audit(run);
 	}
-	if (state == RUN_DONE) {
+	if (state == RUN_DONE && run->finished_ms == 0) {
+		TAILQ_INSERT_TAIL(&run->rs->done, run, done_link);
 		run->finished_ms = clock_now_ms();
 		count_status(run->rs, run->status);
 		if (run->evict == NULL)
@@ -381,10 +419,11 @@ void run_settle(struct run *run, enum run_state state)
 		struct timeval keep = {RUN_KEEP_MS / 1000, 0};
 		evtimer_add(run->evict, &keep);
 	}
-	run_persist(run);
+	/* The answer first: the record's write is not on the caller's path. */
 	notify(run, "settled");
 	if (state == RUN_DONE)
 		notify(run, "done");
+	run_persist(run);
 }
 
 /* ---- records ---- */
@@ -392,6 +431,8 @@ void run_settle(struct run *run, enum run_state state)
 void run_persist(struct run *run)
 {
 	struct runs *rs = run->rs;
+	if (run->persist_ev)
+		evtimer_del(run->persist_ev);
 	if (rs->closing)
 		return;
 	AUTOGEN yajl_gen g = json_gen_new();
@@ -480,10 +521,26 @@ void runs_stats(const struct runs *rs, struct runs_stats *out)
 {
 	*out = rs->stats;
 	out->active = 0;
-	const struct run *run;
-	LIST_FOREACH (run, &rs->all, link)
-		if (run->state != RUN_DONE)
-			out->active++;
+	for (size_t i = 0; i < RUNS_BUCKETS; i++) {
+		const struct run *run;
+		LIST_FOREACH (run, &rs->buckets[i], link)
+			if (run->state != RUN_DONE)
+				out->active++;
+	}
+}
+
+/* Nothing more for run's watchers, and what can be cancelled is. */
+static void runs_close_one(struct run *run)
+{
+	while (!LIST_EMPTY(&run->watchers)) {
+		struct run_watch *w = LIST_FIRST(&run->watchers);
+		LIST_REMOVE(w, link);
+		free(w);
+	}
+	stateless_cancel(run->sl);
+	run->sl = NULL;
+	fixer_cancel(run->fx);
+	run->fx = NULL;
 }
 
 void runs_close(struct runs *rs)
@@ -492,17 +549,10 @@ void runs_close(struct runs *rs)
 		return;
 	rs->closing = true;
 	rs->d.audit = NULL; /* the API's, freed with it */
-	struct run *run;
-	LIST_FOREACH (run, &rs->all, link) {
-		while (!LIST_EMPTY(&run->watchers)) {
-			struct run_watch *w = LIST_FIRST(&run->watchers);
-			LIST_REMOVE(w, link);
-			free(w);
-		}
-		stateless_cancel(run->sl);
-		run->sl = NULL;
-		fixer_cancel(run->fx);
-		run->fx = NULL;
+	for (size_t i = 0; i < RUNS_BUCKETS; i++) {
+		struct run *run;
+		LIST_FOREACH (run, &rs->buckets[i], link)
+			runs_close_one(run);
 	}
 }
 
@@ -511,8 +561,9 @@ void runs_free(struct runs *rs)
 	if (rs == NULL)
 		return;
 	rs->closing = true;
-	while (!LIST_EMPTY(&rs->all))
-		run_free(LIST_FIRST(&rs->all));
+	for (size_t i = 0; i < RUNS_BUCKETS; i++)
+		while (!LIST_EMPTY(&rs->buckets[i]))
+			run_free(LIST_FIRST(&rs->buckets[i]));
 	while (!LIST_EMPTY(&rs->orphans)) {
 		struct run_token *t = LIST_FIRST(&rs->orphans);
 		LIST_REMOVE(t, link);

@@ -62,7 +62,8 @@ enum run_status {
 };
 
 struct run {
-	LIST_ENTRY(run) link;
+	LIST_ENTRY(run) link;       /* its bucket of the engine's table */
+	TAILQ_ENTRY(run) done_link; /* the finished runs, oldest first */
 	struct runs *rs;
 	char id[SESSION_ID_LEN + 1];
 	char tenant[64];
@@ -108,17 +109,20 @@ struct run {
 	LIST_HEAD(, run_token) tokens;
 	struct stateless_call *sl;
 	struct fixer_call *fx;
-	struct event *evict; /* a finished run leaves memory after a while */
+	struct event *evict;      /* a finished run leaves memory after a while */
+	struct event *persist_ev; /* the record's next write while it runs */
 	bool audited;
 	enum run_state ending; /* run_end's state, once the session is gone */
 };
 
 /* runs.c */
 const char *run_status_name(enum run_status s);
+#define RUNS_BUCKETS 4096
 struct runs {
 	struct runs_deps d;
-	LIST_HEAD(, run) all;
-	LIST_HEAD(, run_token) orphans; /* tokens of freed runs, answers to come */
+	LIST_HEAD(, run) buckets[RUNS_BUCKETS]; /* by id */
+	TAILQ_HEAD(, run) done;                 /* finished and in memory, oldest first */
+	LIST_HEAD(, run_token) orphans;         /* tokens of freed runs, answers to come */
 	size_t n_runs;
 	bool closing;
 	struct runs_stats stats;

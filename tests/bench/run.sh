@@ -89,6 +89,14 @@ if [[ "${BENCH_KEYS:-1}" != 0 ]]; then
 	timeout --signal=TERM --kill-after=60 300 /usr/bin/python3 tests/bench/keys.py \
 		"$CITEST_DAEMON" || rc=$?
 fi
+# Runs (issue 12): a run whose first attempt succeeds vs a plain exec, and
+# the stateless tier's round trip, in this same run.
+if [[ "${BENCH_RUNS:-1}" != 0 ]]; then
+	echo
+	echo "bench: runs over plain execs, and the stateless tier (BENCH_RUNS=0 skips it)"
+	timeout --signal=TERM --kill-after=60 300 /usr/bin/python3 tests/bench/runs.py \
+		"$CITEST_DAEMON" || rc=$?
+fi
 timeout --signal=TERM --kill-after=120 "$limit" /usr/bin/python3 tests/bench/bench.py || rc=$?
 if [[ $rc == 124 || $rc == 143 || $rc == 137 ]]; then
 	echo "bench: stopped after the ${limit}s limit (BENCH_TIMEOUT_S)" >&2
