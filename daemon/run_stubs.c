@@ -145,3 +145,12 @@ const char *review_state_name(enum review_state s)
 {
 	return s == REVIEW_PENDING ? "pending" : s == REVIEW_APPROVED ? "approved" : "rejected";
 }
+void store_review_get(struct store *st, const char *tenant, const char *id, store_reviews_cb cb,
+		      void *arg)
+{
+	(void)st;
+	(void)tenant;
+	(void)id;
+	(void)cb;
+	(void)arg;
+}

@@ -111,6 +111,8 @@ static void run_free(struct run *run)
 		event_free(run->evict);
 	if (run->persist_ev)
 		event_free(run->persist_ev);
+	if (run->review_poll)
+		event_free(run->review_poll);
 	for (size_t i = 0; i < run->n_att; i++)
 		attempt_clear(&run->att[i]);
 	run_request_release(&run->req);
@@ -419,6 +421,8 @@ void run_settle(struct run *run, enum run_state state)
 		struct timeval keep = {RUN_KEEP_MS / 1000, 0};
 		evtimer_add(run->evict, &keep);
 	}
+	if (state == RUN_REVIEW)
+		review_poll_start(run);
 	/* The answer first: the record's write is not on the caller's path. */
 	notify(run, "settled");
 	if (state == RUN_DONE)
@@ -483,21 +487,12 @@ void runs_load_cancel(struct run_load *l)
 
 /* ---- reviews ---- */
 
-void runs_review_decided(struct runs *rs, const char *tenant, const char *run_id,
-			 const char *review_id, bool approved, const char *code, size_t code_len,
-			 const char *comment)
+/* The decision, on the run: approved, its code runs as the last attempt;
+ * rejected, the run ends. */
+static void apply_decision(struct run *run, bool approved, const char *code, size_t code_len,
+			   const char *comment)
 {
-	if (rs == NULL || rs->closing)
-		return;
-	struct run *run = runs_find(rs, tenant, run_id);
-	if (run == NULL || run->state != RUN_REVIEW || strcmp(run->review_id, review_id) != 0) {
-		/* Another node's run, or one this node no longer holds: the
-		 * decision is in the review queue; the run's record says what it
-		 * was when it was queued. */
-		log_info("review %s of run %s decided (%s); the run is not on this node", review_id,
-			 run_id, approved ? "approved" : "rejected");
-		return;
-	}
+	review_poll_stop(run);
 	free(run->review_comment);
 	run->review_comment = comment ? xstrdup(comment) : NULL;
 	if (!approved) {
@@ -513,6 +508,60 @@ void runs_review_decided(struct runs *rs, const char *tenant, const char *run_id
 	size_t len = code ? code_len : last ? last->len : run->req.len;
 	run->state = RUN_RUNNING;
 	run_flow_review_attempt(run, c, len);
+}
+
+void runs_review_decided(struct runs *rs, const char *tenant, const char *run_id,
+			 const char *review_id, bool approved, const char *code, size_t code_len,
+			 const char *comment)
+{
+	if (rs == NULL || rs->closing)
+		return;
+	struct run *run = runs_find(rs, tenant, run_id);
+	if (run == NULL || run->state != RUN_REVIEW || strcmp(run->review_id, review_id) != 0)
+		return; /* another node's run: it reads the decision from the queue */
+	apply_decision(run, approved, code, code_len, comment);
+}
+
+/* A run waiting for its review reads the case from the queue every
+ * REVIEW_POLL_MS, so a decision taken on any node reaches it. */
+#define REVIEW_POLL_MS 1000
+
+static void review_read(const struct err *e, const struct review_record *recs, size_t n, void *arg)
+{
+	struct run *run = run_token_take(arg);
+	if (run == NULL || run->state != RUN_REVIEW)
+		return;
+	if (e == NULL && n == 1 && recs[0].state != REVIEW_PENDING) {
+		apply_decision(run, recs[0].state == REVIEW_APPROVED, recs[0].code,
+			       recs[0].code ? strlen(recs[0].code) : 0, recs[0].comment);
+		return;
+	}
+	review_poll_start(run);
+}
+
+static void review_poll_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct run *run = arg;
+	if (run->state != RUN_REVIEW || run->rs->closing)
+		return;
+	store_review_get(run->rs->d.store, run->tenant, run->review_id, review_read,
+			 run_token_new(run));
+}
+
+void review_poll_start(struct run *run)
+{
+	if (run->review_poll == NULL)
+		run->review_poll = evtimer_new(run->rs->d.base, review_poll_cb, run);
+	struct timeval tv = {0, REVIEW_POLL_MS * 1000};
+	evtimer_add(run->review_poll, &tv);
+}
+
+void review_poll_stop(struct run *run)
+{
+	if (run->review_poll)
+		evtimer_del(run->review_poll);
 }
 
 /* ---- the engine ---- */

@@ -109,8 +109,9 @@ struct run {
 	LIST_HEAD(, run_token) tokens;
 	struct stateless_call *sl;
 	struct fixer_call *fx;
-	struct event *evict;      /* a finished run leaves memory after a while */
-	struct event *persist_ev; /* the record's next write while it runs */
+	struct event *evict;       /* a finished run leaves memory after a while */
+	struct event *persist_ev;  /* the record's next write while it runs */
+	struct event *review_poll; /* in review: the next read of the case */
 	bool audited;
 	enum run_state ending; /* run_end's state, once the session is gone */
 };
@@ -134,6 +135,10 @@ struct run *run_token_take(struct run_token *t);
 void run_changed(struct run *run, const char *event);
 /* The run stops running: settled (review) or done. */
 void run_settle(struct run *run, enum run_state state);
+/* In review: read the case from the queue now and then (a decision may be
+ * taken on another node). */
+void review_poll_start(struct run *run);
+void review_poll_stop(struct run *run);
 /* Write the record to Redis (fire and forget). */
 void run_persist(struct run *run);
 
