@@ -13,6 +13,7 @@
 #include "fdbudget.h"
 #include "json.h"
 #include "metrics.h"
+#include "runs.h"
 #include "version.h"
 
 void api_probes_healthz(struct call *c)
@@ -192,6 +193,23 @@ static int write_caps(struct http_api *api, struct buf *b)
 	    audit_dropped(api->audit));
 }
 
+/* The workflow's runs (issue 12). */
+static int write_runs(struct http_api *api, struct buf *b)
+{
+	struct runs_stats rs = {0};
+	if (api->runs)
+		runs_stats(api->runs, &rs);
+	return metrics_printf(
+	    b,
+	    "# HELP ci_runs_total Runs ended, by status.\n# TYPE ci_runs_total counter\n"
+	    "ci_runs_total{status=\"ok\"} %" PRIu64 "\nci_runs_total{status=\"failed\"} %" PRIu64
+	    "\nci_runs_total{status=\"skipped\"} %" PRIu64
+	    "\nci_runs_total{status=\"degraded\"} %" PRIu64 "\n"
+	    "# HELP ci_runs_active Runs running or waiting for a review on this node.\n"
+	    "# TYPE ci_runs_active gauge\nci_runs_active %zu\n",
+	    rs.ok, rs.failed, rs.skipped, rs.degraded, rs.active);
+}
+
 void api_probes_metrics(struct call *c)
 {
 	struct http_api *api = c->api;
@@ -199,7 +217,7 @@ void api_probes_metrics(struct call *c)
 	buf_init(&b, METRICS_PAGE_MAX);
 	if (write_build_and_loop(api, &b) < 0 || write_core(api, &b) < 0 ||
 	    write_endings(api, &b) < 0 || metrics_write(api->metrics, &b) < 0 ||
-	    write_caps(api, &b) < 0) {
+	    write_caps(api, &b) < 0 || write_runs(api, &b) < 0) {
 		buf_release(&b);
 		api_fail(c, ERR_INTERNAL, "metrics: the page outgrew its cap");
 		return;

@@ -33,6 +33,8 @@ def test_a_run_that_works_at_once_is_one_attempt(daemon):
     assert api.exec(sid, "x")["result"] == "20"
     # GET answers the same document, now and after.
     assert api.request("GET", "/v1/runs/" + doc["id"]) == (200, doc)
+    m = api.metrics()
+    assert m['ci_runs_total{status="ok"}'] >= 1 and m["ci_runs_active"] == 0, m
 
 
 def test_a_failure_with_no_fixer_ends_with_the_manual_handoff(daemon):
