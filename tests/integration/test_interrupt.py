@@ -100,3 +100,59 @@ def test_ctl_exec_sends_the_interrupt_on_ctrl_c(daemon):
     wait_for(lambda: not busy(api, sid), 10, interval=0.02, what="the session ready again")
     assert api.exec(sid, "x")["result"] == "7"
     assert api.delete(sid) == 204
+
+
+def test_ctl_exec_on_a_terminal_ctrl_c_interrupts(daemon):
+    """The real thing: ci-ctl on a pseudo-terminal as its controlling
+    terminal; ^C typed on it reaches ci-ctl as SIGINT from the line
+    discipline (not from us), and the interrupt reaches the code."""
+    import pty
+    import select
+    import termios
+    import fcntl
+    api = daemon.api
+    sid = api.create()["id"]
+    assert api.exec(sid, "x = 8")["status"] == "ok"
+    master, slave = pty.openpty()
+
+    def as_terminal():
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+    p = subprocess.Popen([CTL_BIN, "--server", "http://127.0.0.1:%d" % daemon.port,
+                          "exec", sid, "print('started', flush=True)\n" + LOOP],
+                         stdin=slave, stdout=slave, stderr=slave, preexec_fn=as_terminal,
+                         close_fds=True)
+    os.close(slave)
+    seen = b""
+    try:
+        def read_some():
+            nonlocal seen
+            r, _, _ = select.select([master], [], [], 0.05)
+            if r:
+                try:
+                    seen += os.read(master, 4096)
+                except OSError:
+                    pass
+            return seen
+        # Streamed, because stdout is a terminal: the code has started.
+        wait_for(lambda: b"started" in read_some(), 15, interval=0.01, what="the code's output")
+        os.write(master, b"\x03")  # ^C, as typed
+        wait_for(lambda: read_some() is not None and p.poll() is not None, 30,
+                 interval=0.02, what="ci-ctl to end after ^C")
+        for _ in range(20):
+            if not select.select([master], [], [], 0.05)[0]:
+                break
+            try:
+                seen += os.read(master, 4096)
+            except OSError:
+                break
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        os.close(master)
+    assert b"KeyboardInterrupt" in seen, seen
+    assert p.returncode != 0
+    wait_for(lambda: not busy(api, sid), 10, interval=0.02, what="the session ready again")
+    assert api.exec(sid, "x")["result"] == "8"
+    assert api.delete(sid) == 204
