@@ -680,6 +680,21 @@ void kernel_link_supervisor_pause_read(struct kernel_link *link, bool paused)
 		bufferevent_enable(link->supervisor->bev, EV_READ);
 }
 
+int kernel_link_interrupt(struct kernel_link *link, uint64_t id)
+{
+	if (link->kernel == NULL)
+		return -1;
+	char hdr[64];
+	int n =
+	    snprintf(hdr, sizeof(hdr), "{\"t\":\"interrupt\",\"id\":%llu}", (unsigned long long)id);
+	if (conn_send(link->kernel, hdr, (size_t)n, NULL, 0) < 0)
+		return -1;
+	/* On the socket before the signal: the kernel looks for it there. */
+	struct bufferevent *bev = link->kernel->bev;
+	evbuffer_write(bufferevent_get_output(bev), bufferevent_getfd(bev));
+	return pidfd_signal(link->kernel->pidfd, SIGINT);
+}
+
 int kernel_link_signal_kernel(struct kernel_link *link, int sig)
 {
 	if (link->kernel == NULL)

@@ -85,6 +85,13 @@ size_t kernel_link_supervisor_backlog(const struct kernel_link *link);
  * slower than the sandbox. */
 void kernel_link_supervisor_pause_read(struct kernel_link *link, bool paused);
 
+/* Interrupt execution id (Ctrl-C): an interrupt frame naming it, written
+ * out now, then SIGINT. The kernel raises KeyboardInterrupt in the code it
+ * runs; a SIGINT that finds no execution running looks for the frame, so
+ * one sent the moment the execution was is not lost, and a late one (its
+ * execution done) is dropped. -1 when the kernel is not connected. */
+int kernel_link_interrupt(struct kernel_link *link, uint64_t id);
+
 /* Signal the connected kernel process through its verified pidfd (never by
  * pid number); -1 when no kernel is connected or the signal failed. */
 int kernel_link_signal_kernel(struct kernel_link *link, int sig);

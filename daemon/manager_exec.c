@@ -198,7 +198,7 @@ void exec_on_done(struct msession *ms, uint64_t id, yajl_val header)
 static void interrupt_soft(struct exec_op *op)
 {
 	op->timed_out = true;
-	kernel_link_signal_kernel(op->ms->link, SIGINT);
+	kernel_link_interrupt(op->ms->link, op->id);
 	int64_t g = op->ms->m->cfg->kill_grace_ms;
 	struct timeval tv = {g / 1000, (g % 1000) * 1000};
 	evtimer_del(op->deadline);

@@ -91,6 +91,8 @@ class Kernel:
         self.cur_id = None             # id of the running exec, else None
         self.in_user = False           # SIGINT raises KeyboardInterrupt only then
         self.pending_int = False
+        self.idle_int = False          # a SIGINT came while no execution ran
+        self.early_frames = []         # frames decoded while looking for an interrupt
         self.count = 0
         self.streams = (_Stream("stdout"), _Stream("stderr"))
         self.displays = 0
@@ -198,6 +200,51 @@ class Kernel:
             raise KeyboardInterrupt
         if self.cur_id is not None:
             self.pending_int = True
+        else:
+            # Between executions: a late one (for an execution already
+            # done), or an early one (for an execution whose frame is on
+            # its way in). The daemon sends an interrupt frame naming the
+            # execution before the signal; _exec decides with it.
+            self.idle_int = True
+
+    def _interrupt_frame_for(self, eid):
+        """Whether an interrupt frame for eid is here (decoded or waiting
+        on the socket). While an execution runs, interrupt frames are the
+        only ones the daemon sends the kernel; all are taken."""
+        s = self.sock
+        found = False
+        if s is not None:
+            try:
+                s.setblocking(False)
+                while True:
+                    data = s.recv(262144)
+                    if not data:
+                        break
+                    self.dec.feed(data)
+            except (BlockingIOError, InterruptedError):
+                pass
+            except OSError:
+                pass
+            finally:
+                try:
+                    s.setblocking(True)
+                except OSError:
+                    pass
+        kept = []
+        while True:
+            try:
+                f = self.dec.next()
+            except ci_frame.ProtocolError:
+                break
+            if f is None:
+                break
+            h, body = f
+            if h.get("t") == "interrupt":
+                found = found or h.get("id") == eid
+            else:
+                kept.append(f)
+        self.early_frames.extend(kept)
+        return found
 
     # ------------------------------------------------------------ connection
 
@@ -228,6 +275,7 @@ class Kernel:
         with self.lock:
             s, self.sock = self.sock, None
             self.broken = False
+        self.early_frames = []
         if s is not None:
             try:
                 s.close()
@@ -249,6 +297,8 @@ class Kernel:
                 pass
 
     def _recv(self):
+        if self.early_frames:
+            return self.early_frames.pop(0)
         dec = self.dec
         while True:
             f = dec.next()
@@ -610,7 +660,12 @@ class Kernel:
             self.streams[1].reset(se)
         self.displays = 0
         self.displayed.clear()
-        self.pending_int = False
+        # pending_int is not reset here: a SIGINT since cur_id was set is
+        # for this execution (it is reset when the last one ended).
+        if self.idle_int:
+            self.idle_int = False
+            if self._interrupt_frame_for(eid):
+                self.pending_int = True
         before = self._walk()
 
         self.count += 1
@@ -648,8 +703,11 @@ class Kernel:
             self._drain(0, DRAIN_LIMIT)
             self._drain(1, DRAIN_LIMIT)
             self._send_tails(eid)
-            self._send(data)
+            # Done before the frame says so: a SIGINT from now on is not
+            # for this execution (a late one, or the next one's).
             self.cur_id = None
+            self.pending_int = False
+            self._send(data)
         self.displayed.clear()
 
     # ------------------------------------------------------------------ main
@@ -672,6 +730,7 @@ class Kernel:
                 continue
             if h["t"] == "exec":
                 self._exec(h, body)
+            # "interrupt" for an execution already done: nothing to do.
 
 
 def main(ipc=None, root=None):

@@ -686,6 +686,35 @@ def test_sigint_interrupts(sb):
     assert sb.exec("keep")["result"] == "'kept'"
 
 
+def test_sigint_right_after_the_exec_frame_is_not_lost(sb):
+    """The daemon may interrupt an execution the moment it has sent it:
+    the SIGINT can reach the kernel before it has taken the frame. It is
+    meant for that execution, and interrupts it; it must not be dropped
+    (the code would then run until the daemon killed the kernel)."""
+    kpid = sb.kern.hello["pid"]
+    sb.exec("keep = 'kept'")
+    for _ in range(20):
+        eid = sb.nid()
+        sb.kern.send({"t": "exec", "id": eid}, b"import time\nfor i in range(300):\n    time.sleep(0.1)\n")
+        # As the daemon does: the frame naming it, then the signal, at
+        # once: before, during or after the kernel takes the exec frame.
+        sb.kern.send({"t": "interrupt", "id": eid})
+        os.kill(kpid, signal.SIGINT)
+        h, _ = sb.kern.recv()
+        while h["t"] == "stream":
+            h, _ = sb.kern.recv()
+        assert h["t"] == "done" and h["id"] == eid, h
+        assert h["status"] == "error" and h["error"]["ename"] == "KeyboardInterrupt", h
+    # A late one (its execution is done, nothing is on the way) is dropped:
+    # the next execution is not interrupted by it.
+    sb.kern.send({"t": "interrupt", "id": eid})
+    os.kill(kpid, signal.SIGINT)
+    wait_for(lambda: not signal_pending(kpid, signal.SIGINT), T,
+             what="the kernel to take the SIGINT")
+    r = sb.exec("import time\ntime.sleep(0.2)\nkeep")
+    assert r["status"] == "ok" and r["result"] == "'kept'", r
+
+
 def test_kernel_exit_and_restart(sb):
     sb.exec("gone = 1")
     old = sb.kern.hello["pid"]
