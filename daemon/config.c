@@ -158,6 +158,8 @@ static const struct opt opt_table[] = {
      "runs this node holds in memory (running, waiting for a review, or finished in the last "
      "10 minutes; older finished ones are answered from Redis)",
      OPT_LIVE},
+    {"max-runs-per-tenant", OPT_INT, O(max_runs_per_tenant), "64", 1, 100000,
+     "runs one tenant may have running or waiting for a review on this node", OPT_LIVE},
     {"run-ttl-s", OPT_INT, O(run_ttl_s), "86400", 60, 31536000,
      "how long a run's record stays in Redis (GET /v1/runs/{id})", OPT_LIVE},
     {"fixer-timeout-ms", OPT_INT, O(fixer_timeout_ms), "20000", 100, 120000,

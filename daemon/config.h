@@ -64,6 +64,7 @@ struct config {
 	int64_t fd_reserve;          /* descriptors kept from outside input (fdbudget.h) */
 	int64_t audit_max_entries;   /* the audit stream's MAXLEN ~ */
 	int64_t max_runs, run_ttl_s; /* runs held in memory; their records' TTL */
+	int64_t max_runs_per_tenant; /* ... of them running or in review, per tenant */
 	int64_t fixer_timeout_ms;
 	int64_t failure_hopeless_after, failure_memory_ttl_s;
 	/* Per-tenant quotas' defaults (quota.h); 0 = unlimited. */

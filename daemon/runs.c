@@ -42,6 +42,7 @@ struct runs *runs_new(const struct runs_deps *deps)
 	rs->d = *deps;
 	for (size_t i = 0; i < RUNS_BUCKETS; i++)
 		LIST_INIT(&rs->buckets[i]);
+	TAILQ_INIT(&rs->active);
 	TAILQ_INIT(&rs->done);
 	LIST_INIT(&rs->orphans);
 	return rs;
@@ -91,8 +92,10 @@ static void run_free(struct run *run)
 {
 	struct runs *rs = run->rs;
 	LIST_REMOVE(run, link);
-	if (run->state == RUN_DONE)
-		TAILQ_REMOVE(&rs->done, run, done_link);
+	if (run->finished_ms)
+		TAILQ_REMOVE(&rs->done, run, order_link);
+	else
+		TAILQ_REMOVE(&rs->active, run, order_link);
 	rs->n_runs--;
 	while (!LIST_EMPTY(&run->tokens)) { /* their answers are still to come */
 		struct run_token *t = LIST_FIRST(&run->tokens);
@@ -185,8 +188,19 @@ static bool make_room(struct runs *rs)
 	if ((int64_t)rs->n_runs < max)
 		return true;
 	struct run *run;
-	TAILQ_FOREACH (run, &rs->done, done_link)
+	TAILQ_FOREACH (run, &rs->done, order_link)
 		if (LIST_EMPTY(&run->tokens) && LIST_EMPTY(&run->watchers)) {
+			run_free(run);
+			return true;
+		}
+	/* Then the oldest waiting for a reviewer: its record stays in Redis;
+	 * a later decision is kept in the queue, but nothing here runs it. */
+	TAILQ_FOREACH (run, &rs->active, order_link)
+		if (run->state == RUN_REVIEW && LIST_EMPTY(&run->tokens) &&
+		    LIST_EMPTY(&run->watchers)) {
+			log_warn("run %s: leaves memory while waiting for review %s (--max-runs "
+				 "reached)",
+				 run->id, run->review_id);
 			run_free(run);
 			return true;
 		}
@@ -218,6 +232,15 @@ int runs_start(struct runs *rs, const char *tenant, const char *key_id, const ch
 		if (s == NULL)
 			return err_set(errp, ERR_NOT_FOUND, "session %s not found", session_id);
 	}
+	size_t mine = 0;
+	struct run *r;
+	TAILQ_FOREACH (r, &rs->active, order_link)
+		mine += strcmp(r->tenant, tenant) == 0;
+	if ((int64_t)mine >= cfg->max_runs_per_tenant)
+		return err_set(errp, ERR_QUOTA_EXCEEDED,
+			       "tenant %s has %zu runs running or in review on this node "
+			       "(--max-runs-per-tenant); retry when one ends",
+			       tenant, mine);
 	if (!make_room(rs))
 		return err_set(errp, ERR_UNAVAILABLE,
 			       "this node runs %lld runs already (--max-runs); retry shortly",
@@ -255,6 +278,7 @@ int runs_start(struct runs *rs, const char *tenant, const char *key_id, const ch
 		run->memory_at_max = cfg->memory_mb >= cfg->max_memory_mb;
 	}
 	LIST_INSERT_HEAD(&rs->buckets[bucket_of(run->id)], run, link);
+	TAILQ_INSERT_TAIL(&rs->active, run, order_link);
 	rs->n_runs++;
 	rs->stats.started++;
 	if (unavailable) {
@@ -413,7 +437,8 @@ void run_settle(struct run *run, enum run_state state)
 		run_audit(run);
 	}
 	if (state == RUN_DONE && run->finished_ms == 0) {
-		TAILQ_INSERT_TAIL(&run->rs->done, run, done_link);
+		TAILQ_REMOVE(&run->rs->active, run, order_link);
+		TAILQ_INSERT_TAIL(&run->rs->done, run, order_link);
 		run->finished_ms = clock_now_ms();
 		count_status(run->rs, run->status);
 		if (run->evict == NULL)
@@ -570,12 +595,9 @@ void runs_stats(const struct runs *rs, struct runs_stats *out)
 {
 	*out = rs->stats;
 	out->active = 0;
-	for (size_t i = 0; i < RUNS_BUCKETS; i++) {
-		const struct run *run;
-		LIST_FOREACH (run, &rs->buckets[i], link)
-			if (run->state != RUN_DONE)
-				out->active++;
-	}
+	const struct run *run;
+	TAILQ_FOREACH (run, &rs->active, order_link)
+		out->active++;
 }
 
 /* Nothing more for run's watchers, and what can be cancelled is. */

@@ -62,8 +62,8 @@ enum run_status {
 };
 
 struct run {
-	LIST_ENTRY(run) link;       /* its bucket of the engine's table */
-	TAILQ_ENTRY(run) done_link; /* the finished runs, oldest first */
+	LIST_ENTRY(run) link;        /* its bucket of the engine's table */
+	TAILQ_ENTRY(run) order_link; /* the engine's active or done list, oldest first */
 	struct runs *rs;
 	char id[SESSION_ID_LEN + 1];
 	char tenant[64];
@@ -122,6 +122,7 @@ const char *run_status_name(enum run_status s);
 struct runs {
 	struct runs_deps d;
 	LIST_HEAD(, run) buckets[RUNS_BUCKETS]; /* by id */
+	TAILQ_HEAD(, run) active;               /* running or in review, oldest first */
 	TAILQ_HEAD(, run) done;                 /* finished and in memory, oldest first */
 	LIST_HEAD(, run_token) orphans;         /* tokens of freed runs, answers to come */
 	size_t n_runs;

@@ -227,3 +227,24 @@ def test_ctl_run_and_runs_show(daemon):
     p = subprocess.run([CTL_BIN, "run", "--on-failure", "nope", "1"], env=env,
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 5 and "on_failure" in p.stderr, p
+
+
+def test_a_tenant_s_runs_in_progress_are_capped_and_old_ones_leave_memory(make_daemon):
+    d = make_daemon("--pool-size", "0", "--max-runs-per-tenant", "1", "--max-runs", "2")
+    api = d.api
+    sid = api.create()["id"]
+    other = api.create()["id"]
+    s = api.stream("POST", "/v1/sessions/%s/runs" % sid,
+                   {"code": "import time\ntime.sleep(2)\n'slow'", "stream": True})
+    try:
+        rid = next(s.events())[1]["run"]
+        r = api.send("POST", "/v1/sessions/%s/runs" % other, {"code": "1"})
+        assert r.status == 429 and "max-runs-per-tenant" in r.doc["error"]["message"], r.doc
+        assert [e for _, e in s.events()][-1]["status"] == "ok"
+    finally:
+        s.close()
+    # Finished runs make room for new ones; the evicted are answered from Redis.
+    ids = [run(api, other, {"code": "%d" % i})[1]["id"] for i in range(4)]
+    for i, x in enumerate([rid] + ids):
+        st, doc = api.request("GET", "/v1/runs/" + x)
+        assert st == 200 and doc["status"] == "ok", (i, doc)
