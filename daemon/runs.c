@@ -476,7 +476,18 @@ struct run_load {
 	runs_load_cb cb;
 	void *arg;
 	char tenant[64];
+	char id[SESSION_ID_LEN + 1];
 };
+
+/* What Redis gave back is answered as is only when it is a run object with
+ * this id (Redis is an outside input like any other). */
+static bool record_is_run(const char *json, size_t len, const char *id)
+{
+	AUTOJSON yajl_val v = json_parse(json, len, NULL);
+	const char *rid = YAJL_IS_OBJECT(v) ? json_get_str(v, "id") : NULL;
+	return rid && strcmp(rid, id) == 0 && json_get_str(v, "status") &&
+	       YAJL_IS_ARRAY(json_get(v, "attempts"));
+}
 
 static void load_done(const struct err *e, const char *tenant, const char *json, size_t len,
 		      bool done, void *arg)
@@ -488,6 +499,11 @@ static void load_done(const struct err *e, const char *tenant, const char *json,
 		l->cb(e, NULL, 0, false, l->arg);
 	else if (json == NULL || tenant == NULL || strcmp(tenant, l->tenant) != 0)
 		l->cb(NULL, NULL, 0, false, l->arg); /* another tenant's: as if none */
+	else if (!record_is_run(json, len, l->id))
+		l->cb(&(struct err){.code = ERR_INTERNAL,
+				    .message = "the run's record in redis is not a run (broken or "
+					       "tampered with)"},
+		      NULL, 0, false, l->arg);
 	else
 		l->cb(NULL, json, len, done, l->arg);
 	free(l);
@@ -500,6 +516,7 @@ struct run_load *runs_load(struct runs *rs, const char *tenant, const char *id, 
 	l->cb = cb;
 	l->arg = arg;
 	snprintf(l->tenant, sizeof(l->tenant), "%s", tenant);
+	snprintf(l->id, sizeof(l->id), "%s", id);
 	store_run_get(rs->d.store, id, load_done, l);
 	return l;
 }

@@ -248,3 +248,20 @@ def test_a_tenant_s_runs_in_progress_are_capped_and_old_ones_leave_memory(make_d
     for i, x in enumerate([rid] + ids):
         st, doc = api.request("GET", "/v1/runs/" + x)
         assert st == 200 and doc["status"] == "ok", (i, doc)
+
+
+def test_a_broken_record_in_redis_is_an_error_not_passed_through(make_daemon, redis_server):
+    d1 = make_daemon("--pool-size", "0")
+    d2 = make_daemon("--pool-size", "0", prefix=d1.prefix)
+    st, doc = run(d1.api, None, {"code": "1"})
+    key = "%srun:%s" % (d1.prefix, doc["id"])
+    wait_for(lambda: redis_server.cli("HGET", key, "done").strip() == "1", 10,
+             what="the run's record")
+    for junk in ("not json", '{"id": "someone-else", "status": "ok", "attempts": []}', "[1, 2]"):
+        redis_server.cli("HSET", key, "json", junk)
+        r = d2.api.send("GET", "/v1/runs/" + doc["id"])
+        assert r.status == 500 and "not a run" in r.doc["error"]["message"], (junk, r.status, r.body)
+    redis_server.cli("HSET", key, "tenant", "../x")
+    assert d2.api.send("GET", "/v1/runs/" + doc["id"]).status == 404
+    # Still serving.
+    assert run(d2.api, None, {"code": "2"})[1]["status"] == "ok"
