@@ -265,3 +265,32 @@ def test_a_broken_record_in_redis_is_an_error_not_passed_through(make_daemon, re
     assert d2.api.send("GET", "/v1/runs/" + doc["id"]).status == 404
     # Still serving.
     assert run(d2.api, None, {"code": "2"})[1]["status"] == "ok"
+
+
+def test_a_client_that_leaves_does_not_stop_or_lose_the_run(daemon):
+    api = daemon.api
+    sid = api.create()["id"]
+    s = api.stream("POST", "/v1/sessions/%s/runs" % sid,
+                   {"code": "import time\ntime.sleep(1)\nopen('/workspace/made', 'w').write('y')\n'kept'",
+                    "stream": True})
+    rid = next(s.events())[1]["run"]
+    s.close()  # gone before the first attempt ends
+    st, doc = api.request("GET", "/v1/runs/%s?wait_s=30" % rid, timeout=60)
+    assert st == 200 and doc["status"] == "ok" and doc["result"]["result"] == "'kept'", doc
+    assert api.request("GET", "/v1/sessions/%s/files/made" % sid)[0] == 200
+
+
+def test_a_session_deleted_under_a_run_ends_it_through_the_ladder(daemon):
+    api = daemon.api
+    sid = api.create()["id"]
+    got = {}
+    t = threading.Thread(target=lambda: got.update(doc=run(api, sid, {"code": "import time\ntime.sleep(30)"})[1]))
+    t.start()
+    try:
+        wait_for(lambda: api.state(sid) == "busy", 10, interval=0.02, what="the run's attempt")
+        assert api.delete(sid) == 204
+    finally:
+        t.join(60)
+    doc = got["doc"]
+    assert doc["state"] == "done" and doc["status"] in ("failed", "degraded"), doc
+    assert doc["degraded"]["mode"] == "manual"
