@@ -86,9 +86,11 @@ static void transfer_done(CURL *easy, CURLcode res, void *arg)
 		e = err_new(ERR_UNAVAILABLE, "no answer within the deadline of %lld ms",
 			    (long long)c->timeout_ms);
 	} else if (res == CURLE_COULDNT_CONNECT) {
-		e = err_new(ERR_UNAVAILABLE, "connection refused (%s)", curl_easy_strerror(res));
+		e = err_new(ERR_UNAVAILABLE, "unreachable (connection refused)");
+	} else if (res == CURLE_COULDNT_RESOLVE_HOST) {
+		e = err_new(ERR_UNAVAILABLE, "unreachable (its host name does not resolve)");
 	} else {
-		e = err_new(ERR_UNAVAILABLE, "%s", curl_easy_strerror(res));
+		e = err_new(ERR_UNAVAILABLE, "the connection failed (%s)", curl_easy_strerror(res));
 	}
 	r.error = e;
 	if (e)
