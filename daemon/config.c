@@ -174,6 +174,22 @@ static const struct opt opt_table[] = {
     {"quota-requests-per-second", OPT_INT, O(quota_requests_per_second), "0", 0, 1000000000,
      "API requests per tenant and second (a token bucket holding twice that); 0 = unlimited",
      OPT_LIVE},
+    {"fixer-url", OPT_STR, O(fixer_url), "", 0, 0,
+     "the default fixer model's OpenAI-compatible API base (http://HOST:PORT/v1); \"\" = none",
+     OPT_LIVE},
+    {"fixer-model", OPT_STR, O(fixer_model), "", 0, 0, "the default fixer's model name", OPT_LIVE},
+    {"fixer-key-file", OPT_STR, O(fixer_key_file), "", 0, 0,
+     "file holding the default fixer's bearer token; read at start and on SIGHUP", OPT_LIVE},
+    {"fixer-timeout-ms", OPT_INT, O(fixer_timeout_ms), "20000", 100, 120000,
+     "deadline of one fixer request", OPT_LIVE},
+    {"fixer-allowed-urls", OPT_STR, O(fixer_allowed_urls), "", 0, 0,
+     "comma-separated URL prefixes a request's own fixer.url may start with; \"\" = a request "
+     "may not name a URL",
+     OPT_LIVE},
+    {"fixer-key-dir", OPT_STR, O(fixer_key_dir), "", 0, 0,
+     "directory of key files a request's fixer.api_key_file may name (read at start and on "
+     "SIGHUP); \"\" = none",
+     OPT_LIVE},
 };
 
 #define OPT_COUNT (sizeof(opt_table) / sizeof(opt_table[0]))
