@@ -66,7 +66,7 @@ DAEMON_LIB_OBJS := $(DAEMON_LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/secc
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
 UNIT_OBJS := $(UNIT_SRCS:%.c=$(BUILD)/obj/%.o)
 
-.PHONY: all lib run test unit image setup bench fuzz clean format format-check
+.PHONY: all lib tools run test unit image setup bench fuzz clean format format-check
 all: $(BUILD)/ci-daemon $(BUILD)/ci-ctl
 lib: $(LIB_A)
 
@@ -86,6 +86,17 @@ $(BUILD)/ci-ctl: $(CLI_OBJS) $(LIB_A)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 $(BUILD)/unit-tests: $(UNIT_OBJS) $(DAEMON_LIB_OBJS) $(LLHTTP_OBJS) $(LIB_A)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+# Test tools: small programs over the daemon's objects that the Python
+# suites drive (tests/tools/; build/tools/<name>, and the ASan build).
+TOOL_SRCS := $(wildcard tests/tools/*.c)
+TOOL_BINS := $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(subst _,-,$(TOOL_SRCS)))
+tools: $(TOOL_BINS)
+
+$(BUILD)/tools/fixer-probe: $(BUILD)/obj/tests/tools/fixer_probe.o $(DAEMON_LIB_OBJS) $(LLHTTP_OBJS) $(LIB_A)
+	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
@@ -153,8 +164,8 @@ run: setup all
 	$(BUILD)/ci-daemon
 
 test: setup
-	@$(MAKE) --no-print-directory all build/unit-tests
-	@$(MAKE) --no-print-directory SANITIZE=1 all build/asan/unit-tests
+	@$(MAKE) --no-print-directory all build/unit-tests tools
+	@$(MAKE) --no-print-directory SANITIZE=1 all build/asan/unit-tests tools
 	@$(MAKE) --no-print-directory $(FUZZ_BINS)
 	@tests/run-all.sh
 
@@ -200,7 +211,7 @@ build/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_OBJS)
 fuzz: $(FUZZ_BINS)
 	@tests/fuzz/run.sh $(FUZZ_SECONDS)
 
-FORMAT_SRCS = $(LIB_SRCS) $(DAEMON_SRCS) $(CLI_SRCS) $(UNIT_SRCS) $(FUZZ_SRCS) \
+FORMAT_SRCS = $(LIB_SRCS) $(DAEMON_SRCS) $(CLI_SRCS) $(UNIT_SRCS) $(FUZZ_SRCS) $(TOOL_SRCS) \
 	$(wildcard lib/*.h daemon/*.h cli/*.h tests/unit/*.h)
 format:
 	clang-format -i $(FORMAT_SRCS)

@@ -96,7 +96,7 @@ TEST(fixer_prompt_caps_every_part)
 	memset(out, 'o', big);
 	memcpy(out + big - 4, "LAST", 4);
 	out[big] = '\0';
-	static char lines[100][16];
+	static char lines[100][32];
 	const char *tb[100];
 	for (int i = 0; i < 100; i++) {
 		snprintf(lines[i], sizeof(lines[i]), "tbline%03d", i);
