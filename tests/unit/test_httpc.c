@@ -297,3 +297,41 @@ TEST(httpc_cancel_and_free_drop_calls_without_callbacks)
 	srv_stop(&s);
 	event_base_free(base);
 }
+
+struct free_inside {
+	struct httpc *h;
+	struct event_base *base;
+	int runs;
+};
+
+static void free_inside_cb(const struct httpc_response *r, void *arg)
+{
+	(void)r;
+	struct free_inside *f = arg;
+	f->runs++;
+	httpc_free(f->h); /* the client goes inside its own call's callback */
+	f->h = NULL;
+	event_base_loopbreak(f->base);
+}
+
+/* An owner may free the client from a callback (curl_loop defers the
+ * multi's cleanup until its dispatch returns); ASan checks the rest. */
+TEST(httpc_free_inside_a_callback)
+{
+	struct event_base *base = event_base_new();
+	struct srv s;
+	srv_start(&s, base, SRV_ANSWER);
+	struct free_inside f = {.h = httpc_new(base), .base = base};
+	char url[64];
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/", s.port);
+	CHECK(httpc_post(f.h, url, NULL, 0, "", 0, 5000, 1024, free_inside_cb, &f, NULL) != NULL);
+	/* A second call still in flight when the client goes. */
+	CHECK(httpc_post(f.h, url, NULL, 0, "", 0, 5000, 1024, free_inside_cb, &f, NULL) != NULL);
+	for (int i = 0; i < 1000 && f.runs == 0; i++)
+		event_base_loop(base, EVLOOP_ONCE);
+	CHECK(f.runs == 1 && f.h == NULL);
+	event_base_loop(base, EVLOOP_NONBLOCK);
+	CHECK(f.runs == 1);
+	srv_stop(&s);
+	event_base_free(base);
+}
