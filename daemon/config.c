@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fixer_target.h"
 #include "log.h"
 #include "resolver.h"
 #include "xalloc.h"
@@ -560,6 +561,8 @@ int config_validate(const struct config *cfg, struct err **errp)
 			       cfg->state_dir);
 	if (resolver_parse_spec(cfg->egress_resolver, &(enum resolver_mode){0},
 				&(struct sockaddr_storage){0}, errp) < 0)
+		return -1;
+	if (fixer_target_check_config(cfg, errp) < 0)
 		return -1;
 	char *tag = config_image_tag(cfg, cfg->image);
 	if (tag == NULL)

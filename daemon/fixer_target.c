@@ -205,6 +205,18 @@ static int load_key_dir(struct fixer_targets *ft, const char *dir, struct err **
 	return rc;
 }
 
+int fixer_target_check_config(const struct config *cfg, struct err **errp)
+{
+	if (cfg->fixer_url && cfg->fixer_url[0] && url_check(cfg->fixer_url, "fixer-url", errp) < 0)
+		return -1;
+	struct fixer_targets tmp = {0};
+	int rc = cfg->fixer_allowed_urls ? load_prefixes(&tmp, cfg->fixer_allowed_urls, errp) : 0;
+	for (size_t i = 0; i < tmp.n_prefixes; i++)
+		free(tmp.prefixes[i]);
+	free(tmp.prefixes);
+	return rc;
+}
+
 struct fixer_targets *fixer_targets_new(const struct config *cfg, struct err **errp)
 {
 	struct fixer_targets *ft = xcalloc(1, sizeof(*ft));

@@ -28,6 +28,11 @@ struct fixer_targets;
 struct fixer_targets *fixer_targets_new(const struct config *cfg, struct err **errp);
 void fixer_targets_free(struct fixer_targets *ft); /* NULL-safe */
 
+/* The text-only half of fixer_targets_new's checks (fixer-url and
+ * fixer-allowed-urls; no file is read), for config_validate: a malformed
+ * URL stops the start, or a SIGHUP, before anything is applied. */
+int fixer_target_check_config(const struct config *cfg, struct err **errp);
+
 enum fixer_resolved {
 	FIXER_NONE = 0, /* no fixer configured and the request named none */
 	FIXER_OK = 1,   /* *out filled */

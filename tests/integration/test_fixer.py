@@ -9,7 +9,9 @@ import json
 import os
 import subprocess
 
-from harness import ROOT, FakeLLM, free_port
+import pytest
+
+from harness import DAEMON_BIN, ROOT, FakeLLM, free_port
 
 PROBE = os.environ.get("CITEST_FIXER_PROBE", os.path.join(ROOT, "build", "tools", "fixer-probe"))
 
@@ -134,3 +136,16 @@ def test_a_huge_answer_is_refused_at_the_cap():
         out = probe(llm.url)
     assert out["code"] is None
     assert "larger than the cap" in out["error"]
+
+
+@pytest.mark.parametrize("flag,value", [
+    ("--fixer-url", "file:///etc/passwd"),
+    ("--fixer-url", "http://user:pw@127.0.0.1:1/v1"),
+    ("--fixer-allowed-urls", "http://127.0.0.1:1,gopher://127.0.0.1:1"),
+    ("--fixer-timeout-ms", "99"),
+])
+def test_the_daemon_refuses_a_bad_fixer_option_at_start(flag, value):
+    r = subprocess.run([DAEMON_BIN, "--listen", "127.0.0.1:%d" % free_port(), flag, value],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert flag[2:] in r.stderr

@@ -255,3 +255,23 @@ TEST(fixer_target_refuses_bad_options_at_load)
 	err_free(e);
 	kdir_remove(&k);
 }
+
+TEST(fixer_target_urls_are_checked_by_config_validate)
+{
+	struct config cfg;
+	config_defaults(&cfg);
+	struct err *e = NULL;
+	CHECK(config_validate(&cfg, &e) == 0);
+	free(cfg.fixer_url);
+	cfg.fixer_url = xstrdup("http://u:p@a.test/v1");
+	CHECK(config_validate(&cfg, &e) == -1 && e && strstr(e->message, "fixer-url"));
+	err_free(e);
+	e = NULL;
+	free(cfg.fixer_url);
+	cfg.fixer_url = xstrdup("http://a.test/v1");
+	free(cfg.fixer_allowed_urls);
+	cfg.fixer_allowed_urls = xstrdup("http://b.test,file:///etc");
+	CHECK(config_validate(&cfg, &e) == -1 && e && strstr(e->message, "fixer-allowed-urls"));
+	err_free(e);
+	config_free(&cfg);
+}
