@@ -101,10 +101,8 @@ struct fixer_call *fixer_ask(struct httpc *h, const struct fixer_target *t,
 	}
 	size_t blen;
 	AUTOFREE char *body = fixer_prompt_json(t, p, &blen);
-	struct fixer_call *c = xcalloc(1, sizeof(*c));
-	c->url = xstrndup(t->url, ulen);
-	c->cb = cb;
-	c->arg = arg;
+	struct fixer_call *c = xmalloc(sizeof(*c));
+	*c = (struct fixer_call){.url = xstrndup(t->url, ulen), .cb = cb, .arg = arg};
 	c->hc = httpc_post(h, endpoint, headers, n_headers, body, blen, timeout_ms, FIXER_REPLY_MAX,
 			   http_done, c, errp);
 	if (c->hc == NULL) {
@@ -115,10 +113,11 @@ struct fixer_call *fixer_ask(struct httpc *h, const struct fixer_target *t,
 	return c;
 }
 
+/* The HTTP call goes with it: a fix nobody waits for is not read. */
 void fixer_cancel(struct fixer_call *c)
 {
-	if (c == NULL)
-		return;
-	httpc_cancel(c->hc);
-	fixer_call_free(c);
+	if (c) {
+		httpc_cancel(c->hc);
+		fixer_call_free(c);
+	}
 }

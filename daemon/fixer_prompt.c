@@ -122,8 +122,29 @@ static void add_name(struct buf *b, const char *s)
 		add(b, s[i] == '\n' || s[i] == '\r' ? " " : &s[i], 1);
 }
 
-static void add_more(struct buf *b, size_t n, size_t shown)
+static void add_var(struct buf *b, const struct fixer_prompt *p, size_t i)
 {
+	add_name(b, p->vars[i].name);
+	adds(b, ": ");
+	add_name(b, p->vars[i].type);
+}
+
+static void add_file(struct buf *b, const struct fixer_prompt *p, size_t i)
+{
+	add_name(b, p->files[i]);
+}
+
+/* A list of n items, one per line, the first max of them, and how many
+ * more there were. */
+static void add_list(struct buf *b, const struct fixer_prompt *p, size_t n, size_t max,
+		     void (*item)(struct buf *, const struct fixer_prompt *, size_t))
+{
+	size_t shown = n < max ? n : max;
+	for (size_t i = 0; i < shown; i++) {
+		adds(b, "- ");
+		item(b, p, i);
+		adds(b, "\n");
+	}
 	if (n > shown) {
 		char note[64];
 		snprintf(note, sizeof(note), "[... and %zu more]\n", n - shown);
@@ -177,26 +198,12 @@ static char *user_text(const struct fixer_prompt *p, size_t *len)
 	}
 	if (p->n_vars) {
 		adds(&b, "Variables in the session (name: type):\n");
-		size_t shown = p->n_vars < PROMPT_VARS_MAX ? p->n_vars : PROMPT_VARS_MAX;
-		for (size_t i = 0; i < shown; i++) {
-			adds(&b, "- ");
-			add_name(&b, p->vars[i].name);
-			adds(&b, ": ");
-			add_name(&b, p->vars[i].type);
-			adds(&b, "\n");
-		}
-		add_more(&b, p->n_vars, shown);
+		add_list(&b, p, p->n_vars, PROMPT_VARS_MAX, add_var);
 		adds(&b, "\n");
 	}
 	if (p->n_files) {
 		adds(&b, "Files in the working directory:\n");
-		size_t shown = p->n_files < PROMPT_FILES_MAX ? p->n_files : PROMPT_FILES_MAX;
-		for (size_t i = 0; i < shown; i++) {
-			adds(&b, "- ");
-			add_name(&b, p->files[i]);
-			adds(&b, "\n");
-		}
-		add_more(&b, p->n_files, shown);
+		add_list(&b, p, p->n_files, PROMPT_FILES_MAX, add_file);
 	}
 	return buf_steal(&b, len);
 }

@@ -31,7 +31,7 @@ struct fixer_key {
 };
 
 struct fixer_targets {
-	char *url, *model, *key; /* the default; url NULL when none */
+	struct fixer_target def; /* owned; def.url NULL when there is no default */
 	char **prefixes;
 	size_t n_prefixes;
 	bool key_dir; /* requests may name key files */
@@ -39,21 +39,25 @@ struct fixer_targets {
 	size_t n_keys;
 };
 
+/* A secret's bytes are wiped before its memory goes back. */
+static void free_secret(char *s)
+{
+	if (s)
+		explicit_bzero(s, strlen(s));
+	free(s);
+}
+
 void fixer_targets_free(struct fixer_targets *ft)
 {
 	if (ft == NULL)
 		return;
-	free(ft->url);
-	free(ft->model);
-	free(ft->key);
+	fixer_target_clear(&ft->def);
 	for (size_t i = 0; i < ft->n_prefixes; i++)
 		free(ft->prefixes[i]);
 	free(ft->prefixes);
-	for (size_t i = 0; i < ft->n_keys; i++) {
-		free(ft->keys[i].name);
-		if (ft->keys[i].key)
-			explicit_bzero(ft->keys[i].key, strlen(ft->keys[i].key));
-		free(ft->keys[i].key);
+	for (struct fixer_key *k = ft->keys; k < ft->keys + ft->n_keys; k++) {
+		free(k->name);
+		free_secret(k->key);
 	}
 	free(ft->keys);
 	free(ft);
@@ -224,11 +228,13 @@ struct fixer_targets *fixer_targets_new(const struct config *cfg, struct err **e
 	int rc = 0;
 	if (url[0]) {
 		rc = url_check(url, "fixer-url", errp);
-		ft->url = xstrdup(url);
+		ft->def.url = xstrdup(url);
 	}
-	ft->model = xstrdup(cfg->fixer_model ? cfg->fixer_model : "");
+	ft->def.model = xstrdup(cfg->fixer_model ? cfg->fixer_model : "");
+	char *key = NULL;
 	if (rc == 0 && cfg->fixer_key_file && cfg->fixer_key_file[0])
-		rc = read_key(AT_FDCWD, cfg->fixer_key_file, "fixer-key-file", &ft->key, errp);
+		rc = read_key(AT_FDCWD, cfg->fixer_key_file, "fixer-key-file", &key, errp);
+	ft->def.key = key;
 	if (rc == 0 && cfg->fixer_allowed_urls)
 		rc = load_prefixes(ft, cfg->fixer_allowed_urls, errp);
 	if (rc == 0 && cfg->fixer_key_dir && cfg->fixer_key_dir[0])
@@ -285,8 +291,8 @@ int fixer_targets_resolve(const struct fixer_targets *ft, const char *url, const
 			    errp, ERR_BAD_REQUEST,
 			    "fixer.url: not under any of the daemon's allowed fixer URLs");
 	} else {
-		url = ft->url;
-		key = ft->key; /* the default key goes to the default URL only */
+		url = ft->def.url;
+		key = ft->def.key; /* the default key goes to the default URL only */
 	}
 	if (given(model)) {
 		if (strlen(model) > FIXER_MODEL_MAX)
@@ -297,7 +303,7 @@ int fixer_targets_resolve(const struct fixer_targets *ft, const char *url, const
 				return err_set(errp, ERR_BAD_REQUEST,
 					       "fixer.model: holds a control byte");
 	} else {
-		model = ft->model;
+		model = ft->def.model;
 	}
 	if (given(api_key_file) && key_by_name(ft, api_key_file, &key, errp) < 0)
 		return -1;
@@ -315,8 +321,6 @@ void fixer_target_clear(struct fixer_target *t)
 		return;
 	free((char *)t->url);
 	free((char *)t->model);
-	if (t->key)
-		explicit_bzero((char *)t->key, strlen(t->key));
-	free((char *)t->key);
+	free_secret((char *)t->key);
 	*t = (struct fixer_target){0};
 }

@@ -5,6 +5,7 @@
  * be valid JSON. */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,43 +40,32 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	AUTOFREE char *content = xstrndup(text, size); /* as yajl would give it: up to a NUL */
 	AUTOGEN yajl_gen g = json_gen_new();
-	jg_obj(g);
-	jg_str(g, "choices");
-	jg_arr(g);
-	jg_obj(g);
-	jg_str(g, "message");
-	jg_obj(g);
-	jg_kv_str(g, "content", content);
-	jg_obj_end(g);
-	jg_obj_end(g);
-	jg_arr_end(g);
-	jg_obj_end(g);
-	size_t len;
-	const char *body = jg_text(g, &len);
+	jg_str(g, content); /* a JSON string of any bytes, put in an answer */
+	size_t slen;
+	const char *str = jg_text(g, &slen);
+	AUTOFREE char *body = NULL;
+	int len =
+	    asprintf(&body, "{\"choices\":[{\"message\":{\"content\":%.*s}}]}", (int)slen, str);
+	if (len < 0)
+		abort();
 	/* The generator repairs invalid UTF-8, so compare with what it sent. */
 	struct err *e = NULL;
-	AUTOJSON yajl_val v = json_parse(body, len, &e);
+	AUTOJSON yajl_val v = json_parse(body, (size_t)len, &e);
 	err_free(e);
 	const char *sent = json_path_str(json_arr_at(json_get(v, "choices"), 0), "message.content");
-	check_code(sent, sent ? strlen(sent) : 0, body, len);
+	check_code(sent, sent ? strlen(sent) : 0, body, (size_t)len);
 
 	const char *tb[] = {content, content};
 	struct fixer_var vars[] = {{content, content}};
 	const char *files[] = {content};
 	struct fixer_target t = {"http://127.0.0.1:1/v1", content, NULL};
-	struct fixer_prompt p = {.goal = content,
-				 .code = text,
-				 .code_len = size,
-				 .ename = content,
-				 .evalue = content,
-				 .traceback = tb,
-				 .n_traceback = 2,
-				 .stdout_tail = content,
-				 .stderr_tail = content,
-				 .vars = vars,
-				 .n_vars = 1,
-				 .files = files,
-				 .n_files = 1};
+	struct fixer_prompt p = {.code = text, .code_len = size};
+	p.goal = p.ename = p.evalue = p.stdout_tail = p.stderr_tail = content;
+	p.traceback = tb;
+	p.n_traceback = 2;
+	p.vars = vars;
+	p.files = files;
+	p.n_vars = p.n_files = 1;
 	size_t plen;
 	AUTOFREE char *prompt = fixer_prompt_json(&t, &p, &plen);
 	e = NULL;

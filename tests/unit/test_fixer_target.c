@@ -28,11 +28,14 @@ static void kdir_add(struct kdir *k, const char *name, const char *text)
 	fclose(f);
 }
 
-static void kdir_make(struct kdir *k)
+/* A fresh directory with the files of files[] (name, text, ..., NULL). */
+static void kdir_make(struct kdir *k, const char *const *files)
 {
 	memset(k, 0, sizeof(*k));
 	snprintf(k->path, sizeof(k->path), "/tmp/ci-fixer-keys-XXXXXX");
 	CHECK(mkdtemp(k->path) != NULL);
+	for (; files && files[0]; files += 2)
+		kdir_add(k, files[0], files[1]);
 }
 
 static void kdir_remove(struct kdir *k)
@@ -81,8 +84,7 @@ static int resolve(const struct fixer_targets *ft, const char *url, const char *
 TEST(fixer_target_defaults_and_no_fixer)
 {
 	struct kdir k;
-	kdir_make(&k);
-	kdir_add(&k, "default.key", "  sk-default\n");
+	kdir_make(&k, (const char *[]){"default.key", "  sk-default\n", NULL});
 	struct err *e = NULL;
 	struct fixer_targets *ft = targets("http://127.0.0.1:9/v1", "m", k.files[0], "", "", &e);
 	CHECK(ft != NULL && e == NULL);
@@ -169,8 +171,7 @@ TEST(fixer_target_request_urls_need_an_allowed_prefix_on_a_boundary)
 TEST(fixer_target_default_key_never_goes_to_a_request_url)
 {
 	struct kdir k;
-	kdir_make(&k);
-	kdir_add(&k, "default.key", "sk-default");
+	kdir_make(&k, (const char *[]){"default.key", "sk-default", NULL});
 	struct err *e = NULL;
 	struct fixer_targets *ft =
 	    targets("http://a.test/v1", "m", k.files[0], "http://b.test", "", &e);
@@ -186,12 +187,10 @@ TEST(fixer_target_default_key_never_goes_to_a_request_url)
 TEST(fixer_target_key_files_by_plain_name_from_memory)
 {
 	struct kdir k;
-	kdir_make(&k);
-	kdir_add(&k, "tenant-a", "sk-a\n");
-	kdir_add(&k, ".hidden", "sk-hidden\n");
+	kdir_make(&k, (const char *[]){"tenant-a", "sk-a\n", ".hidden", "sk-hidden\n", NULL});
 	struct err *e = NULL;
-	struct fixer_target t;
-	char why[256];
+	struct fixer_target t = {0};
+	char why[256] = "";
 	/* No key directory: a request may not name key files. */
 	struct fixer_targets *ft = targets("http://a.test/v1", "m", "", "", "", &e);
 	CHECK(resolve(ft, NULL, NULL, "tenant-a", &t, why, sizeof(why)) == -1);
@@ -222,9 +221,7 @@ TEST(fixer_target_key_files_by_plain_name_from_memory)
 TEST(fixer_target_refuses_bad_options_at_load)
 {
 	struct kdir k;
-	kdir_make(&k);
-	kdir_add(&k, "two-lines", "sk-1\nsk-2\n");
-	kdir_add(&k, "empty", "\n");
+	kdir_make(&k, (const char *[]){"two-lines", "sk-1\nsk-2\n", "empty", "\n", NULL});
 	static const struct {
 		const char *url, *key_file, *allowed, *key_dir, *error;
 	} cases[] = {
