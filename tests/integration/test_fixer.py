@@ -149,3 +149,18 @@ def test_the_daemon_refuses_a_bad_fixer_option_at_start(flag, value):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2
     assert flag[2:] in r.stderr
+
+
+def test_the_environment_proxy_is_not_used():
+    """http_proxy and friends name a port where nothing listens: a client
+    that took them would fail; ours goes straight to the fixer."""
+    dead = "http://127.0.0.1:%d" % free_port()
+    env = dict(os.environ, http_proxy=dead, HTTP_PROXY=dead, https_proxy=dead, ALL_PROXY=dead,
+               all_proxy=dead, NO_PROXY="", no_proxy="")
+    with FakeLLM(replies={"m1": ["x = 1"]}) as llm:
+        req = {"url": llm.url, "model": "m1", "timeout_ms": 5000, "prompt": PROMPT}
+        r = subprocess.run([PROBE], input=json.dumps(req), capture_output=True, text=True,
+                           timeout=60, env=env)
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["code"] == "x = 1"
+        assert len(llm.requests) == 1

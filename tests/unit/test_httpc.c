@@ -335,3 +335,31 @@ TEST(httpc_free_inside_a_callback)
 	srv_stop(&s);
 	event_base_free(base);
 }
+
+/* A call curl refuses at the start (here a URL over curl's 8 MB input
+ * limit) still answers through the loop, never inside httpc_post. */
+TEST(httpc_a_call_curl_refuses_fails_from_the_loop)
+{
+	struct event_base *base = event_base_new();
+	struct httpc *h = httpc_new(base);
+	size_t n = 9 << 20;
+	char *url = malloc(n + 1);
+	memcpy(url, "http://127.0.0.1/", 17);
+	memset(url + 17, 'a', n - 17);
+	url[n] = '\0';
+	struct outcome o = {.base = base};
+	CHECK(post(h, url, &o, 5000, 4096, NULL) != NULL);
+	CHECK(o.runs == 0 && httpc_pending(h) == 1);
+	run_until_done(base, &o);
+	CHECK(o.runs == 1 && !o.ran_inside && o.status == 0);
+	CHECK(strstr(o.error, "curl refused") != NULL);
+	CHECK(httpc_pending(h) == 0);
+	/* And one cancelled before the loop ran never answers. */
+	struct outcome o2 = {.base = base};
+	httpc_cancel(post(h, url, &o2, 5000, 4096, NULL));
+	event_base_loop(base, EVLOOP_NONBLOCK);
+	CHECK(o2.runs == 0);
+	free(url);
+	httpc_free(h);
+	event_base_free(base);
+}
