@@ -246,6 +246,16 @@ struct fixer_targets *fixer_targets_new(const struct config *cfg, struct err **e
 	return ft;
 }
 
+int fixer_targets_reload(struct fixer_targets **ft, const struct config *cfg, struct err **errp)
+{
+	struct fixer_targets *fresh = fixer_targets_new(cfg, errp);
+	if (fresh == NULL)
+		return -1;
+	fixer_targets_free(*ft);
+	*ft = fresh;
+	return 0;
+}
+
 static bool given(const char *s)
 {
 	return s && s[0];

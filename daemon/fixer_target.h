@@ -28,6 +28,10 @@ struct fixer_targets;
 struct fixer_targets *fixer_targets_new(const struct config *cfg, struct err **errp);
 void fixer_targets_free(struct fixer_targets *ft); /* NULL-safe */
 
+/* SIGHUP: rules made anew from cfg (the key files read again) replace *ft;
+ * when they cannot be made, *ft stays as it was and -1 says why. */
+int fixer_targets_reload(struct fixer_targets **ft, const struct config *cfg, struct err **errp);
+
 /* The text-only half of fixer_targets_new's checks (fixer-url and
  * fixer-allowed-urls; no file is read), for config_validate: a malformed
  * URL stops the start, or a SIGHUP, before anything is applied. */

@@ -272,3 +272,41 @@ TEST(fixer_target_urls_are_checked_by_config_validate)
 	err_free(e);
 	config_free(&cfg);
 }
+
+/* SIGHUP reads the key files again; a reload that cannot keeps the old. */
+TEST(fixer_target_reload_reads_keys_again_or_keeps_the_old)
+{
+	struct kdir k;
+	kdir_make(&k, (const char *[]){"default.key", "sk-1", NULL});
+	struct config cfg;
+	config_defaults(&cfg);
+	free(cfg.fixer_url);
+	free(cfg.fixer_key_file);
+	cfg.fixer_url = xstrdup("http://a.test/v1");
+	cfg.fixer_key_file = xstrdup(k.files[0]);
+	struct err *e = NULL;
+	struct fixer_targets *ft = fixer_targets_new(&cfg, &e);
+	struct fixer_target t;
+	char why[256];
+	CHECK(resolve(ft, NULL, NULL, NULL, &t, why, sizeof(why)) == FIXER_OK);
+	CHECK_STR(t.key, "sk-1");
+	fixer_target_clear(&t);
+	FILE *f = fopen(k.files[0], "w");
+	fputs("sk-2\n", f);
+	fclose(f);
+	CHECK(fixer_targets_reload(&ft, &cfg, &e) == 0);
+	CHECK(resolve(ft, NULL, NULL, NULL, &t, why, sizeof(why)) == FIXER_OK);
+	CHECK_STR(t.key, "sk-2");
+	fixer_target_clear(&t);
+	unlink(k.files[0]);
+	CHECK(fixer_targets_reload(&ft, &cfg, &e) == -1 && e &&
+	      strstr(e->message, "fixer-key-file"));
+	err_free(e);
+	CHECK(resolve(ft, NULL, NULL, NULL, &t, why, sizeof(why)) == FIXER_OK);
+	CHECK_STR(t.key, "sk-2");
+	fixer_target_clear(&t);
+	fixer_targets_free(ft);
+	config_free(&cfg);
+	k.n = 0;
+	kdir_remove(&k);
+}
