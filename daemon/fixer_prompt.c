@@ -319,6 +319,39 @@ static int first_block(const char *text, size_t tlen, const char **start, size_t
 				: "the fixer's answer has no code block");
 }
 
+/* A message's text: a string, or (the newer form) an array of parts whose
+ * "text" parts are joined into *joined (bounded by the answer's size). */
+static const char *message_text(yajl_val content, char **joined)
+{
+	if (YAJL_IS_STRING(content))
+		return content->u.string;
+	if (!YAJL_IS_ARRAY(content))
+		return NULL;
+	struct buf b;
+	buf_init(&b, PROMPT_TEXT_MAX * 2);
+	for (size_t i = 0; i < json_arr_len(content); i++) {
+		yajl_val part = json_arr_at(content, i);
+		const char *type = json_get_str(part, "type");
+		const char *text = json_get_str(part, "text");
+		if (text && (type == NULL || strcmp(type, "text") == 0))
+			(void)buf_append(&b, text, strlen(text));
+	}
+	*joined = buf_steal(&b, NULL);
+	return *joined;
+}
+
+/* Reasoning models served by llama.cpp or vLLM may put their thinking in
+ * the content, in <think>...</think> before the answer; a code block in
+ * there is a draft, not the answer. Unclosed, it is all thinking. */
+static const char *after_thinking(const char *content)
+{
+	const char *p = content + strspn(content, " \t\r\n");
+	if (strncmp(p, "<think>", 7) != 0)
+		return content;
+	const char *end = strstr(p + 7, "</think>");
+	return end ? end + 8 : p + strlen(p);
+}
+
 int fixer_reply_code(const char *body, size_t len, char **code, size_t *code_len, struct err **errp)
 {
 	AUTOERR struct err *perr = NULL;
@@ -329,10 +362,12 @@ int fixer_reply_code(const char *body, size_t len, char **code, size_t *code_len
 	yajl_val first = YAJL_IS_ARRAY(choices) ? json_arr_at(choices, 0) : NULL;
 	if (first == NULL)
 		return err_set(errp, ERR_UNAVAILABLE, "the fixer's answer has no choices");
-	const char *content = json_path_str(first, "message.content");
+	AUTOFREE char *joined = NULL;
+	const char *content = message_text(json_path(first, "message.content"), &joined);
 	if (content == NULL)
 		return err_set(errp, ERR_UNAVAILABLE,
 			       "the fixer's answer has no choices[0].message.content");
+	content = after_thinking(content);
 	const char *start = NULL;
 	size_t n = 0;
 	if (first_block(content, strlen(content), &start, &n, errp) < 0)

@@ -219,6 +219,9 @@ TEST(fixer_reply_code_fence_variants)
 	    {"```python\nfirst()\n```\n```python\nsecond()\n```", "first()"},
 	    {"text ```python inline``` text\n```python\nreal()\n```", "real()"},
 	    {"```python\ns = '```'\n```", "s = '```'"}, /* a fence must start its line */
+	    {"<think>\n```python\ndraft()\n```\n</think>\n```python\nanswer()\n```", "answer()"},
+	    {"  <think>no code here</think>```python\nafter()\n```", "after()"},
+	    {"text <think>\n```python\nnot_thinking()\n```", "not_thinking()"},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char why[256];
@@ -240,6 +243,7 @@ TEST(fixer_reply_code_refuses_nonsense)
 	    {"```python\n  \n\n```", "the fixer's answer has an empty code block"},
 	    {"```python\nprint(1)\n", "the fixer's answer has a code block that is never closed"},
 	    {"", "the fixer's answer has no code block"},
+	    {"<think>\n```python\ndraft()\n```\n", "the fixer's answer has no code block"},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char why[256];
@@ -283,4 +287,18 @@ TEST(fixer_reply_code_huge_answer)
 	AUTOFREE char *none = code_of(content, why, sizeof(why));
 	CHECK(none == NULL);
 	free(content);
+}
+
+TEST(fixer_reply_code_content_as_parts)
+{
+	const char *body = "{\"choices\":[{\"message\":{\"content\":["
+			   "{\"type\":\"text\",\"text\":\"Fixed:\\n```python\\nx\"},"
+			   "{\"type\":\"image_url\",\"text\":\"ignored\"},"
+			   "{\"type\":\"text\",\"text\":\" = 1\\n```\"}]}}]}";
+	char *code = NULL;
+	struct err *e = NULL;
+	CHECK(fixer_reply_code(body, strlen(body), &code, NULL, &e) == 0);
+	CHECK_STR(code, "x = 1");
+	free(code);
+	err_free(e);
 }
