@@ -45,7 +45,7 @@ DAEMON_LIB_SRCS := daemon/log.c daemon/config.c \
 	daemon/session.c daemon/session_json.c daemon/digest.c daemon/api_requests.c daemon/frame.c daemon/capbuf.c daemon/exec_result.c \
 	daemon/container_spec.c daemon/seccomp.c daemon/uid_range.c daemon/ipc_dir.c daemon/kernel_frame.c daemon/kernel.c daemon/files.c \
 	daemon/netpolicy.c daemon/resolver.c daemon/egress_head.c daemon/egress.c daemon/proc.c daemon/network.c \
-	daemon/docker.c daemon/docker_api.c daemon/docker_json.c daemon/store.c daemon/http_head_scan.c daemon/http_reply.c \
+	daemon/curl_loop.c daemon/httpc.c daemon/fixer_prompt.c daemon/fixer.c daemon/fixer_target.c daemon/docker.c daemon/docker_api.c daemon/docker_json.c daemon/store.c daemon/http_head_scan.c daemon/http_reply.c \
 	daemon/http_request.c daemon/http_server.c daemon/manager.c daemon/manager_create.c \
 	daemon/manager_exec.c daemon/manager_teardown.c daemon/pool.c daemon/manager_recovery.c daemon/manager_oneshot.c \
 	daemon/quota.c daemon/store_quota.c daemon/fdbudget.c daemon/listen_guard.c daemon/api_route.c daemon/api.c daemon/api_probes.c \
@@ -67,7 +67,7 @@ DAEMON_LIB_OBJS := $(DAEMON_LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/secc
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
 UNIT_OBJS := $(UNIT_SRCS:%.c=$(BUILD)/obj/%.o)
 
-.PHONY: all lib run test unit image setup bench fuzz clean format format-check
+.PHONY: all lib tools run test unit image setup bench fuzz clean format format-check
 all: $(BUILD)/ci-daemon $(BUILD)/ci-ctl
 lib: $(LIB_A)
 
@@ -87,6 +87,17 @@ $(BUILD)/ci-ctl: $(CLI_OBJS) $(LIB_A)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 $(BUILD)/unit-tests: $(UNIT_OBJS) $(DAEMON_LIB_OBJS) $(LLHTTP_OBJS) $(LIB_A)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+# Test tools: small programs over the daemon's objects that the Python
+# suites drive (tests/tools/; build/tools/<name>, and the ASan build).
+TOOL_SRCS := $(wildcard tests/tools/*.c)
+TOOL_BINS := $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(subst _,-,$(TOOL_SRCS)))
+tools: $(TOOL_BINS)
+
+$(BUILD)/tools/fixer-probe: $(BUILD)/obj/tests/tools/fixer_probe.o $(DAEMON_LIB_OBJS) $(LLHTTP_OBJS) $(LIB_A)
+	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
@@ -154,8 +165,8 @@ run: setup all
 	$(BUILD)/ci-daemon
 
 test: setup
-	@$(MAKE) --no-print-directory all build/unit-tests
-	@$(MAKE) --no-print-directory SANITIZE=1 all build/asan/unit-tests
+	@$(MAKE) --no-print-directory all build/unit-tests tools
+	@$(MAKE) --no-print-directory SANITIZE=1 all build/asan/unit-tests tools
 	@$(MAKE) --no-print-directory $(FUZZ_BINS)
 	@tests/run-all.sh
 
@@ -201,7 +212,7 @@ build/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_OBJS)
 fuzz: $(FUZZ_BINS)
 	@tests/fuzz/run.sh $(FUZZ_SECONDS)
 
-FORMAT_SRCS = $(LIB_SRCS) $(DAEMON_SRCS) $(CLI_SRCS) $(UNIT_SRCS) $(FUZZ_SRCS) \
+FORMAT_SRCS = $(LIB_SRCS) $(DAEMON_SRCS) $(CLI_SRCS) $(UNIT_SRCS) $(FUZZ_SRCS) $(TOOL_SRCS) \
 	$(wildcard lib/*.h daemon/*.h cli/*.h tests/unit/*.h)
 format:
 	clang-format -i $(FORMAT_SRCS)

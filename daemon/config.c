@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fixer_target.h"
 #include "log.h"
 #include "resolver.h"
 #include "xalloc.h"
@@ -162,8 +163,6 @@ static const struct opt opt_table[] = {
      "runs one tenant may have running or waiting for a review on this node", OPT_LIVE},
     {"run-ttl-s", OPT_INT, O(run_ttl_s), "86400", 60, 31536000,
      "how long a run's record stays in Redis (GET /v1/runs/{id})", OPT_LIVE},
-    {"fixer-timeout-ms", OPT_INT, O(fixer_timeout_ms), "20000", 100, 120000,
-     "deadline of one fixer request", OPT_LIVE},
     {"failure-hopeless-after", OPT_INT, O(failure_hopeless_after), "3", 1, 1000000,
      "a failure seen this many times and never fixed is not retried", OPT_LIVE},
     {"failure-memory-ttl-s", OPT_INT, O(failure_memory_ttl_s), "604800", 60, 31536000,
@@ -187,6 +186,22 @@ static const struct opt opt_table[] = {
      "execution wall time per tenant in a sliding hour; 0 = unlimited", OPT_LIVE},
     {"quota-requests-per-second", OPT_INT, O(quota_requests_per_second), "0", 0, 1000000000,
      "API requests per tenant and second (a token bucket holding twice that); 0 = unlimited",
+     OPT_LIVE},
+    {"fixer-url", OPT_STR, O(fixer_url), "", 0, 0,
+     "the default fixer model's OpenAI-compatible API base (http://HOST:PORT/v1); \"\" = none",
+     OPT_LIVE},
+    {"fixer-model", OPT_STR, O(fixer_model), "", 0, 0, "the default fixer's model name", OPT_LIVE},
+    {"fixer-key-file", OPT_STR, O(fixer_key_file), "", 0, 0,
+     "file holding the default fixer's bearer token; read at start and on SIGHUP", OPT_LIVE},
+    {"fixer-timeout-ms", OPT_INT, O(fixer_timeout_ms), "20000", 100, 120000,
+     "deadline of one fixer request", OPT_LIVE},
+    {"fixer-allowed-urls", OPT_STR, O(fixer_allowed_urls), "", 0, 0,
+     "comma-separated URL prefixes a request's own fixer.url may start with; \"\" = a request "
+     "may not name a URL",
+     OPT_LIVE},
+    {"fixer-key-dir", OPT_STR, O(fixer_key_dir), "", 0, 0,
+     "directory of key files a request's fixer.api_key_file may name (read at start and on "
+     "SIGHUP); \"\" = none",
      OPT_LIVE},
 };
 
@@ -558,6 +573,8 @@ int config_validate(const struct config *cfg, struct err **errp)
 			       cfg->state_dir);
 	if (resolver_parse_spec(cfg->egress_resolver, &(enum resolver_mode){0},
 				&(struct sockaddr_storage){0}, errp) < 0)
+		return -1;
+	if (fixer_target_check_config(cfg, errp) < 0)
 		return -1;
 	char *tag = config_image_tag(cfg, cfg->image);
 	if (tag == NULL)

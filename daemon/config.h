@@ -65,11 +65,15 @@ struct config {
 	int64_t audit_max_entries;   /* the audit stream's MAXLEN ~ */
 	int64_t max_runs, run_ttl_s; /* runs held in memory; their records' TTL */
 	int64_t max_runs_per_tenant; /* ... of them running or in review, per tenant */
-	int64_t fixer_timeout_ms;
 	int64_t failure_hopeless_after, failure_memory_ttl_s;
 	/* Per-tenant quotas' defaults (quota.h); 0 = unlimited. */
 	int64_t quota_sessions, quota_executions, quota_memory_mb;
 	int64_t quota_exec_seconds_per_hour, quota_requests_per_second;
+	/* The fixer model (fixer_target.h): the default, and what requests may name. */
+	char *fixer_url, *fixer_model, *fixer_key_file;
+	char *fixer_allowed_urls; /* comma-separated URL prefixes; "" = none */
+	char *fixer_key_dir;      /* "" = requests may not name key files */
+	int64_t fixer_timeout_ms;
 };
 
 /* Defaults in *cfg. Strings are owned by cfg (config_free). */

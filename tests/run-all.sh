@@ -53,6 +53,7 @@ for s in $suites; do
 		--errors-for-leak-kinds=definite,indirect --error-exitcode=9 build/unit-tests ;;
 	runner) run runner /usr/bin/python3 -m pytest -q -p no:cacheprovider images/python/runner ${PYTEST_ARGS:-} ;;
 	integration) run integration env CITEST_DAEMON=build/asan/ci-daemon CITEST_CTL=build/asan/ci-ctl \
+		CITEST_FIXER_PROBE=build/asan/tools/fixer-probe \
 		/usr/bin/python3 -m pytest -q -p no:cacheprovider tests/integration ${PYTEST_ARGS:-} ;;
 	hostile) run hostile env CITEST_DAEMON=build/asan/ci-daemon CITEST_CTL=build/asan/ci-ctl \
 		/usr/bin/python3 -m pytest -q -p no:cacheprovider tests/hostile ${PYTEST_ARGS:-} ;;

@@ -12,6 +12,8 @@ there for pytest, the bench scripts do it themselves.
   harness.wait     wait_for(cond, timeout, what=...): the only way to wait
   harness.procfs   process and socket state from /proc, to wait on
   harness.servers  HTTP, recording and listening servers of the test's own
+  harness.fake_llm FakeLLM, a scripted OpenAI-compatible chat completions
+                   server standing in for the fixer model
   harness.stats    percentile
   harness.measure  measurements a test checks and a benchmark reports
                    (idle expiry lateness)
@@ -24,11 +26,12 @@ even when a test fails, every request has a timeout, every destination is on
 this machine, and nothing waits by sleeping.
 """
 from .daemon import CTL_BIN, DAEMON_BIN, ROOT, Daemon, parse_time, remove_state_dir
+from .fake_llm import FakeLLM
 from .http import Client, Response, free_port, raw_connect, raw_exchange, status_of
 from .redis import RedisServer
 from .stats import percentile
 from .wait import wait_for
 
-__all__ = ["CTL_BIN", "DAEMON_BIN", "ROOT", "Client", "Daemon", "RedisServer", "Response",
+__all__ = ["CTL_BIN", "DAEMON_BIN", "ROOT", "Client", "Daemon", "FakeLLM", "RedisServer", "Response",
            "free_port", "parse_time", "percentile", "raw_connect", "raw_exchange", "remove_state_dir",
            "status_of", "wait_for"]
