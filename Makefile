@@ -54,7 +54,8 @@ DAEMON_LIB_SRCS := daemon/log.c daemon/config.c \
 	daemon/api_version.c daemon/tls.c \
 	daemon/audit.c daemon/store_audit.c daemon/api_audit.c \
 	daemon/api_access.c daemon/metrics_hist.c daemon/metrics.c \
-	daemon/api_quota.c daemon/api_quota_gate.c
+	daemon/api_quota.c daemon/api_quota_gate.c \
+	daemon/failure_sig.c daemon/fix_rules.c
 DAEMON_SRCS := $(DAEMON_LIB_SRCS) daemon/main.c
 include cli/cli.mk
 UNIT_SRCS := $(wildcard tests/unit/*.c)
