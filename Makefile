@@ -55,7 +55,7 @@ DAEMON_LIB_SRCS := daemon/log.c daemon/config.c \
 	daemon/audit.c daemon/store_audit.c daemon/api_audit.c \
 	daemon/api_access.c daemon/metrics_hist.c daemon/metrics.c \
 	daemon/api_quota.c daemon/api_quota_gate.c \
-	daemon/failure_sig.c daemon/fix_rules.c
+	daemon/failure_sig.c daemon/fix_rules.c daemon/store_failures.c daemon/api_failures.c
 DAEMON_SRCS := $(DAEMON_LIB_SRCS) daemon/main.c
 include cli/cli.mk
 UNIT_SRCS := $(wildcard tests/unit/*.c)

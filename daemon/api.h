@@ -92,9 +92,10 @@ struct call {
 	bool pool_hit;                   /* create: a warm sandbox served it */
 	bool done;                       /* its access line is written (api_access.c) */
 	struct api_audit_code
-	    *audit_code;             /* exec: the code's hash and head (api_audit.c); free() */
-	char route_tenant[64];       /* the route's {tenant}, checked; "" without one */
-	struct api_quota_hold *hold; /* quota reservations held (api_quota_gate.c) */
+	    *audit_code;       /* exec: the code's hash and head (api_audit.c); free() */
+	char route_tenant[64]; /* the route's {tenant}, checked; "" without one */
+	char signature[FAILURE_SIG_HEX + 1]; /* the route's {signature}, checked; "" */
+	struct api_quota_hold *hold;         /* quota reservations held (api_quota_gate.c) */
 };
 
 /* Answer and free c: with e when it is set (its code's status; Retry-After
@@ -218,6 +219,10 @@ void api_admin_audit(struct call *c);
 /* End every audit query in flight (their calls are answered). */
 void api_audit_stop(struct http_api *api);
 /* api_quota.c: the quota and usage routes. */
+/* api_failures.c: the tenant's failure memory. */
+void api_failures_list(struct call *c);
+void api_failures_delete(struct call *c);
+
 void api_quota_get(struct call *c);
 void api_quota_put(struct call *c);
 void api_quota_usage(struct call *c);

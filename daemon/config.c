@@ -158,6 +158,13 @@ static const struct opt opt_table[] = {
      "the audit stream in Redis is trimmed to about this many entries (MAXLEN ~; the log "
      "keeps every entry)",
      OPT_RESTART},
+    {"failure-memory-ttl-s", OPT_INT, O(failure_memory_ttl_s), "604800", 60, 31536000,
+     "a failure pattern not seen for this long is forgotten (each sighting refreshes it)",
+     OPT_LIVE},
+    {"failure-hopeless-after", OPT_INT, O(failure_hopeless_after), "3", 1, 1000,
+     "a failure pattern seen this many times and never fixed (by a rule or the fixer) is "
+     "hopeless: runs skip its retries",
+     OPT_LIVE},
     {"fd-reserve", OPT_INT, O(fd_reserve), "64", 16, 1 << 20,
      "file descriptors never handed to clients, tunnels or sessions (Docker, Redis, helpers)",
      OPT_RESTART},

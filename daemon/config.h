@@ -66,6 +66,11 @@ struct config {
 	/* Per-tenant quotas' defaults (quota.h); 0 = unlimited. */
 	int64_t quota_sessions, quota_executions, quota_memory_mb;
 	int64_t quota_exec_seconds_per_hour, quota_requests_per_second;
+	/* The failure memory (store_failures.h): how long an entry lives after
+	 * its last sighting, and after how many sightings never fixed a
+	 * signature is hopeless (the run engine skips its retries). */
+	int64_t failure_memory_ttl_s;
+	int64_t failure_hopeless_after;
 };
 
 /* Defaults in *cfg. Strings are owned by cfg (config_free). */
