@@ -218,11 +218,10 @@ void api_audit_list(struct call *c);
 void api_admin_audit(struct call *c);
 /* End every audit query in flight (their calls are answered). */
 void api_audit_stop(struct http_api *api);
-/* api_quota.c: the quota and usage routes. */
 /* api_failures.c: the tenant's failure memory. */
 void api_failures_list(struct call *c);
 void api_failures_delete(struct call *c);
-
+/* api_quota.c: the quota and usage routes. */
 void api_quota_get(struct call *c);
 void api_quota_put(struct call *c);
 void api_quota_usage(struct call *c);

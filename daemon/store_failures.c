@@ -147,7 +147,7 @@ static int count_of(const redisReply *el, int64_t *v)
 		return el->integer >= 0 ? 0 : -1;
 	}
 	const char *s = text_of(el);
-	if (s == NULL || *s == '\0' || strlen(s) > 19)
+	if (s == NULL || *s < '0' || *s > '9' || strlen(s) > 19)
 		return -1;
 	char *end = NULL;
 	long long x = strtoll(s, &end, 10);
