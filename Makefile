@@ -90,6 +90,11 @@ $(BUILD)/unit-tests: $(UNIT_OBJS) $(DAEMON_LIB_OBJS) $(LLHTTP_OBJS) $(LIB_A)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
+# The failure memory's code on real inputs, for tests/integration/test_failures.py.
+$(BUILD)/failure-tool: $(BUILD)/obj/tests/tools/failure_tool.o $(DAEMON_LIB_OBJS) $(LLHTTP_OBJS) $(LIB_A)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
 $(LIB_A): $(LIB_OBJS) $(BUILD)/obj/gen/version.o
 	@mkdir -p $(dir $@)
 	@echo "  AR      $@"
@@ -154,8 +159,8 @@ run: setup all
 	$(BUILD)/ci-daemon
 
 test: setup
-	@$(MAKE) --no-print-directory all build/unit-tests
-	@$(MAKE) --no-print-directory SANITIZE=1 all build/asan/unit-tests
+	@$(MAKE) --no-print-directory all build/unit-tests build/failure-tool
+	@$(MAKE) --no-print-directory SANITIZE=1 all build/asan/unit-tests build/asan/failure-tool
 	@$(MAKE) --no-print-directory $(FUZZ_BINS)
 	@tests/run-all.sh
 
@@ -201,7 +206,7 @@ build/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_OBJS)
 fuzz: $(FUZZ_BINS)
 	@tests/fuzz/run.sh $(FUZZ_SECONDS)
 
-FORMAT_SRCS = $(LIB_SRCS) $(DAEMON_SRCS) $(CLI_SRCS) $(UNIT_SRCS) $(FUZZ_SRCS) \
+FORMAT_SRCS = $(LIB_SRCS) $(DAEMON_SRCS) $(CLI_SRCS) $(UNIT_SRCS) $(FUZZ_SRCS) tests/tools/failure_tool.c \
 	$(wildcard lib/*.h daemon/*.h cli/*.h tests/unit/*.h)
 format:
 	clang-format -i $(FORMAT_SRCS)
