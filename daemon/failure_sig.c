@@ -305,6 +305,10 @@ static void describe(const struct failure_input *in, struct failure_desc *d)
 	long l = in->code ? failing_line_number(r) : 0;
 	size_t n = 0;
 	const char *line = l > 0 ? code_line(in->code, in->code_len, l, &n) : NULL;
+	/* A literal's closing quote is looked for to the end of what is given,
+	 * so what is given is bounded: the mask stays linear in practice. */
+	if (n > 4 * SIG_LINE_MAX)
+		n = 4 * SIG_LINE_MAX;
 	d->line = line ? mask(line, n, SIG_LINE_MAX) : xstrdup("");
 	d->image = cut(in->image, SIG_IMAGE_MAX);
 }

@@ -231,31 +231,40 @@ static void rule_module_report(const struct fix_rule_input *in, struct fix_rule_
 /* ---- file_near_miss: a file name one typo away from one that exists ---- */
 
 /* Levenshtein distance of a and b, bytes compared without case; more than
- * 2 is answered as 3 (all that matters here). Both at most
+ * 2 is answered as 3 (all that matters here). Only the band of cells within
+ * 2 of the diagonal is computed: a path outside it costs more than 2 edits.
+ * So a name costs about 5 cells a byte, and a listing of 10,000 names of
+ * 255 bytes stays a few million steps on the loop. Both at most
  * RULE_FILE_NAME_MAX. */
 static int edit_distance(const char *a, size_t la, const char *b, size_t lb)
 {
-	if ((la > lb ? la - lb : lb - la) > 2)
-		return 3;
+	enum { FAR = 3, BAND = 2 };
+	if ((la > lb ? la - lb : lb - la) > BAND)
+		return FAR;
 	int prev[RULE_FILE_NAME_MAX + 1], cur[RULE_FILE_NAME_MAX + 1];
 	for (size_t j = 0; j <= lb; j++)
-		prev[j] = (int)j;
+		prev[j] = j <= BAND ? (int)j : FAR;
 	for (size_t i = 1; i <= la; i++) {
-		cur[0] = (int)i;
+		size_t lo = i > BAND ? i - BAND : 1, hi = i + BAND < lb ? i + BAND : lb;
+		for (size_t j = 0; j <= lb; j++)
+			cur[j] = FAR;
+		if (i <= BAND)
+			cur[0] = (int)i;
 		int best = cur[0];
-		for (size_t j = 1; j <= lb; j++) {
+		for (size_t j = lo; j <= hi; j++) {
 			int sub = prev[j - 1] + (tolower((unsigned char)a[i - 1]) !=
 						 tolower((unsigned char)b[j - 1]));
 			int del = prev[j] + 1, ins = cur[j - 1] + 1;
-			cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+			int v = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+			cur[j] = v > FAR ? FAR : v;
 			if (cur[j] < best)
 				best = cur[j];
 		}
-		if (best > 2)
-			return 3;
+		if (best > BAND)
+			return FAR;
 		memcpy(prev, cur, (lb + 1) * sizeof(int));
 	}
-	return prev[lb] > 2 ? 3 : prev[lb];
+	return prev[lb] > BAND ? FAR : prev[lb];
 }
 
 /* The extension of a base name ("" for none), for comparing. */
@@ -320,8 +329,8 @@ static void rule_file_near_miss(const struct fix_rule_input *in, struct fix_rule
 	static const char prefix[] = "[Errno 2] No such file or directory: ";
 	char lit[RULE_FILE_NAME_MAX * 2];
 	if (!is_ename(in->r, "FileNotFoundError") ||
-	    !quoted_after(in->r->evalue, prefix, lit, sizeof(lit)) || strchr(lit, '\\'))
-		return;
+	    !quoted_after(in->r->evalue, prefix, lit, sizeof(lit)) || strpbrk(lit, "\\'\""))
+		return; /* a name with quotes or escapes is not matched against literals */
 	/* The name relative to /workspace, as the listing has it. */
 	const char *rel = lit;
 	if (strncmp(rel, "/workspace/", 11) == 0)

@@ -215,6 +215,19 @@ TEST(fix_rule_file_near_miss_applies)
 TEST(fix_rule_file_near_miss_does_not_apply)
 {
 	struct fix_rule_outcome o;
+	/* three edits away */
+	apply("FileNotFoundError", "[Errno 2] No such file or directory: 'repart_2042.csv'",
+	      "open('repart_2042.csv')", ws, 4, &o);
+	CHECK(o.kind == FIX_RULE_NONE);
+	/* a name with a quote in it is not looked for among literals */
+	static const char *const q[] = {"it's.csv"};
+	apply("FileNotFoundError", "[Errno 2] No such file or directory: \"its.csv\"",
+	      "open(\"its.csv\")", q, 1, &o);
+	CHECK(o.kind == FIX_RULE_REPAIR); /* the listed name may have one */
+	fix_rule_outcome_clear(&o);
+	apply("FileNotFoundError", "[Errno 2] No such file or directory: \"it's.cvs\"",
+	      "open(\"it's.cvs\")", q, 1, &o);
+	CHECK(o.kind == FIX_RULE_NONE);
 	/* nothing close */
 	apply("FileNotFoundError", "[Errno 2] No such file or directory: 'zzz.csv'",
 	      "open('zzz.csv')", ws, 4, &o);
