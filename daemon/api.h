@@ -28,6 +28,7 @@ struct api_keyring;
 struct audit;
 struct api_audit_code;
 struct api_audit_query;
+struct api_failures_wait;
 struct api_watcher;
 struct api_quota;
 struct api_quota_hold;
@@ -62,9 +63,10 @@ struct http_api {
 	LIST_HEAD(, api_watcher) watchers; /* GET /v1/events clients (api_events.c) */
 	struct api_keyring *auth; /* API keys (api_auth.c); NULL without --admin-key-file */
 	struct audit *audit;      /* the audit trail (audit.h) */
-	LIST_HEAD(, api_audit_query) audit_queries; /* GET /v1/audit in flight (api_audit.c) */
-	unsigned audit_waiters;                     /* ... of them long-polling (wait_s) */
-	struct api_quota *quota;                    /* tenants' quotas, cached (api_quota_gate.c) */
+	LIST_HEAD(, api_audit_query) audit_queries;   /* GET /v1/audit in flight (api_audit.c) */
+	LIST_HEAD(, api_failures_wait) failure_waits; /* /v1/failures in flight (api_failures.c) */
+	unsigned audit_waiters;                       /* ... of them long-polling (wait_s) */
+	struct api_quota *quota; /* tenants' quotas, cached (api_quota_gate.c) */
 };
 
 /* One request being served, carried through its async steps. */
@@ -221,6 +223,8 @@ void api_audit_stop(struct http_api *api);
 /* api_failures.c: the tenant's failure memory. */
 void api_failures_list(struct call *c);
 void api_failures_delete(struct call *c);
+/* Answer the calls still waiting on Redis (503); their late answers are dropped. */
+void api_failures_stop(struct http_api *api);
 /* api_quota.c: the quota and usage routes. */
 void api_quota_get(struct call *c);
 void api_quota_put(struct call *c);
