@@ -426,7 +426,10 @@ enum failure_class failure_classify(const struct failure_input *in)
 	const struct exec_result *r = in->r;
 	if (r == NULL)
 		return FAILURE_CLASS_NONE;
-	if (r->status == EXEC_TIMEOUT && in->timeout_at_max)
+	/* A kernel that was restarting and never ran the code did not time
+	 * out on the code's account (manager_exec.c's reason says so). */
+	if (r->status == EXEC_TIMEOUT && in->timeout_at_max &&
+	    !(r->reason && strncmp(r->reason, "the kernel was restarting", 25) == 0))
 		return FAILURE_CLASS_TIMEOUT_AT_MAX;
 	if (in->memory_at_max && out_of_memory(r))
 		return FAILURE_CLASS_MEMORY_AT_MAX;

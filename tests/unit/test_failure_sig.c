@@ -301,6 +301,9 @@ TEST(failure_class_timeout_at_max)
 			   "killed and restarted (variables lost, files kept)";
 	CHECK(class_of(&b, true, false, false) == FAILURE_CLASS_TIMEOUT_AT_MAX);
 	CHECK_STR(failure_class_name(FAILURE_CLASS_TIMEOUT_AT_MAX), "timeout_at_max");
+	/* the code never ran: not the code's timeout */
+	b.reason = (char *)"the kernel was restarting and did not come back before the deadline";
+	CHECK(class_of(&b, true, false, false) == FAILURE_CLASS_NONE);
 }
 
 TEST(failure_class_memory_at_max)
