@@ -28,8 +28,10 @@ def error_of(resp):
     return doc["error"]["code"], doc["error"]["message"]
 
 
-def seed(d, tenant, sig, last_ms, **fields):
-    """One entry as store_failures.c writes it: the hash and its member."""
+def seed(d, tenant, sig, last_ms, redis=None, **fields):
+    """One entry as store_failures.c writes it: the hash and its member (in
+    redis, the daemon's by default)."""
+    redis = redis or d.redis
     f = {"ename": "NameError", "message": "name <str> is not defined",
          "line": "x = np.zeros(<n>)", "image": "python", "class": "", "seen": "3",
          "retried": "1", "fixed_rule": "0", "fixed_fixer": "2",
@@ -39,9 +41,9 @@ def seed(d, tenant, sig, last_ms, **fields):
     args = []
     for k, v in f.items():
         args += [k, v]
-    d.redis.cli("HSET", key, *args)
-    d.redis.cli("EXPIRE", key, "600")
-    d.redis.cli("ZADD", "%sfails:%s" % (d.prefix, tenant), str(last_ms), sig)
+    redis.cli("HSET", key, *args)
+    redis.cli("EXPIRE", key, "600")
+    redis.cli("ZADD", "%sfails:%s" % (d.prefix, tenant), str(last_ms), sig)
     return key
 
 
@@ -173,6 +175,31 @@ def test_redis_down_is_503(make_daemon, tmp_path):
         r = d.api.send("DELETE", "/v1/failures/" + sig_n(1), timeout=5)
         assert r.status == 503 and error_of(r)[0] == "unavailable"
         # and the daemon keeps serving what needs no Redis
+        assert d.api.request("GET", "/healthz")[0] == 200
+    finally:
+        own.stop()
+
+
+def test_frozen_redis_is_answered_not_hung(make_daemon, tmp_path):
+    """A Redis that takes commands and never answers (stopped): the call is
+    answered 503 by the store's own deadline, and the late answer, once Redis
+    runs again, is dropped without harm."""
+    import signal
+    own = RedisServer(str(tmp_path))
+    try:
+        d = make_daemon("--pool-size", "0", "--redis", own.url)
+        seed(d, "default", sig_n(1), NOW_MS, redis=own)
+        assert len(listed(d.api)) == 1
+        os.kill(own.proc.pid, signal.SIGSTOP)
+        try:
+            r = d.api.send("GET", "/v1/failures", timeout=20)
+            assert r.status == 503 and "in time" in error_of(r)[1], (r.status, r.body[:200])
+            r = d.api.send("DELETE", "/v1/failures/" + sig_n(1), timeout=20)
+            assert r.status == 503
+        finally:
+            os.kill(own.proc.pid, signal.SIGCONT)
+        # the late answers come and are dropped; the delete did happen in Redis
+        wait_for(lambda: listed(d.api) == [], 10, what="Redis to answer again")
         assert d.api.request("GET", "/healthz")[0] == 200
     finally:
         own.stop()
