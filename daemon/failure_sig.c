@@ -154,6 +154,27 @@ static size_t hexword_end(const char *s, size_t n, size_t i)
 	return digit && j - i >= 8 && (j == n || !is_word((unsigned char)s[j])) ? j : 0;
 }
 
+/* A UUID (8-4-4-4-12 hex digits), at a word boundary: a session's, a
+ * request's, a file's name. */
+static size_t uuid_end(const char *s, size_t n, size_t i)
+{
+	static const int groups[] = {8, 4, 4, 4, 12};
+	if (i > 0 && is_word((unsigned char)s[i - 1]))
+		return 0;
+	size_t j = i;
+	for (int g = 0; g < 5; g++) {
+		if (g > 0) {
+			if (j >= n || s[j] != '-')
+				return 0;
+			j++;
+		}
+		for (int k = 0; k < groups[g]; k++, j++)
+			if (j >= n || !is_hex((unsigned char)s[j]))
+				return 0;
+	}
+	return j == n || !is_word((unsigned char)s[j]) ? j : 0;
+}
+
 struct out {
 	char *p;
 	size_t len, cap;
@@ -187,6 +208,9 @@ static char *mask(const char *s, size_t n, size_t cap)
 			i++;
 		} else if ((c == '\'' || c == '"') && (e = literal_end(s, n, i)) != 0) {
 			out_put(&o, "<str>", 5);
+			i = e;
+		} else if (is_hex(c) && (e = uuid_end(s, n, i)) != 0) {
+			out_put(&o, "<hex>", 5);
 			i = e;
 		} else if (c == '/' && (e = path_end(s, n, i)) != 0) {
 			out_put(&o, "<path>", 6);

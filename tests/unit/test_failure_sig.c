@@ -101,6 +101,18 @@ TEST(failure_sig_masks_numbers_strings_paths_addresses)
 	CHECK_STR(d3.message, "<Foo object at <hex>> in <path>: can't add <n> and <n>, id <hex>");
 	failure_desc_clear(&d3);
 
+	/* a UUID whatever its digits */
+	struct exec_result u1 = error_result(
+	    "KeyError", "session 123e4567-e89b-12d3-a456-426614174000 is gone", tb1, 1);
+	struct exec_result u2 = error_result(
+	    "KeyError", "session fedcba98-0000-4000-8000-00000000dead is gone", tb1, 1);
+	struct failure_desc d5;
+	sig_of(&u1, "x", s1, &d5);
+	sig_of(&u2, "x", s2, NULL);
+	CHECK_STR(s1, s2);
+	CHECK_STR(d5.message, "session <hex> is gone");
+	failure_desc_clear(&d5);
+
 	/* names with digits are names; a division is no path */
 	const char *tb2[] = {"  File \"<cell-2>\", line 1, in <module>"};
 	struct exec_result e = error_result("ZeroDivisionError", "division by zero", tb2, 1);
