@@ -55,7 +55,8 @@ DAEMON_LIB_SRCS := daemon/log.c daemon/config.c \
 	daemon/audit.c daemon/store_audit.c daemon/api_audit.c \
 	daemon/api_access.c daemon/metrics_hist.c daemon/metrics.c \
 	daemon/api_quota.c daemon/api_quota_gate.c \
-	daemon/api_query.c daemon/runs.c daemon/run_flow.c daemon/run_ladder.c daemon/run_json.c daemon/store_runs.c daemon/api_runs.c
+	daemon/api_query.c daemon/runs.c daemon/run_flow.c daemon/run_ladder.c daemon/run_json.c daemon/store_runs.c daemon/api_runs.c \
+	daemon/failure_sig.c daemon/fix_rules.c daemon/store_failures.c daemon/api_failures.c
 DAEMON_SRCS := $(DAEMON_LIB_SRCS) daemon/main.c
 include cli/cli.mk
 UNIT_SRCS := $(wildcard tests/unit/*.c)
@@ -91,15 +92,20 @@ $(BUILD)/unit-tests: $(UNIT_OBJS) $(DAEMON_LIB_OBJS) $(LLHTTP_OBJS) $(LIB_A)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 # Test tools: small programs over the daemon's objects that the Python
-# suites drive (tests/tools/; build/tools/<name>, and the ASan build).
+# suites drive (tests/tools/<name>.c -> build/tools/<name with dashes>, and
+# the ASan build): fixer-probe, failure-tool, stateless-run, review-open.
 TOOL_SRCS := $(wildcard tests/tools/*.c)
-TOOL_BINS := $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(subst _,-,$(TOOL_SRCS)))
+TOOL_NAMES := $(patsubst tests/tools/%.c,%,$(TOOL_SRCS))
+TOOL_BINS := $(foreach t,$(TOOL_NAMES),$(BUILD)/tools/$(subst _,-,$(t)))
 tools: $(TOOL_BINS)
 
-$(BUILD)/tools/fixer-probe: $(BUILD)/obj/tests/tools/fixer_probe.o $(DAEMON_LIB_OBJS) $(LLHTTP_OBJS) $(LIB_A)
-	@mkdir -p $(dir $@)
-	@echo "  LD      $@"
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+define TOOL_RULE
+$(BUILD)/tools/$(subst _,-,$(1)): $(BUILD)/obj/tests/tools/$(1).o $$(DAEMON_LIB_OBJS) $$(LLHTTP_OBJS) $$(LIB_A)
+	@mkdir -p $$(dir $$@)
+	@echo "  LD      $$@"
+	$$(Q)$$(CC) $$(LDFLAGS) -o $$@ $$^ $$(PKG_LIBS)
+endef
+$(foreach t,$(TOOL_NAMES),$(eval $(call TOOL_RULE,$(t))))
 
 $(LIB_A): $(LIB_OBJS) $(BUILD)/obj/gen/version.o
 	@mkdir -p $(dir $@)

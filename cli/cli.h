@@ -68,6 +68,7 @@ extern const struct cli_cmd cmd_quota;
 extern const struct cli_cmd cmd_usage;
 extern const struct cli_cmd cmd_run;
 extern const struct cli_cmd cmd_runs;
+extern const struct cli_cmd cmd_failures;
 
 /* getopt values of the global options; above any short option char. */
 enum {

@@ -46,6 +46,8 @@ const struct api_route api_routes[] = {
     {"GET", "/v1/events", api_events_watch, API_AUTH_TENANT},
     {"GET", "/v1/usage", api_quota_usage_own, API_AUTH_TENANT},
     {"GET", "/v1/audit", api_audit_list, API_AUTH_TENANT},
+    {"GET", "/v1/failures/?", api_failures_list, API_AUTH_TENANT},
+    {"DELETE", "/v1/failures/{signature}", api_failures_delete, API_AUTH_TENANT},
     {"GET", "/v1/admin/orphans", api_admin_orphans, API_AUTH_ADMIN},
     {"POST", "/v1/admin/gc", api_admin_gc, API_AUTH_ADMIN},
     {"POST", "/v1/admin/drain", api_admin_drain, API_AUTH_ADMIN},
@@ -235,6 +237,11 @@ static void on_request(struct http_req *req, void *arg)
 		api_fail(c, ERR_NOT_FOUND, "no such session (malformed id)");
 		return;
 	}
+	if (m.kind == API_MATCH_BAD_SIGNATURE) {
+		api_fail(c, ERR_BAD_REQUEST,
+			 "malformed failure signature (signatures are 16 lowercase hex digits)");
+		return;
+	}
 	if (m.kind == API_MATCH_BAD_TENANT) {
 		api_fail(c, ERR_BAD_REQUEST,
 			 "malformed tenant name (tenant names are [a-z0-9][a-z0-9_-]{0,62})");
@@ -243,6 +250,7 @@ static void on_request(struct http_req *req, void *arg)
 	memcpy(c->id, m.id, sizeof(c->id));
 	memcpy(c->key, m.key, sizeof(c->key));
 	memcpy(c->route_tenant, m.tenant, sizeof(c->route_tenant));
+	memcpy(c->signature, m.signature, sizeof(c->signature));
 	/* A file path is checked before the method, like the id. */
 	if (m.path) {
 		c->path = http_percent_decode(m.path, strlen(m.path));
@@ -301,6 +309,7 @@ struct http_api *http_api_new(struct event_base *base, const struct config *cfg,
 	LIST_INIT(&api->watchers);
 	LIST_INIT(&api->audit_queries);
 	LIST_INIT(&api->run_calls);
+	LIST_INIT(&api->failure_waits);
 	api->audit = audit_new(base, store, cfg->node, cfg->audit_max_entries);
 	api_quota_start(api);
 	manager_set_listener(mgr, api_events_on_session, api);
@@ -328,6 +337,7 @@ void http_api_free(struct http_api *api)
 	api_runs_stop(api);
 	api_auth_stop(api);
 	api_audit_stop(api);
+	api_failures_stop(api);
 	api_quota_stop(api);
 	manager_set_listener(api->mgr, NULL, NULL);
 	api_probes_stop(api);

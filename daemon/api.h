@@ -28,6 +28,7 @@ struct api_keyring;
 struct audit;
 struct api_audit_code;
 struct api_audit_query;
+struct api_failures_wait;
 struct api_watcher;
 struct api_quota;
 struct api_quota_hold;
@@ -65,11 +66,12 @@ struct http_api {
 	LIST_HEAD(, api_watcher) watchers; /* GET /v1/events clients (api_events.c) */
 	struct api_keyring *auth; /* API keys (api_auth.c); NULL without --admin-key-file */
 	struct audit *audit;      /* the audit trail (audit.h) */
-	LIST_HEAD(, api_audit_query) audit_queries; /* GET /v1/audit in flight (api_audit.c) */
-	unsigned audit_waiters;                     /* ... of them long-polling (wait_s) */
-	struct api_quota *quota;                    /* tenants' quotas, cached (api_quota_gate.c) */
-	struct runs *runs;                          /* the run engine (main's; runs.h) */
-	LIST_HEAD(, api_run_call) run_calls;        /* calls waiting on runs (api_runs.c) */
+	LIST_HEAD(, api_audit_query) audit_queries;   /* GET /v1/audit in flight (api_audit.c) */
+	LIST_HEAD(, api_failures_wait) failure_waits; /* /v1/failures in flight (api_failures.c) */
+	unsigned audit_waiters;                       /* ... of them long-polling (wait_s) */
+	struct api_quota *quota;             /* tenants' quotas, cached (api_quota_gate.c) */
+	struct runs *runs;                   /* the run engine (main's; runs.h) */
+	LIST_HEAD(, api_run_call) run_calls; /* calls waiting on runs (api_runs.c) */
 };
 
 /* One request being served, carried through its async steps. */
@@ -97,9 +99,10 @@ struct call {
 	bool pool_hit;                   /* create: a warm sandbox served it */
 	bool done;                       /* its access line is written (api_access.c) */
 	struct api_audit_code
-	    *audit_code;             /* exec: the code's hash and head (api_audit.c); free() */
-	char route_tenant[64];       /* the route's {tenant}, checked; "" without one */
-	struct api_quota_hold *hold; /* quota reservations held (api_quota_gate.c) */
+	    *audit_code;       /* exec: the code's hash and head (api_audit.c); free() */
+	char route_tenant[64]; /* the route's {tenant}, checked; "" without one */
+	char signature[FAILURE_SIG_HEX + 1]; /* the route's {signature}, checked; "" */
+	struct api_quota_hold *hold;         /* quota reservations held (api_quota_gate.c) */
 };
 
 /* api_query.c: the query string (http_req_query). A parameter's decoded
@@ -240,6 +243,11 @@ void api_runs_stop(struct http_api *api);
 int api_runs_fixer(struct http_api *api, const struct run_request *req, struct run_fixer *out,
 		   struct err **errp);
 
+/* api_failures.c: the tenant's failure memory. */
+void api_failures_list(struct call *c);
+void api_failures_delete(struct call *c);
+/* Answer the calls still waiting on Redis (503); their late answers are dropped. */
+void api_failures_stop(struct http_api *api);
 /* api_quota.c: the quota and usage routes. */
 void api_quota_get(struct call *c);
 void api_quota_put(struct call *c);

@@ -8,7 +8,7 @@
 
 #include "apikey.h"
 
-enum shape { SHAPE_NO, SHAPE_YES, SHAPE_BAD_ID, SHAPE_BAD_TENANT };
+enum shape { SHAPE_NO, SHAPE_YES, SHAPE_BAD_ID, SHAPE_BAD_TENANT, SHAPE_BAD_SIGNATURE };
 
 struct captures {
 	const char *id; /* the {id} segment (SESSION_ID_LEN bytes), in the path */
@@ -17,6 +17,7 @@ struct captures {
 	size_t keylen;
 	const char *tenant; /* the {tenant} segment, in the path */
 	size_t tenant_len;
+	const char *signature; /* the {signature} segment (FAILURE_SIG_HEX bytes) */
 };
 
 /* A {key} segment: letters and digits only, 1..API_KEY_PARAM_MAX. */
@@ -62,6 +63,7 @@ static enum shape match_shape(const char *p, const char *s, struct captures *cap
 	cap->key = NULL;
 	cap->keylen = 0;
 	cap->tenant = NULL;
+	cap->signature = NULL;
 	for (;; p++, s++) {
 		if (*p == '{' && strcmp(p, "{path...}") == 0) {
 			cap->path = s;
@@ -98,6 +100,17 @@ static enum shape match_shape(const char *p, const char *s, struct captures *cap
 			p += strlen("{tenant}");
 			s += n;
 		}
+		if (*p == '{' && strncmp(p, "{signature}", 11) == 0) {
+			size_t n = strcspn(s, "/");
+			char sig[FAILURE_SIG_HEX + 1] = "";
+			if (n == FAILURE_SIG_HEX)
+				memcpy(sig, s, n);
+			if (!failure_sig_valid(sig))
+				return SHAPE_BAD_SIGNATURE;
+			cap->signature = s;
+			p += strlen("{signature}");
+			s += n;
+		}
 		if (*p == '/' && p[1] == '?' && p[2] == '\0')
 			return *s == '\0' || (s[0] == '/' && s[1] == '\0') ? SHAPE_YES : SHAPE_NO;
 		if (*p != *s)
@@ -132,7 +145,7 @@ void api_route_match(const struct api_route *routes, size_t n, const char *metho
 		     struct api_match *m)
 {
 	memset(m, 0, sizeof(*m));
-	bool shaped = false, bad_id = false, bad_tenant = false;
+	bool shaped = false, bad_id = false, bad_tenant = false, bad_signature = false;
 	struct id_check ck = {0};
 	for (size_t i = 0; i < n; i++) {
 		const struct api_route *r = &routes[i];
@@ -142,6 +155,8 @@ void api_route_match(const struct api_route *routes, size_t n, const char *metho
 			bad_id = true;
 		if (sh == SHAPE_BAD_TENANT)
 			bad_tenant = true;
+		if (sh == SHAPE_BAD_SIGNATURE)
+			bad_signature = true;
 		if (sh != SHAPE_YES)
 			continue;
 		bool any = strcmp(r->method, "*") == 0;
@@ -163,6 +178,9 @@ void api_route_match(const struct api_route *routes, size_t n, const char *metho
 		memset(m->tenant, 0, sizeof(m->tenant));
 		if (cap.tenant)
 			memcpy(m->tenant, cap.tenant, cap.tenant_len);
+		memset(m->signature, 0, sizeof(m->signature));
+		if (cap.signature)
+			memcpy(m->signature, cap.signature, FAILURE_SIG_HEX);
 		shaped = true;
 	}
 	/* A catch-all ("*") does not hide a malformed tenant name from the
@@ -172,9 +190,10 @@ void api_route_match(const struct api_route *routes, size_t n, const char *metho
 		shaped = false;
 		memset(m->allow, 0, sizeof(m->allow));
 	}
-	m->kind = m->route     ? API_MATCH_FOUND
-		  : shaped     ? API_MATCH_METHOD
-		  : bad_id     ? API_MATCH_BAD_ID
-		  : bad_tenant ? API_MATCH_BAD_TENANT
-			       : API_MATCH_NONE;
+	m->kind = m->route        ? API_MATCH_FOUND
+		  : shaped        ? API_MATCH_METHOD
+		  : bad_id        ? API_MATCH_BAD_ID
+		  : bad_tenant    ? API_MATCH_BAD_TENANT
+		  : bad_signature ? API_MATCH_BAD_SIGNATURE
+				  : API_MATCH_NONE;
 }

@@ -10,6 +10,8 @@
  *              one is a 404 there, like an unknown one).
  *   {tenant}   one segment: a tenant name (apikey_tenant_valid), checked by
  *              the matcher like {id}.
+ *   {signature} one segment: a failure signature (failure_sig_valid),
+ *              checked by the matcher like {id}.
  *   {path...}  the rest of the path, possibly empty, still percent-encoded:
  *              a file path in the session (the caller decodes and checks it).
  *   {...}      the rest of the path, whatever it is (not captured).
@@ -21,6 +23,7 @@
 
 #include <stddef.h>
 
+#include "failure_sig.h"
 #include "session.h"
 
 struct call;
@@ -43,11 +46,12 @@ struct api_route {
 };
 
 enum api_match_kind {
-	API_MATCH_FOUND,      /* route serves this method and path */
-	API_MATCH_METHOD,     /* the path is known, with other methods (allow) */
-	API_MATCH_BAD_ID,     /* no route matched; one would have with a valid {id} */
-	API_MATCH_BAD_TENANT, /* ... or with a valid {tenant} */
-	API_MATCH_NONE,       /* no such route */
+	API_MATCH_FOUND,         /* route serves this method and path */
+	API_MATCH_METHOD,        /* the path is known, with other methods (allow) */
+	API_MATCH_BAD_ID,        /* no route matched; one would have with a valid {id} */
+	API_MATCH_BAD_TENANT,    /* ... or with a valid {tenant} */
+	API_MATCH_BAD_SIGNATURE, /* ... or with a valid {signature} */
+	API_MATCH_NONE,          /* no such route */
 };
 
 #define API_KEY_PARAM_MAX 64
@@ -64,6 +68,7 @@ struct api_match {
 	const char *path;                /* the {path...}, a pointer into path; NULL when none */
 	char key[API_KEY_PARAM_MAX + 1]; /* the {key}; "" when the pattern has none */
 	char tenant[64];                 /* the {tenant}; "" when the pattern has none */
+	char signature[FAILURE_SIG_HEX + 1]; /* the {signature}; "" when none */
 	/* FOUND and METHOD: the methods the path has, in table order,
 	 * ", "-separated ("GET, PATCH, DELETE"); "*" routes are not listed. */
 	char allow[API_ALLOW_MAX];

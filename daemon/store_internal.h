@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "store.h"
+#include "store_failures.h"
 
 struct store {
 	struct event_base *base;
@@ -40,5 +41,13 @@ struct store {
 void store_quota_end_cmds(struct store *st, const char *tenant, const char *id);
 void store_quota_touch_cmds(struct store *st, const char *tenant, const char *id,
 			    int64_t expires_at_ms);
+
+/* store_failures.c: an entry from the fields its scripts answer (ename,
+ * message, line, image, class, seen, retried, fixed_rule, fixed_fixer,
+ * first_ms, last_ms: 11 elements at el), checked; -1 when any is not of its
+ * shape. rec is the caller's to clear (failure_record_clear). Exposed for
+ * the unit tests. */
+int store_failure_record_parse(const char *sig, const redisReply *const *el,
+			       struct failure_record *rec);
 
 #endif
