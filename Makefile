@@ -54,7 +54,8 @@ DAEMON_LIB_SRCS := daemon/log.c daemon/config.c \
 	daemon/api_version.c daemon/tls.c \
 	daemon/audit.c daemon/store_audit.c daemon/api_audit.c \
 	daemon/api_access.c daemon/metrics_hist.c daemon/metrics.c \
-	daemon/api_quota.c daemon/api_quota_gate.c
+	daemon/api_quota.c daemon/api_quota_gate.c \
+	daemon/stateless.c daemon/stateless_seccomp.c
 DAEMON_SRCS := $(DAEMON_LIB_SRCS) daemon/main.c
 include cli/cli.mk
 UNIT_SRCS := $(wildcard tests/unit/*.c)
@@ -62,7 +63,8 @@ UNIT_SRCS := $(wildcard tests/unit/*.c)
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 LIB_A := $(BUILD)/lib/libci.a
 DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(BUILD)/obj/%.o)
-DAEMON_LIB_OBJS := $(DAEMON_LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/seccomp_profile.o
+GEN_OBJS := $(BUILD)/obj/gen/seccomp_profile.o $(BUILD)/obj/gen/stateless_runner.o
+DAEMON_LIB_OBJS := $(DAEMON_LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(GEN_OBJS)
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
 UNIT_OBJS := $(UNIT_SRCS:%.c=$(BUILD)/obj/%.o)
 
@@ -77,7 +79,7 @@ else
 Q := @
 endif
 
-$(BUILD)/ci-daemon: $(DAEMON_OBJS) $(BUILD)/obj/gen/seccomp_profile.o $(LLHTTP_OBJS) $(LIB_A)
+$(BUILD)/ci-daemon: $(DAEMON_OBJS) $(GEN_OBJS) $(LLHTTP_OBJS) $(LIB_A)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
@@ -86,6 +88,13 @@ $(BUILD)/ci-ctl: $(CLI_OBJS) $(LIB_A)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 $(BUILD)/unit-tests: $(UNIT_OBJS) $(DAEMON_LIB_OBJS) $(LLHTTP_OBJS) $(LIB_A)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+# Test tools: small mains over the daemon's objects (tests/tools/).
+TOOLS := $(BUILD)/tools/stateless-run
+$(BUILD)/tools/stateless-run: $(BUILD)/obj/tests/tools/stateless_run.o $(DAEMON_LIB_OBJS) $(LLHTTP_OBJS) $(LIB_A)
+	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
@@ -134,6 +143,16 @@ build/gen/seccomp_profile.c: daemon/policy/sandbox-seccomp.json
 	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $<; \
 	  echo ';'; } > $@.tmp && mv $@.tmp $@
 
+# The stateless tier's runner, embedded the same way (stateless.c).
+build/gen/stateless_runner.c: daemon/stateless_runner.py
+	@mkdir -p $(dir $@)
+	@echo "  GEN     $@"
+	$(Q){ echo '/* Generated from $< by the Makefile; do not edit. */'; \
+	  echo 'extern const char stateless_runner_source[];'; \
+	  echo 'const char stateless_runner_source[] ='; \
+	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $<; \
+	  echo ';'; } > $@.tmp && mv $@.tmp $@
+
 $(BUILD)/obj/gen/%.o: build/gen/%.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
@@ -153,8 +172,8 @@ run: setup all
 	$(BUILD)/ci-daemon
 
 test: setup
-	@$(MAKE) --no-print-directory all build/unit-tests
-	@$(MAKE) --no-print-directory SANITIZE=1 all build/asan/unit-tests
+	@$(MAKE) --no-print-directory all build/unit-tests build/tools/stateless-run
+	@$(MAKE) --no-print-directory SANITIZE=1 all build/asan/unit-tests build/asan/tools/stateless-run
 	@$(MAKE) --no-print-directory $(FUZZ_BINS)
 	@tests/run-all.sh
 
@@ -170,7 +189,7 @@ FUZZ_CFLAGS := -std=gnu11 -D_GNU_SOURCE -fno-strict-aliasing -g -O1 -fno-omit-fr
 	-Ilib -Idaemon
 FUZZ_LIB_OBJS := $(DAEMON_LIB_SRCS:daemon/%.c=build/fuzz/obj/%.o) \
 	$(LIB_SRCS:lib/%.c=build/fuzz/obj/lib/%.o) \
-	$(LLHTTP_NAMES:%=build/fuzz/obj/llhttp/%.o) build/fuzz/obj/gen/seccomp_profile.o \
+	$(LLHTTP_NAMES:%=build/fuzz/obj/llhttp/%.o) build/fuzz/obj/gen/seccomp_profile.o build/fuzz/obj/gen/stateless_runner.o \
 	build/fuzz/obj/gen/version.o
 
 build/fuzz/obj/llhttp/%.o: $(LLHTTP_SRC_DIR)/%.c Makefile
@@ -200,7 +219,7 @@ build/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_OBJS)
 fuzz: $(FUZZ_BINS)
 	@tests/fuzz/run.sh $(FUZZ_SECONDS)
 
-FORMAT_SRCS = $(LIB_SRCS) $(DAEMON_SRCS) $(CLI_SRCS) $(UNIT_SRCS) $(FUZZ_SRCS) \
+FORMAT_SRCS = $(LIB_SRCS) $(DAEMON_SRCS) $(CLI_SRCS) $(UNIT_SRCS) $(FUZZ_SRCS) tests/tools/stateless_run.c \
 	$(wildcard lib/*.h daemon/*.h cli/*.h tests/unit/*.h)
 format:
 	clang-format -i $(FORMAT_SRCS)

@@ -66,6 +66,9 @@ struct config {
 	/* Per-tenant quotas' defaults (quota.h); 0 = unlimited. */
 	int64_t quota_sessions, quota_executions, quota_memory_mb;
 	int64_t quota_exec_seconds_per_hour, quota_requests_per_second;
+	/* The stateless tier (stateless.h). */
+	char *stateless_bwrap, *stateless_python;
+	int64_t stateless_timeout_s, stateless_memory_mb, stateless_max_running;
 };
 
 /* Defaults in *cfg. Strings are owned by cfg (config_free). */
