@@ -58,6 +58,7 @@ extern const char stateless_runner_source[];
 #define STATELESS_FSIZE (32ull << 20) /* one file's size */
 #define STATELESS_WORKSPACE_BYTES "67108864"
 #define STATELESS_TMP_BYTES "33554432"
+#define STATELESS_SHM_BYTES "16777216"
 #define STATELESS_DRAIN_MAX (4u << 20) /* read per pipe after the exit */
 
 enum stateless_probe { PROBE_PENDING, PROBE_OK, PROBE_FAILED };
@@ -476,69 +477,23 @@ static struct stateless_call *call_start(struct stateless *t, const char *code, 
 	fcntl(done[1], F_SETFL, 0);
 
 	char *envp[] = {"PATH=/usr/bin:/bin", NULL};
-	char *argv[] = {t->bwrap,
-			"--unshare-all",
-			"--unshare-user",
-			"--disable-userns",
-			"--die-with-parent",
-			"--new-session",
-			"--cap-drop",
-			"ALL",
-			"--clearenv",
-			"--setenv",
-			"PATH",
-			"/usr/bin:/bin",
-			"--setenv",
-			"HOME",
-			"/workspace",
-			"--setenv",
-			"LANG",
-			"C.UTF-8",
-			"--setenv",
-			"TMPDIR",
-			"/tmp",
-			"--uid",
-			"1000",
-			"--gid",
-			"1000",
-			"--hostname",
-			"stateless",
-			"--ro-bind",
-			"/usr",
-			"/usr",
-			"--symlink",
-			"usr/lib",
-			"/lib",
-			"--symlink",
-			"usr/lib64",
-			"/lib64",
-			"--symlink",
-			"usr/bin",
-			"/bin",
-			"--proc",
-			"/proc",
-			"--dev",
-			"/dev",
-			"--size",
-			STATELESS_TMP_BYTES,
-			"--tmpfs",
-			"/tmp",
-			"--size",
-			STATELESS_WORKSPACE_BYTES,
-			"--tmpfs",
-			"/workspace",
-			"--chdir",
-			"/workspace",
-			"--seccomp",
-			"5",
-			"--",
-			t->python,
-			"-I",
-			"-S",
-			"-B",
-			"-c",
-			(char *)stateless_runner_source,
-			NULL};
+	char *argv[] = {
+	    t->bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
+	    "--new-session",
+	    /* python is the namespace's init: bwrap's own reaper would be
+	     * a process of the sandbox holding every capability of its
+	     * user namespace (--cap-drop is for the command only). */
+	    "--as-pid-1", "--cap-drop", "ALL", "--clearenv", "--setenv", "PATH", "/usr/bin:/bin",
+	    "--setenv", "HOME", "/workspace", "--setenv", "LANG", "C.UTF-8", "--setenv", "TMPDIR",
+	    "/tmp", "--uid", "1000", "--gid", "1000", "--hostname", "stateless", "--ro-bind",
+	    "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
+	    "--symlink", "usr/bin", "/bin", "--proc", "/proc", "--dev", "/dev", "--size",
+	    STATELESS_TMP_BYTES, "--tmpfs", "/tmp", "--size", STATELESS_WORKSPACE_BYTES, "--tmpfs",
+	    "/workspace", "--size", STATELESS_SHM_BYTES, "--tmpfs", "/dev/shm",
+	    /* bwrap's own root and /dev are tmpfs without a size: read-only,
+	     * or one run could fill the host's memory through them. */
+	    "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/workspace", "--seccomp", "5",
+	    "--", t->python, "-I", "-S", "-B", "-c", (char *)stateless_runner_source, NULL};
 	struct spawn_plan plan = {.path = t->bwrap, .argv = argv, .envp = envp};
 	plan.fds[0] = null_fd;
 	plan.fds[1] = out[1];

@@ -58,6 +58,15 @@ class StatelessTool:
         p.stdin = None                 # so that communicate() leaves it alone
         return p
 
+    def popen_with_pid(self, make_code, *args):
+        """The tool started, then fed make_code(its pid) (code that aims at it)."""
+        p = subprocess.Popen([TOOL_BIN] + self.args + list(args), stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        p.stdin.write(make_code(p.pid).encode())
+        p.stdin.close()
+        p.stdin = None
+        return p
+
     def results(self, code, *args, timeout=120):
         """Every line the tool printed (one per call), parsed; fails on a
         sanitizer report or a non-zero exit."""
