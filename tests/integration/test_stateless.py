@@ -169,3 +169,36 @@ def test_runs_one_after_another_reuse_the_slots(tool):
     rs = tool.results("1 + 1\n", "--runs", "6", "--parallel", "3")
     assert [r["result"] for r in rs] == ["2"] * 6
     assert_nothing_left(tool)
+
+
+SLEEPER = ("import os, time\n"
+           "if os.fork() == 0:\n"
+           "    os.setsid()\n"
+           "    time.sleep(600)\n"
+           "time.sleep(600)\n")
+
+
+def running_procs(tool):
+    return [x for x in host_uid_procs(tool.uids) if x[2][0] != "Z"]
+
+
+def test_a_cancelled_run_is_killed_and_reaped(tool):
+    # The deadline (60 s) is past the tool's 10 s wait for the reaping, so
+    # only the cancel can have ended it.
+    r = tool.results(SLEEPER, "--cancel-after-ms", "1500", "--stateless-timeout-s", "60")
+    # No callback for the cancelled call; the tier reaped it (running 0).
+    assert r == [{"cancelled": 1, "running": 0}], r
+    assert_nothing_left(tool)
+
+
+def test_the_daemon_dying_takes_the_runs_with_it(tool):
+    p = tool.popen(SLEEPER)
+    try:
+        wait_for(lambda: len(running_procs(tool)) >= 3, 30,
+                 what="bwrap, the code and its detached child")
+    finally:
+        p.kill()                       # SIGKILL: no clean-up code runs
+        p.communicate(timeout=30)
+    # bwrap dies with its parent (PR_SET_PDEATHSIG), python with bwrap
+    # (--die-with-parent), the rest with python's pid namespace.
+    assert_nothing_left(tool)

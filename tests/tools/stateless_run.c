@@ -3,15 +3,17 @@
  * user, is built apart).
  *
  *   stateless-run [--runs N] [--parallel N] [--timeout-s N] [--no-wait]
- *                 [daemon options...] < code
+ *                 [--cancel-after-ms N] [daemon options...] < code
  *
  * Reads the code from stdin, waits (bounded) for the tier's start check,
  * then runs it --runs times one after the other, --parallel calls at once,
  * and prints one line per call: the exec result JSON (exec_result_to_json)
  * with "wall_ms" (the round trip seen here) added, or {"error": {"code",
- * "message"}} when nothing ran. Exit 0, or 2 on a usage error. The daemon
- * options (--stateless-*, --output-cap-bytes, --sandbox-uid-base...) are
- * parsed by config_load like the daemon's. */
+ * "message"}} when nothing ran. --cancel-after-ms cancels the calls still
+ * running then (stateless_cancel) and prints {"cancelled": N, "running":
+ * R} once the tier has reaped them (R is 0 then), or after 10 s. Exit 0, or 2 on a usage error. The
+ * daemon options (--stateless-*, --output-cap-bytes, --sandbox-uid-base...) are parsed by
+ * config_load like the daemon's. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +28,10 @@
 struct tool {
 	struct event_base *base;
 	struct stateless *t;
-	struct event *wait_ev;
+	struct event *wait_ev, *cancel_ev;
+	struct tool_call **calls; /* the ones still running, by start order */
+	int64_t cancel_after_ms, cancel_deadline_ms;
+	long cancelled;
 	char *code;
 	size_t len;
 	long runs, parallel, started, finished;
@@ -36,6 +41,8 @@ struct tool {
 struct tool_call {
 	struct tool *tool;
 	int64_t start_ms;
+	long index;
+	struct stateless_call *sc;
 };
 
 static void start_next(struct tool *tl);
@@ -72,6 +79,7 @@ static void done_cb(const struct exec_result *r, const struct err *e, void *arg)
 	struct tool_call *c = arg;
 	struct tool *tl = c->tool;
 	print_line(r, e, clock_mono_ms() - c->start_ms);
+	tl->calls[c->index] = NULL;
 	free(c);
 	tl->finished++;
 	if (tl->started < tl->runs)
@@ -85,9 +93,12 @@ static void start_next(struct tool *tl)
 	struct tool_call *c = xcalloc(1, sizeof(*c));
 	c->tool = tl;
 	c->start_ms = clock_mono_ms();
-	tl->started++;
+	c->index = tl->started++;
 	struct err *e = NULL;
-	if (stateless_run(tl->t, tl->code, tl->len, tl->timeout_s, done_cb, c, &e) == NULL) {
+	tl->calls[c->index] = c;
+	c->sc = stateless_run(tl->t, tl->code, tl->len, tl->timeout_s, done_cb, c, &e);
+	if (c->sc == NULL) {
+		tl->calls[c->index] = NULL;
 		print_line(NULL, e, 0);
 		err_free(e);
 		free(c);
@@ -95,6 +106,32 @@ static void start_next(struct tool *tl)
 		if (tl->finished == tl->runs)
 			event_base_loopexit(tl->base, NULL);
 	}
+}
+
+/* Cancel what runs, then wait (bounded) for the tier to have reaped it. */
+static void cancel_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct tool *tl = arg;
+	if (tl->cancel_deadline_ms == 0) {
+		for (long i = 0; i < tl->started; i++)
+			if (tl->calls[i]) {
+				stateless_cancel(tl->calls[i]->sc);
+				free(tl->calls[i]);
+				tl->calls[i] = NULL;
+				tl->cancelled++;
+			}
+		tl->cancel_deadline_ms = clock_mono_ms() + 10000;
+	}
+	if (stateless_running(tl->t) > 0 && clock_mono_ms() < tl->cancel_deadline_ms) {
+		struct timeval tv = {.tv_usec = 10000};
+		evtimer_add(tl->cancel_ev, &tv);
+		return;
+	}
+	printf("{\"cancelled\":%ld,\"running\":%zu}\n", tl->cancelled, stateless_running(tl->t));
+	fflush(stdout);
+	event_base_loopexit(tl->base, NULL);
 }
 
 static void wait_cb(evutil_socket_t fd, short what, void *arg)
@@ -111,6 +148,11 @@ static void wait_cb(evutil_socket_t fd, short what, void *arg)
 		fprintf(stderr, "stateless-run: the tier is not available (running anyway)\n");
 	for (long i = 0; i < tl->parallel && tl->started < tl->runs; i++)
 		start_next(tl);
+	if (tl->cancel_after_ms > 0) {
+		struct timeval tv = {.tv_sec = tl->cancel_after_ms / 1000,
+				     .tv_usec = (tl->cancel_after_ms % 1000) * 1000};
+		evtimer_add(tl->cancel_ev, &tv);
+	}
 }
 
 static char *read_stdin(size_t *len)
@@ -146,6 +188,8 @@ int main(int argc, char **argv)
 			tl.parallel = strtol(argv[++i], NULL, 10);
 		else if (!strcmp(argv[i], "--timeout-s") && i + 1 < argc)
 			tl.timeout_s = strtoll(argv[++i], NULL, 10);
+		else if (!strcmp(argv[i], "--cancel-after-ms") && i + 1 < argc)
+			tl.cancel_after_ms = strtoll(argv[++i], NULL, 10);
 		else if (!strcmp(argv[i], "--no-wait"))
 			wait = false;
 		else
@@ -180,11 +224,15 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	tl.wait_until_ms = clock_mono_ms() + (wait ? 15000 : 0);
+	tl.calls = xcalloc((size_t)tl.runs, sizeof(*tl.calls));
 	tl.wait_ev = evtimer_new(tl.base, wait_cb, &tl);
+	tl.cancel_ev = evtimer_new(tl.base, cancel_cb, &tl);
 	struct timeval now = {0};
 	evtimer_add(tl.wait_ev, &now);
 	event_base_dispatch(tl.base);
 	event_free(tl.wait_ev);
+	event_free(tl.cancel_ev);
+	free(tl.calls);
 	stateless_free(tl.t);
 	event_base_free(tl.base);
 	config_free(&cfg);
