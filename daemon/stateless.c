@@ -60,6 +60,7 @@ extern const char stateless_runner_source[];
 #define STATELESS_TMP_BYTES "33554432"
 #define STATELESS_SHM_BYTES "16777216"
 #define STATELESS_DRAIN_MAX (4u << 20) /* read per pipe after the exit */
+#define STATELESS_KILL_GRACE_S 2       /* after the init's kill, for bwrap's exit */
 
 enum stateless_probe { PROBE_PENDING, PROBE_OK, PROBE_FAILED };
 
@@ -82,6 +83,15 @@ struct stateless_call {
 	pid_t pid;
 	int pidfd;
 	struct event *exit_ev, *timer_ev;
+	/* bwrap's --info-fd: the host pid of its child (python, the sandbox's
+	 * init), as a pidfd. Killing it first ends the pid namespace, whose
+	 * init's exit waits for every process in it, before bwrap exits: when
+	 * the exit's event comes, the slot's uid has nothing left running. */
+	int info_fd, child_pidfd;
+	struct event *info_ev;
+	char info[512];
+	size_t info_len;
+	bool grace; /* the timer now bounds the wait for bwrap's own exit */
 	struct stateless_stream out, err;
 	int done_fd;
 	struct event *done_ev;
@@ -100,6 +110,7 @@ struct stateless {
 	char *bwrap, *python;
 	int64_t timeout_s, memory_mb, max_running, output_cap, uid_top;
 	uint64_t slots; /* bit i: slot i taken */
+	int last_slot;
 	size_t running;
 	LIST_HEAD(, stateless_call) calls;
 	enum stateless_probe probe;
@@ -236,10 +247,35 @@ static void done_cb(evutil_socket_t fd, short what, void *arg)
 
 /* ------------------------------------------------------------------ calls */
 
+/* The parent pid of pid from /proc (procfs: no disk, no wait), or -1. */
+static pid_t proc_parent(pid_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	/* "pid (comm) state ppid ...": comm may hold anything, so from the
+	 * last ')'. */
+	char *p = strrchr(buf, ')');
+	int ppid;
+	char st;
+	if (p == NULL || sscanf(p + 1, " %c %d", &st, &ppid) != 2)
+		return -1;
+	return (pid_t)ppid;
+}
+
 static void call_kill(struct stateless_call *c)
 {
 	if (c->pid <= 0)
 		return;
+	if (c->child_pidfd >= 0)
+		syscall(SYS_pidfd_send_signal, c->child_pidfd, SIGKILL, NULL, 0);
 	/* The group first (bwrap and anything of its session that is ours),
 	 * while the leader is not reaped yet so the pgid cannot be reused; the
 	 * pidfd for the leader itself. */
@@ -266,6 +302,12 @@ static void call_free(struct stateless_call *c)
 		event_free(c->done_ev);
 	if (c->done_fd >= 0)
 		close(c->done_fd);
+	if (c->info_ev)
+		event_free(c->info_ev);
+	if (c->info_fd >= 0)
+		close(c->info_fd);
+	if (c->child_pidfd >= 0)
+		close(c->child_pidfd);
 	if (c->pidfd >= 0)
 		close(c->pidfd);
 	stream_release(&c->out);
@@ -367,7 +409,59 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	struct stateless_call *c = arg;
 	c->timed_out = true;
+	if (c->child_pidfd >= 0 && !c->grace) {
+		/* The sandbox's init first, so that bwrap exits after its pid
+		 * namespace is gone; bwrap itself if it has not within a grace. */
+		syscall(SYS_pidfd_send_signal, c->child_pidfd, SIGKILL, NULL, 0);
+		c->grace = true;
+		struct timeval tv = {.tv_sec = STATELESS_KILL_GRACE_S};
+		evtimer_add(c->timer_ev, &tv);
+		return;
+	}
 	call_kill(c); /* the exit's event finishes the call */
+}
+
+/* {"child-pid": N, ...} from bwrap once the sandbox is set up. */
+static void info_take(struct stateless_call *c)
+{
+	struct err *e = NULL;
+	yajl_val v = json_parse(c->info, c->info_len, &e);
+	err_free(e);
+	int64_t pid = 0;
+	if (v && json_get_int(v, "child-pid", &pid) && pid > 1 && pid <= INT32_MAX) {
+		int fd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+		/* Held, the pidfd pins the process; check that it is bwrap's
+		 * child, not a newcomer that took a pid freed in between. */
+		if (fd >= 0 && proc_parent((pid_t)pid) == c->pid)
+			c->child_pidfd = fd;
+		else if (fd >= 0)
+			close(fd);
+	}
+	json_free(v);
+}
+
+static void info_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct stateless_call *c = arg;
+	for (;;) {
+		ssize_t n =
+		    read(c->info_fd, c->info + c->info_len, sizeof(c->info) - 1 - c->info_len);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		if (n > 0) {
+			c->info_len += (size_t)n;
+			if (c->info_len < sizeof(c->info) - 1)
+				continue;
+		}
+		break; /* EOF, an error, or more than bwrap ever writes */
+	}
+	c->info[c->info_len] = '\0';
+	info_take(c);
+	event_del(c->info_ev);
+	close(c->info_fd);
+	c->info_fd = -1;
 }
 
 /* ------------------------------------------------------------------ spawn */
@@ -383,7 +477,7 @@ struct spawn_plan {
 	const char *path;
 	char **argv;
 	char **envp;
-	int fds[6]; /* become 0..5 in the child */
+	int fds[7]; /* become 0..6 in the child */
 	uid_t uid;
 	struct rlimit lim[RLIM_NLIMITS];
 	bool set[RLIM_NLIMITS];
@@ -400,17 +494,17 @@ static __attribute__((noreturn)) void spawn_child(const struct spawn_plan *p)
 	syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
 	if (syscall(SYS_getppid) != p->parent)
 		syscall(SYS_exit_group, 127);
-	/* Out of the way of 0..5 first, then into place (dup2 clears CLOEXEC). */
-	int high[6];
-	for (int i = 0; i < 6; i++) {
+	/* Out of the way of 0..6 first, then into place (dup3 clears CLOEXEC). */
+	int high[7];
+	for (int i = 0; i < 7; i++) {
 		high[i] = (int)syscall(SYS_fcntl, p->fds[i], F_DUPFD_CLOEXEC, 16);
 		if (high[i] < 0)
 			syscall(SYS_exit_group, 127);
 	}
-	for (int i = 0; i < 6; i++)
+	for (int i = 0; i < 7; i++)
 		if (syscall(SYS_dup3, high[i], i, 0) < 0)
 			syscall(SYS_exit_group, 127);
-	syscall(SYS_close_range, 6, ~0u, 0);
+	syscall(SYS_close_range, 7, ~0u, 0);
 	for (int i = 0; i < RLIM_NLIMITS; i++)
 		if (p->set[i] && syscall(SYS_prlimit64, 0, i, &p->lim[i], NULL) < 0)
 			syscall(SYS_exit_group, 127);
@@ -466,7 +560,7 @@ static struct stateless_call *call_start(struct stateless *t, const char *code, 
 					 int64_t timeout_s, int slot, struct err **errp)
 {
 	int code_fd = -1, bpf_fd = -1, null_fd = -1, out[2] = {-1, -1}, errp2[2] = {-1, -1},
-	    done[2] = {-1, -1};
+	    done[2] = {-1, -1}, info[2] = {-1, -1};
 	struct stateless_call *c = NULL;
 	if ((code_fd = memfd_with("ci-stateless-code", code, len, errp)) < 0 ||
 	    (bpf_fd = memfd_with("ci-stateless-seccomp", t->bpf, t->bpf_len * sizeof(*t->bpf),
@@ -474,7 +568,8 @@ static struct stateless_call *call_start(struct stateless *t, const char *code, 
 		goto fail;
 	null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (null_fd < 0 || pipe2(out, O_CLOEXEC | O_NONBLOCK) < 0 ||
-	    pipe2(errp2, O_CLOEXEC | O_NONBLOCK) < 0 || pipe2(done, O_CLOEXEC | O_NONBLOCK) < 0) {
+	    pipe2(errp2, O_CLOEXEC | O_NONBLOCK) < 0 || pipe2(done, O_CLOEXEC | O_NONBLOCK) < 0 ||
+	    pipe2(info, O_CLOEXEC | O_NONBLOCK) < 0) {
 		err_set(errp, ERR_INTERNAL, "pipe: %s", strerror(errno));
 		goto fail;
 	}
@@ -500,7 +595,8 @@ static struct stateless_call *call_start(struct stateless *t, const char *code, 
 	    /* bwrap's own root and /dev are tmpfs without a size: read-only,
 	     * or one run could fill the host's memory through them. */
 	    "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/workspace", "--seccomp", "5",
-	    "--", t->python, "-I", "-S", "-B", "-c", (char *)stateless_runner_source, NULL};
+	    "--info-fd", "6", "--", t->python, "-I", "-S", "-B", "-c",
+	    (char *)stateless_runner_source, NULL};
 	struct spawn_plan plan = {.path = t->bwrap, .argv = argv, .envp = envp};
 	plan.fds[0] = null_fd;
 	plan.fds[1] = out[1];
@@ -508,6 +604,7 @@ static struct stateless_call *call_start(struct stateless *t, const char *code, 
 	plan.fds[3] = code_fd;
 	plan.fds[4] = done[1];
 	plan.fds[5] = bpf_fd;
+	plan.fds[6] = info[1];
 	plan.uid = (uid_t)(t->uid_top - slot);
 	plan.parent = getpid();
 	rlim_t mem_b = (rlim_t)t->memory_mb << 20;
@@ -535,6 +632,7 @@ static struct stateless_call *call_start(struct stateless *t, const char *code, 
 	close_fd(&out[1]);
 	close_fd(&errp2[1]);
 	close_fd(&done[1]);
+	close_fd(&info[1]);
 	close_fd(&code_fd);
 	close_fd(&bpf_fd);
 	close_fd(&null_fd);
@@ -550,10 +648,14 @@ static struct stateless_call *call_start(struct stateless *t, const char *code, 
 	stream_init(&c->out, out[0], false, (size_t)t->output_cap);
 	stream_init(&c->err, errp2[0], true, (size_t)t->output_cap);
 	c->done_fd = done[0];
+	c->info_fd = info[0];
+	c->child_pidfd = -1;
 	c->out.ev = event_new(t->base, c->out.fd, EV_READ | EV_PERSIST, stream_cb, c);
 	c->err.ev = event_new(t->base, c->err.fd, EV_READ | EV_PERSIST, stream_cb, c);
 	c->done_ev = event_new(t->base, c->done_fd, EV_READ | EV_PERSIST, done_cb, c);
 	c->exit_ev = event_new(t->base, c->pidfd, EV_READ, exit_cb, c);
+	c->info_ev = event_new(t->base, c->info_fd, EV_READ | EV_PERSIST, info_cb, c);
+	event_add(c->info_ev, NULL);
 	c->timer_ev = evtimer_new(t->base, timer_cb, c);
 	event_add(c->out.ev, NULL);
 	event_add(c->err.ev, NULL);
@@ -573,6 +675,7 @@ fail:
 		close_fd(&out[i]);
 		close_fd(&errp2[i]);
 		close_fd(&done[i]);
+		close_fd(&info[i]);
 	}
 	return NULL;
 }
@@ -617,6 +720,7 @@ struct stateless *stateless_new(struct event_base *base, const struct config *cf
 	t->max_running = cfg->stateless_max_running;
 	t->output_cap = cfg->output_cap_bytes;
 	t->uid_top = cfg->sandbox_uid_base - 1;
+	t->last_slot = (int)t->max_running - 1; /* the first run takes slot 0 */
 	LIST_INIT(&t->calls);
 	t->bpf = stateless_seccomp_program(&t->bpf_len);
 	t->probe = PROBE_PENDING;
@@ -676,10 +780,16 @@ struct stateless_call *stateless_run(struct stateless *t, const char *code, size
 		err_set(errp, ERR_UNAVAILABLE, "the stateless tier is busy");
 		return NULL;
 	}
-	int slot = 0;
-	while (slot < t->max_running && (t->slots & (1ull << slot)))
-		slot++;
-	if (slot >= t->max_running) { /* a cancelled call still holds it */
+	/* Round-robin from the last one taken: a slot's uid just released may
+	 * still have processes on their way out (a killed fork bomb's), and
+	 * RLIMIT_NPROC counts them against the next run under that uid. */
+	int slot = -1;
+	for (int64_t i = 1; i <= t->max_running && slot < 0; i++) {
+		int s = (int)((t->last_slot + i) % t->max_running);
+		if (!(t->slots & (1ull << s)))
+			slot = s;
+	}
+	if (slot < 0) { /* a cancelled call still holds it */
 		err_set(errp, ERR_UNAVAILABLE, "the stateless tier is busy");
 		return NULL;
 	}
@@ -690,6 +800,7 @@ struct stateless_call *stateless_run(struct stateless *t, const char *code, size
 		err_wrap(errp, "stateless tier");
 		return NULL;
 	}
+	t->last_slot = slot;
 	c->cb = cb;
 	c->arg = arg;
 	t->running++;

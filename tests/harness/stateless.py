@@ -49,6 +49,11 @@ class StatelessTool:
         """Every host uid this tool's runs may have (the start check's included)."""
         return set(range(self.uid_base - 1 - self.max_running, self.uid_base))
 
+    @property
+    def slot_uids(self):
+        """The uids of the runs proper (the start check's left out)."""
+        return set(range(self.uid_base - self.max_running, self.uid_base))
+
     def popen(self, code, *args):
         """The tool started on code (for a test that watches it while it runs)."""
         p = subprocess.Popen([TOOL_BIN] + self.args + list(args), stdin=subprocess.PIPE,
