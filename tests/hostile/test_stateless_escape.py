@@ -328,11 +328,19 @@ def test_kill_everything_inside_ends_only_the_run(tool):
 def test_the_tier_uids_are_unprivileged_on_the_host(tool):
     p = tool.popen("import time\ntime.sleep(30)\n", "--stateless-timeout-s", "3")
     try:
-        # bwrap and python of the run (the start check's, under a uid of
-        # its own, comes and goes meanwhile).
-        procs = wait_for(lambda: len([x for x in host_uid_procs(tool.slot_uids)
-                                      if x[2][0] != "Z"]) >= 2 and
-                         host_uid_procs(tool.slot_uids), 20, what="the run's processes")
+        # bwrap and python of the run, once python runs (during bwrap's
+        # set-up its child holds the new user namespace's capabilities, as
+        # it must to build the sandbox, and drops them before the exec; the
+        # start check, under a uid of its own, comes and goes meanwhile).
+        def cmdline(pid):
+            with open("/proc/%d/cmdline" % pid, "rb") as f:
+                return f.read().split(b"\0")[0]
+
+        def settled():
+            ps = [x for x in host_uid_procs(tool.slot_uids) if x[2][0] != "Z"]
+            names = sorted(cmdline(x[0]) for x in ps)
+            return ps if names == [b"/usr/bin/bwrap", b"/usr/bin/python3"] else None
+        procs = wait_for(settled, 20, what="the run's bwrap and python", ignore=(OSError,))
         for pid, uid, _ in procs:
             assert uid != 0 and uid in tool.slot_uids
             with open("/proc/%d/status" % pid) as f:
