@@ -202,3 +202,15 @@ def test_the_daemon_dying_takes_the_runs_with_it(tool):
     # bwrap dies with its parent (PR_SET_PDEATHSIG), python with bwrap
     # (--die-with-parent), the rest with python's pid namespace.
     assert_nothing_left(tool)
+
+
+def test_option_bounds():
+    import subprocess
+    from harness.stateless import TOOL_BIN
+    for args, msg in ((["--stateless-timeout-s", "61"], "stateless-timeout-s: 61 is outside 1..60"),
+                      (["--stateless-max-running", "0"], "is outside 1..32"),
+                      (["--stateless-memory-mb", "8"], "is outside 64..4096"),
+                      # its uids go below the sessions' range, never below 1000
+                      (["--sandbox-uid-base", "1002"], "leaves no room for its uids")):
+        p = subprocess.run([TOOL_BIN] + args, input=b"1", capture_output=True, timeout=30)
+        assert p.returncode == 2 and msg in p.stderr.decode(), (args, p.stderr)
