@@ -59,8 +59,9 @@ extern const char stateless_runner_source[];
 #define STATELESS_WORKSPACE_BYTES "67108864"
 #define STATELESS_TMP_BYTES "33554432"
 #define STATELESS_SHM_BYTES "16777216"
-#define STATELESS_DRAIN_MAX (4u << 20) /* read per pipe after the exit */
-#define STATELESS_KILL_GRACE_S 2       /* after the init's kill, for bwrap's exit */
+#define STATELESS_DRAIN_MAX (4u << 20)   /* read per pipe after the exit */
+#define STATELESS_READ_TURN (256u << 10) /* read per pipe and loop turn */
+#define STATELESS_KILL_GRACE_S 2         /* after the init's kill, for bwrap's exit */
 
 enum stateless_probe { PROBE_PENDING, PROBE_OK, PROBE_FAILED };
 
@@ -68,12 +69,11 @@ struct stateless_stream {
 	int fd;
 	struct event *ev;
 	bool is_stderr;
-	size_t half;      /* the cap's halves: head kept live, tail ring */
-	size_t head_len;  /* bytes that went to the head */
-	char *ring;       /* the last `half` bytes past the head */
-	size_t ring_pos;  /* next write position in ring */
-	uint64_t beyond;  /* bytes past the head, in all */
-	uint64_t drained; /* bytes read after the exit */
+	size_t half;     /* the cap's halves: head kept live, tail ring */
+	size_t head_len; /* bytes that went to the head */
+	char *ring;      /* the last `half` bytes past the head */
+	size_t ring_pos; /* next write position in ring */
+	uint64_t beyond; /* bytes past the head, in all */
 };
 
 struct stateless_call {
@@ -185,24 +185,24 @@ static void stream_finish(struct stateless_call *c, struct stateless_stream *s)
 	free(tail);
 }
 
-/* Read what is there; true at EOF or a hard error. `limit` bounds a drain
- * after the exit, when a lingering writer must not keep the loop here. */
-static bool stream_read(struct stateless_call *c, struct stateless_stream *s, uint64_t limit)
+/* Read what is there, up to budget bytes; true at EOF or a hard error.
+ * On the loop the budget is a turn's (a writer on another core could keep
+ * the pipe from ever being empty; EV_PERSIST brings us back); after the
+ * exit, a drain's (a lingering writer must not keep the loop here). */
+static bool stream_read(struct stateless_call *c, struct stateless_stream *s, size_t budget)
 {
 	char chunk[16384];
-	while (s->fd >= 0) {
-		if (limit && s->drained >= limit)
-			return true;
+	size_t got = 0;
+	while (s->fd >= 0 && got < budget) {
 		ssize_t n = read(s->fd, chunk, sizeof(chunk));
 		if (n == 0)
 			return true;
 		if (n < 0)
 			return errno != EAGAIN && errno != EINTR;
-		if (limit)
-			s->drained += (uint64_t)n;
+		got += (size_t)n;
 		stream_take(c, s, chunk, (size_t)n);
 	}
-	return true;
+	return s->fd < 0;
 }
 
 static void stream_cb(evutil_socket_t fd, short what, void *arg)
@@ -211,19 +211,21 @@ static void stream_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	struct stateless_call *c = arg;
 	struct stateless_stream *s = fd == c->out.fd ? &c->out : &c->err;
-	if (stream_read(c, s, 0))
+	if (stream_read(c, s, STATELESS_READ_TURN))
 		event_del(s->ev); /* closed: the exit's event will come */
 }
 
-static bool done_read(struct stateless_call *c)
+static bool done_read(struct stateless_call *c, size_t budget)
 {
 	char chunk[16384];
-	while (c->done_fd >= 0) {
+	size_t got = 0;
+	while (c->done_fd >= 0 && got < budget) {
 		ssize_t n = read(c->done_fd, chunk, sizeof(chunk));
 		if (n == 0)
 			return true;
 		if (n < 0)
 			return errno != EAGAIN && errno != EINTR;
+		got += (size_t)n;
 		if (c->done_over || c->done_len + (size_t)n > STATELESS_DONE_MAX) {
 			c->done_over = true; /* read on, keep nothing: the writer never blocks */
 			continue;
@@ -233,7 +235,7 @@ static bool done_read(struct stateless_call *c)
 		c->done_len += (size_t)n;
 		c->done_buf[c->done_len] = '\0';
 	}
-	return true;
+	return c->done_fd < 0;
 }
 
 static void done_cb(evutil_socket_t fd, short what, void *arg)
@@ -241,7 +243,7 @@ static void done_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	struct stateless_call *c = arg;
-	if (done_read(c))
+	if (done_read(c, STATELESS_READ_TURN))
 		event_del(c->done_ev);
 }
 
@@ -336,8 +338,20 @@ static void call_result(struct stateless_call *c, int wstatus, double cpu_s)
 		yajl_val done = json_parse(c->done_buf, c->done_len, &e);
 		int rc = done ? exec_result_on_done(r, done, &e) : -1;
 		json_free(done);
-		if (rc == 0)
+		if (rc == 0) {
+			/* The code can write fd 4 itself: the header is as untrusted
+			 * as the rest (exec_result_on_done caps it), and the tier
+			 * keeps no files, whatever it claims. */
+			for (size_t i = 0; i < r->n_files; i++) {
+				free(r->files[i].path);
+				free(r->files[i].change);
+			}
+			free(r->files);
+			r->files = NULL;
+			r->n_files = 0;
+			r->files_truncated = false;
 			return;
+		}
 		snprintf(reason, sizeof(reason), "the stateless runner sent a bad result: %s",
 			 e ? e->message : "?");
 		err_free(e);
@@ -394,7 +408,7 @@ static void exit_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	stream_read(c, &c->out, STATELESS_DRAIN_MAX);
 	stream_read(c, &c->err, STATELESS_DRAIN_MAX);
-	done_read(c);
+	done_read(c, STATELESS_DRAIN_MAX);
 	call_result(c, wstatus, cpu_s);
 	if (c->probe)
 		probe_done(c->t, c->r);

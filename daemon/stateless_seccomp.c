@@ -90,6 +90,21 @@ static const int stateless_denied[] = {
     SYS_clock_settime,
     SYS_clock_adjtime,
     SYS_adjtimex,
+    /* Memory outside RLIMIT_AS: SysV segments and queues outlive their
+     * mappings (until the run's IPC namespace ends), and a memfd is
+     * written without a mapping; 128 descriptors of RLIMIT_FSIZE each
+     * would be gigabytes. /dev/shm (POSIX shared memory, multiprocessing's)
+     * is a tmpfs of a fixed size instead. */
+    SYS_shmget,
+    SYS_shmat,
+    SYS_shmctl,
+    SYS_msgget,
+    SYS_msgsnd,
+    SYS_msgctl,
+    SYS_memfd_create,
+#ifdef SYS_memfd_secret
+    SYS_memfd_secret,
+#endif
     SYS_personality,
     SYS_vhangup,
 #ifdef SYS_iopl

@@ -8,6 +8,7 @@
  * namespaces (unshare, setns, clone with CLONE_NEW*; clone3 answers ENOSYS
  * so that libc falls back to clone, whose flags can be checked), kexec,
  * kernel modules, io_uring, handles to host files (open_by_handle_at),
+ * memory that RLIMIT_AS does not see (SysV shm and queues, memfd_create),
  * socket families other than unix, inet, inet6 and netlink, and TIOCSTI.
  * Refusals answer EPERM; a foreign architecture (x32 on x86-64 included)
  * kills the process. */

@@ -214,6 +214,9 @@ res = {
     'pivot_root': call(155, 0, 0),
     'socket_packet': call(41, 17, 3, 0),
     'clone3': call(435, 0, 0),
+    'shmget': call(29, 0, 1 << 28, 0o1000 | 0o600),   # IPC_PRIVATE, 256 MiB, IPC_CREAT
+    'msgget': call(68, 0, 0o1000 | 0o600),
+    'memfd_create': call(319, 0, 0),
 }
 res['nnp'] = open('/proc/self/status').read().split('NoNewPrivs:')[1].split()[0]
 res['seccomp'] = open('/proc/self/status').read().split('Seccomp:')[1].split()[0]
@@ -229,7 +232,9 @@ def test_dangerous_syscalls_are_refused(tool):
     for name in ("ptrace", "mount", "umount2", "unshare_user", "unshare_net", "clone_newuser",
                  "setns", "keyctl", "add_key", "bpf", "perf_event_open", "userfaultfd",
                  "io_uring_setup", "kexec_load", "init_module", "open_by_handle_at",
-                 "process_vm_readv", "chroot", "pivot_root", "socket_packet"):
+                 "process_vm_readv", "chroot", "pivot_root", "socket_packet",
+                 # memory RLIMIT_AS would not see
+                 "shmget", "msgget", "memfd_create"):
         assert v[name] == "EPERM", (name, v)
     assert v["clone3"] == "ENOSYS", v            # so libc falls back to clone (checked)
     assert v["nnp"] == "1" and v["seccomp"] == "2", v
@@ -353,3 +358,42 @@ def test_the_tier_uids_are_unprivileged_on_the_host(tool):
     finally:
         p.communicate(timeout=60)
     assert p.returncode == 0
+
+
+def test_memory_outside_the_address_space_limit_is_refused(tool):
+    # SysV segments outlive their mapping and memfds are written without
+    # one: either would hold memory that RLIMIT_AS never counts.
+    v = value(tool, (
+        "res = {}\n"
+        "try:\n"
+        "    os.memfd_create('x'); res['memfd'] = 'made'\n"
+        "except OSError as e:\n"
+        "    res['memfd'] = e.errno\n"
+        "import multiprocessing.shared_memory as sm\n"
+        "try:\n"
+        "    m = sm.SharedMemory(create=True, size=64 << 20)\n"
+        "    m.buf[-1] = 1\n"
+        "    res['posix_shm'] = 'made'\n"
+        "except OSError as e:\n"
+        "    res['posix_shm'] = e.errno\n"
+        "json.dumps(res)\n"))
+    assert v["memfd"] == 1, v                     # EPERM
+    # POSIX shared memory lives on /dev/shm, a tmpfs of 16 MiB, and a
+    # segment is a file there, so RLIMIT_FSIZE (32 MiB) refuses a 64 MiB one.
+    assert v["posix_shm"] == 27, v                # EFBIG
+
+
+def test_a_forged_result_header_claims_no_files(tool):
+    forged = json.dumps({"t": "done", "status": "ok", "result": "'forged'", "error": None,
+                         "files": [{"path": "../../etc/shadow", "size": 1, "change": "created"}],
+                         "files_truncated": True})
+    r = tool.run("import os\nos.write(4, %r)\nos._exit(0)\n" % forged.encode())
+    assert r["status"] == "ok" and r["result"] == "'forged'"   # its own result, as it says
+    assert r["files"] == [] and r["files_truncated"] is False, r
+
+
+def test_garbage_on_the_result_pipe_is_a_clear_error(tool):
+    r = tool.run("import os\nos.write(4, b'{not json' * 1000)\nos._exit(0)\n")
+    assert r["status"] == "killed" and "bad result" in r["reason"], r
+    r = tool.run("import os\nfor i in range(300):\n    os.write(4, b'x' * 10000)\nos._exit(0)\n")
+    assert r["status"] == "killed" and "without a result" in r["reason"], r
