@@ -116,6 +116,8 @@ struct stateless {
 	enum stateless_probe probe;
 	struct sock_filter *bpf;
 	size_t bpf_len;
+	char **argv; /* bwrap's, the same for every run (stateless_argv) */
+	size_t argc;
 };
 
 /* ----------------------------------------------------------------- output */
@@ -593,25 +595,7 @@ static struct stateless_call *call_start(struct stateless *t, const char *code, 
 	fcntl(done[1], F_SETFL, 0);
 
 	char *envp[] = {"PATH=/usr/bin:/bin", NULL};
-	char *argv[] = {
-	    t->bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
-	    "--new-session",
-	    /* python is the namespace's init: bwrap's own reaper would be
-	     * a process of the sandbox holding every capability of its
-	     * user namespace (--cap-drop is for the command only). */
-	    "--as-pid-1", "--cap-drop", "ALL", "--clearenv", "--setenv", "PATH", "/usr/bin:/bin",
-	    "--setenv", "HOME", "/workspace", "--setenv", "LANG", "C.UTF-8", "--setenv", "TMPDIR",
-	    "/tmp", "--uid", "1000", "--gid", "1000", "--hostname", "stateless", "--ro-bind",
-	    "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
-	    "--symlink", "usr/bin", "/bin", "--proc", "/proc", "--dev", "/dev", "--size",
-	    STATELESS_TMP_BYTES, "--tmpfs", "/tmp", "--size", STATELESS_WORKSPACE_BYTES, "--tmpfs",
-	    "/workspace", "--size", STATELESS_SHM_BYTES, "--tmpfs", "/dev/shm",
-	    /* bwrap's own root and /dev are tmpfs without a size: read-only,
-	     * or one run could fill the host's memory through them. */
-	    "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/workspace", "--seccomp", "5",
-	    "--info-fd", "6", "--", t->python, "-I", "-S", "-B", "-c",
-	    (char *)stateless_runner_source, NULL};
-	struct spawn_plan plan = {.path = t->bwrap, .argv = argv, .envp = envp};
+	struct spawn_plan plan = {.path = t->bwrap, .argv = t->argv, .envp = envp};
 	plan.fds[0] = null_fd;
 	plan.fds[1] = out[1];
 	plan.fds[2] = errp2[1];
@@ -694,6 +678,58 @@ fail:
 	return NULL;
 }
 
+static void argv_add(struct stateless *t, const char *a)
+{
+	t->argv = xrealloc(t->argv, (t->argc + 2) * sizeof(*t->argv));
+	t->argv[t->argc++] = (char *)a;
+	t->argv[t->argc] = NULL;
+}
+
+/* The procfs entries the container runtimes mask (Docker's MaskedPaths):
+ * kernel timers and keys, all over the host. Only those that exist: bwrap
+ * cannot bind over what is not there. */
+static const char *const stateless_proc_masks[] = {
+    "/proc/kcore",       "/proc/keys",          "/proc/timer_list",   "/proc/timer_stats",
+    "/proc/sched_debug", "/proc/latency_stats", "/proc/sysrq-trigger"};
+
+static void stateless_argv(struct stateless *t)
+{
+	static const char *const head[] = {
+	    "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
+	    "--new-session",
+	    /* python is the namespace's init: bwrap's own reaper would be a
+	     * process of the sandbox holding every capability of its user
+	     * namespace (--cap-drop is for the command only). */
+	    "--as-pid-1", "--cap-drop", "ALL", "--clearenv", "--setenv", "PATH", "/usr/bin:/bin",
+	    "--setenv", "HOME", "/workspace", "--setenv", "LANG", "C.UTF-8", "--setenv", "TMPDIR",
+	    "/tmp", "--uid", "1000", "--gid", "1000", "--hostname", "stateless", "--ro-bind",
+	    "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
+	    "--symlink", "usr/bin", "/bin", "--proc", "/proc", "--dev", "/dev", "--size",
+	    STATELESS_TMP_BYTES, "--tmpfs", "/tmp", "--size", STATELESS_WORKSPACE_BYTES, "--tmpfs",
+	    "/workspace", "--size", STATELESS_SHM_BYTES, "--tmpfs", "/dev/shm"};
+	static const char *const tail[] = {
+	    /* bwrap's own root and /dev are tmpfs without a size: read-only, or
+	     * one run could fill the host's memory through them. */
+	    "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/workspace",
+	    "--seccomp",    "5",    "--info-fd",    "6", "--"};
+	argv_add(t, t->bwrap);
+	for (size_t i = 0; i < sizeof(head) / sizeof(head[0]); i++)
+		argv_add(t, head[i]);
+	for (size_t i = 0; i < sizeof(stateless_proc_masks) / sizeof(stateless_proc_masks[0]); i++)
+		if (access(stateless_proc_masks[i], F_OK) == 0) {
+			argv_add(t, "--ro-bind");
+			argv_add(t, "/dev/null");
+			argv_add(t, stateless_proc_masks[i]);
+		}
+	for (size_t i = 0; i < sizeof(tail) / sizeof(tail[0]); i++)
+		argv_add(t, tail[i]);
+	static const char *const py[] = {"-I", "-S", "-B", "-c"};
+	argv_add(t, t->python);
+	for (size_t i = 0; i < sizeof(py) / sizeof(py[0]); i++)
+		argv_add(t, py[i]);
+	argv_add(t, stateless_runner_source);
+}
+
 /* ------------------------------------------------------------------- tier */
 
 static void probe_done(struct stateless *t, const struct exec_result *r)
@@ -737,6 +773,7 @@ struct stateless *stateless_new(struct event_base *base, const struct config *cf
 	t->last_slot = (int)t->max_running - 1; /* the first run takes slot 0 */
 	LIST_INIT(&t->calls);
 	t->bpf = stateless_seccomp_program(&t->bpf_len);
+	stateless_argv(t);
 	t->probe = PROBE_PENDING;
 	/* The check: bwrap present and executable, then one trivial run, on
 	 * the loop (the probe's slot is the one past max_running). */
@@ -774,6 +811,7 @@ void stateless_free(struct stateless *t)
 	free(t->bwrap);
 	free(t->python);
 	free(t->bpf);
+	free(t->argv);
 	free(t);
 }
 

@@ -397,3 +397,24 @@ def test_garbage_on_the_result_pipe_is_a_clear_error(tool):
     assert r["status"] == "killed" and "bad result" in r["reason"], r
     r = tool.run("import os\nfor i in range(300):\n    os.write(4, b'x' * 10000)\nos._exit(0)\n")
     assert r["status"] == "killed" and "without a result" in r["reason"], r
+
+
+def test_host_wide_proc_entries_are_masked(tool):
+    # What Docker's MaskedPaths hide, where this kernel has them: kernel
+    # timers of every process on the host (with their pids and functions),
+    # the key list.
+    present = [p for p in ("/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/timer_stats",
+                           "/proc/sched_debug", "/proc/latency_stats") if os.path.exists(p)]
+    if not present:
+        pytest.skip("none of the masked entries exists on this kernel")
+    v = value(tool, (
+        "res = {}\n"
+        "for p in %r:\n"
+        "    try:\n"
+        "        with open(p, 'rb') as f:\n"
+        "            res[p] = len(f.read(4096))\n"
+        "    except OSError as e:\n"
+        "        res[p] = 'refused'\n"
+        "json.dumps(res)\n") % present)
+    for p in present:
+        assert v[p] in ("refused", 0), (p, v)
