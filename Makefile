@@ -56,7 +56,8 @@ DAEMON_LIB_SRCS := daemon/log.c daemon/config.c \
 	daemon/api_access.c daemon/metrics_hist.c daemon/metrics.c \
 	daemon/api_quota.c daemon/api_quota_gate.c \
 	daemon/api_query.c daemon/runs.c daemon/run_flow.c daemon/run_ladder.c daemon/run_json.c daemon/store_runs.c daemon/api_runs.c \
-	daemon/failure_sig.c daemon/fix_rules.c daemon/store_failures.c daemon/api_failures.c
+	daemon/failure_sig.c daemon/fix_rules.c daemon/store_failures.c daemon/api_failures.c \
+	daemon/stateless.c daemon/stateless_seccomp.c
 DAEMON_SRCS := $(DAEMON_LIB_SRCS) daemon/main.c
 include cli/cli.mk
 UNIT_SRCS := $(wildcard tests/unit/*.c)
@@ -64,7 +65,8 @@ UNIT_SRCS := $(wildcard tests/unit/*.c)
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 LIB_A := $(BUILD)/lib/libci.a
 DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(BUILD)/obj/%.o)
-DAEMON_LIB_OBJS := $(DAEMON_LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/seccomp_profile.o
+GEN_OBJS := $(BUILD)/obj/gen/seccomp_profile.o $(BUILD)/obj/gen/stateless_runner.o
+DAEMON_LIB_OBJS := $(DAEMON_LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(GEN_OBJS)
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
 UNIT_OBJS := $(UNIT_SRCS:%.c=$(BUILD)/obj/%.o)
 
@@ -79,7 +81,7 @@ else
 Q := @
 endif
 
-$(BUILD)/ci-daemon: $(DAEMON_OBJS) $(BUILD)/obj/gen/seccomp_profile.o $(LLHTTP_OBJS) $(LIB_A)
+$(BUILD)/ci-daemon: $(DAEMON_OBJS) $(GEN_OBJS) $(LLHTTP_OBJS) $(LIB_A)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
@@ -152,6 +154,16 @@ build/gen/seccomp_profile.c: daemon/policy/sandbox-seccomp.json
 	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $<; \
 	  echo ';'; } > $@.tmp && mv $@.tmp $@
 
+# The stateless tier's runner, embedded the same way (stateless.c).
+build/gen/stateless_runner.c: daemon/stateless_runner.py
+	@mkdir -p $(dir $@)
+	@echo "  GEN     $@"
+	$(Q){ echo '/* Generated from $< by the Makefile; do not edit. */'; \
+	  echo 'extern const char stateless_runner_source[];'; \
+	  echo 'const char stateless_runner_source[] ='; \
+	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $<; \
+	  echo ';'; } > $@.tmp && mv $@.tmp $@
+
 $(BUILD)/obj/gen/%.o: build/gen/%.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
@@ -188,7 +200,7 @@ FUZZ_CFLAGS := -std=gnu11 -D_GNU_SOURCE -fno-strict-aliasing -g -O1 -fno-omit-fr
 	-Ilib -Idaemon
 FUZZ_LIB_OBJS := $(DAEMON_LIB_SRCS:daemon/%.c=build/fuzz/obj/%.o) \
 	$(LIB_SRCS:lib/%.c=build/fuzz/obj/lib/%.o) \
-	$(LLHTTP_NAMES:%=build/fuzz/obj/llhttp/%.o) build/fuzz/obj/gen/seccomp_profile.o \
+	$(LLHTTP_NAMES:%=build/fuzz/obj/llhttp/%.o) build/fuzz/obj/gen/seccomp_profile.o build/fuzz/obj/gen/stateless_runner.o \
 	build/fuzz/obj/gen/version.o
 
 build/fuzz/obj/llhttp/%.o: $(LLHTTP_SRC_DIR)/%.c Makefile

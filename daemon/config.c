@@ -206,6 +206,18 @@ static const struct opt opt_table[] = {
      "directory of key files a request's fixer.api_key_file may name (read at start and on "
      "SIGHUP); \"\" = none",
      OPT_LIVE},
+    {"stateless-bwrap", OPT_STR, O(stateless_bwrap), "/usr/bin/bwrap", 0, 0,
+     "bubblewrap binary of the stateless tier (a weak, Docker-free fallback)", OPT_RESTART},
+    {"stateless-python", OPT_STR, O(stateless_python), "/usr/bin/python3", 0, 0,
+     "the host's python3 the stateless tier runs (stdlib only: -I -S)", OPT_RESTART},
+    {"stateless-timeout-s", OPT_INT, O(stateless_timeout_s), "10", 1, 60,
+     "wall-clock limit of one stateless run (its CPU limit is one second more)", OPT_RESTART},
+    {"stateless-memory-mb", OPT_INT, O(stateless_memory_mb), "256", 64, 4096,
+     "address-space limit (RLIMIT_AS) of one stateless run", OPT_RESTART},
+    {"stateless-max-running", OPT_INT, O(stateless_max_running), "4", 1, 32,
+     "stateless runs at once; more are refused (each runs as its own host uid, just below "
+     "sandbox-uid-base)",
+     OPT_RESTART},
 };
 
 #define OPT_COUNT (sizeof(opt_table) / sizeof(opt_table[0]))

@@ -74,6 +74,9 @@ struct config {
 	char *fixer_allowed_urls; /* comma-separated URL prefixes; "" = none */
 	char *fixer_key_dir;      /* "" = requests may not name key files */
 	int64_t fixer_timeout_ms;
+	/* The stateless tier (stateless.h). */
+	char *stateless_bwrap, *stateless_python;
+	int64_t stateless_timeout_s, stateless_memory_mb, stateless_max_running;
 };
 
 /* Defaults in *cfg. Strings are owned by cfg (config_free). */
