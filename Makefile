@@ -54,7 +54,8 @@ DAEMON_LIB_SRCS := daemon/log.c daemon/config.c \
 	daemon/api_version.c daemon/tls.c \
 	daemon/audit.c daemon/store_audit.c daemon/api_audit.c \
 	daemon/api_access.c daemon/metrics_hist.c daemon/metrics.c \
-	daemon/api_quota.c daemon/api_quota_gate.c
+	daemon/api_quota.c daemon/api_quota_gate.c \
+	daemon/store_reviews.c daemon/api_reviews.c daemon/runs.c
 DAEMON_SRCS := $(DAEMON_LIB_SRCS) daemon/main.c
 include cli/cli.mk
 UNIT_SRCS := $(wildcard tests/unit/*.c)
@@ -62,7 +63,8 @@ UNIT_SRCS := $(wildcard tests/unit/*.c)
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 LIB_A := $(BUILD)/lib/libci.a
 DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(BUILD)/obj/%.o)
-DAEMON_LIB_OBJS := $(DAEMON_LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/seccomp_profile.o
+DAEMON_LIB_OBJS := $(DAEMON_LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/seccomp_profile.o \
+	$(BUILD)/obj/gen/review_page.o
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
 UNIT_OBJS := $(UNIT_SRCS:%.c=$(BUILD)/obj/%.o)
 
@@ -77,7 +79,8 @@ else
 Q := @
 endif
 
-$(BUILD)/ci-daemon: $(DAEMON_OBJS) $(BUILD)/obj/gen/seccomp_profile.o $(LLHTTP_OBJS) $(LIB_A)
+$(BUILD)/ci-daemon: $(DAEMON_OBJS) $(BUILD)/obj/gen/seccomp_profile.o $(BUILD)/obj/gen/review_page.o \
+	$(LLHTTP_OBJS) $(LIB_A)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
@@ -134,6 +137,21 @@ build/gen/seccomp_profile.c: daemon/policy/sandbox-seccomp.json
 	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $<; \
 	  echo ';'; } > $@.tmp && mv $@.tmp $@
 
+# The reviewer's page (GET /review, /review/app.js, /review/app.css), embedded
+# the same way: three C strings.
+REVIEW_PAGE_FILES := daemon/review_page.html daemon/review_page.js daemon/review_page.css
+build/gen/review_page.c: $(REVIEW_PAGE_FILES)
+	@mkdir -p $(dir $@)
+	@echo "  GEN     $@"
+	$(Q){ echo '/* Generated from $^ by the Makefile; do not edit. */'; \
+	  for f in html js css; do \
+	    echo "extern const char review_page_$$f[];"; \
+	    echo "const char review_page_$$f[] ="; \
+	    sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' daemon/review_page.$$f; \
+	    echo '""'; \
+	    echo ';'; \
+	  done; } > $@.tmp && mv $@.tmp $@
+
 $(BUILD)/obj/gen/%.o: build/gen/%.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
@@ -171,6 +189,7 @@ FUZZ_CFLAGS := -std=gnu11 -D_GNU_SOURCE -fno-strict-aliasing -g -O1 -fno-omit-fr
 FUZZ_LIB_OBJS := $(DAEMON_LIB_SRCS:daemon/%.c=build/fuzz/obj/%.o) \
 	$(LIB_SRCS:lib/%.c=build/fuzz/obj/lib/%.o) \
 	$(LLHTTP_NAMES:%=build/fuzz/obj/llhttp/%.o) build/fuzz/obj/gen/seccomp_profile.o \
+	build/fuzz/obj/gen/review_page.o \
 	build/fuzz/obj/gen/version.o
 
 build/fuzz/obj/llhttp/%.o: $(LLHTTP_SRC_DIR)/%.c Makefile

@@ -33,6 +33,7 @@ struct api_quota;
 struct api_quota_hold;
 struct api_quota_wait;
 struct call;
+struct runs;
 
 /* A request body, whole (api_read_body). */
 typedef void (*api_body_fn)(struct call *c, const char *body, size_t len);
@@ -65,6 +66,7 @@ struct http_api {
 	LIST_HEAD(, api_audit_query) audit_queries; /* GET /v1/audit in flight (api_audit.c) */
 	unsigned audit_waiters;                     /* ... of them long-polling (wait_s) */
 	struct api_quota *quota;                    /* tenants' quotas, cached (api_quota_gate.c) */
+	struct runs *runs; /* the run engine (runs.h), told of review decisions; may be NULL */
 };
 
 /* One request being served, carried through its async steps. */
@@ -217,6 +219,14 @@ void api_audit_list(struct call *c);
 void api_admin_audit(struct call *c);
 /* End every audit query in flight (their calls are answered). */
 void api_audit_stop(struct http_api *api);
+/* api_reviews.c: the review queue and the reviewer's page. */
+void api_reviews_list(struct call *c);
+void api_reviews_get(struct call *c);
+void api_reviews_approve(struct call *c);
+void api_reviews_reject(struct call *c);
+void api_reviews_page(struct call *c);
+void api_reviews_page_js(struct call *c);
+void api_reviews_page_css(struct call *c);
 /* api_quota.c: the quota and usage routes. */
 void api_quota_get(struct call *c);
 void api_quota_put(struct call *c);

@@ -63,6 +63,9 @@ struct config {
 	int64_t max_conns_per_peer;  /* ... and from one source address */
 	int64_t fd_reserve;          /* descriptors kept from outside input (fdbudget.h) */
 	int64_t audit_max_entries;   /* the audit stream's MAXLEN ~ */
+	int64_t review_ttl_s;        /* review cases in Redis (store_reviews.h) */
+	char *review_webhook_url;    /* "" = no webhook (webhook.h) */
+	char *review_webhook_secret_file;
 	/* Per-tenant quotas' defaults (quota.h); 0 = unlimited. */
 	int64_t quota_sessions, quota_executions, quota_memory_mb;
 	int64_t quota_exec_seconds_per_hour, quota_requests_per_second;
