@@ -1,0 +1,276 @@
+"""Issue 12, the review queue: GET /v1/reviews, GET /v1/reviews/{id},
+POST .../approve (optionally with edited code) and .../reject (with a
+comment), decided once, per tenant; ci-ctl reviews. The run engine is not
+on this branch: the pending cases are seeded by writing the documented keys
+(docs/operations.md) under the test daemon's own prefix."""
+import json
+import time
+import uuid
+
+import pytest
+
+from harness import wait_for
+from harness.daemon import Daemon
+from harness.redis import RedisServer
+
+ADMIN = "admin-" + "r" * 40
+
+
+def case_doc(run_id, codes=("print(1/0)", "print(1/1 + x)")):
+    attempts = []
+    for n, code in enumerate(codes, 1):
+        attempts.append({"n": n, "code": code, "status": "error",
+                         "error": {"ename": "ZeroDivisionError", "evalue": "division by zero",
+                                   "traceback": ["Traceback ...", "ZeroDivisionError"]},
+                         "source": "submitted" if n == 1 else "fixer", "duration_ms": 12})
+    return {"id": run_id, "status": "degraded", "attempts": attempts, "goal": "divide"}
+
+
+def seed(d, tenant, case=None, created_ms=None, state="pending"):
+    """A pending case of tenant, written as the daemon writes it; (review id, run id)."""
+    rid, run = str(uuid.uuid4()), str(uuid.uuid4())
+    created_ms = created_ms or int(time.time() * 1000)
+    doc = case if case is not None else case_doc(run)
+    key = "%sreview:%s:%s" % (d.prefix, tenant, rid)
+    d.redis.cli("HSET", key, "run", run, "state", state, "case", json.dumps(doc),
+                "created_ms", str(created_ms))
+    d.redis.cli("EXPIRE", key, "600")
+    d.redis.cli("ZADD", "%sreviews:%s" % (d.prefix, tenant), str(created_ms), rid)
+    return rid, run
+
+
+def error_of(resp):
+    doc = resp.doc
+    assert isinstance(doc, dict) and "error" in doc, (resp.status, resp.body[:300])
+    return doc["error"]["code"]
+
+
+def test_list_get_approve_reject_decided_once(daemon):
+    api = daemon.api
+    older, _ = seed(daemon, "default", created_ms=int(time.time() * 1000) - 5000)
+    rid, run = seed(daemon, "default")
+    status, doc = api.request("GET", "/v1/reviews")
+    assert status == 200, doc
+    ids = [r["id"] for r in doc["reviews"]]
+    # Newest first.
+    assert ids.index(rid) < ids.index(older)
+    r = next(x for x in doc["reviews"] if x["id"] == rid)
+    assert r["run"] == run and r["state"] == "pending" and r["decided_at"] is None
+    assert r["comment"] is None and r["code"] is None
+    assert r["created_at"].endswith("Z")
+    assert [a["n"] for a in r["case"]["attempts"]] == [1, 2]
+    assert r["case"]["attempts"][1]["source"] == "fixer"
+    # One case.
+    status, one = api.request("GET", "/v1/reviews/" + rid)
+    assert status == 200 and one["id"] == rid and one["case"]["goal"] == "divide"
+    # ?limit=
+    status, doc = api.request("GET", "/v1/reviews?limit=1")
+    assert status == 200 and len(doc["reviews"]) == 1
+    # Approve as it stands (no body).
+    status, dec = api.request("POST", "/v1/reviews/%s/approve" % rid)
+    assert status == 200, dec
+    assert dec["state"] == "approved" and dec["decided_at"] is not None and dec["code"] is None
+    # Decided once: a second approval, or a rejection, is 409 conflict.
+    r2 = api.send("POST", "/v1/reviews/%s/approve" % rid, body={})
+    assert r2.status == 409 and error_of(r2) == "conflict"
+    r2 = api.send("POST", "/v1/reviews/%s/reject" % rid, body={"comment": "no"})
+    assert r2.status == 409 and error_of(r2) == "conflict"
+    # Pending lists no longer show it; all does.
+    status, doc = api.request("GET", "/v1/reviews")
+    assert rid not in [x["id"] for x in doc["reviews"]]
+    status, doc = api.request("GET", "/v1/reviews?state=all")
+    assert rid in [x["id"] for x in doc["reviews"]]
+    # Reject the other, with a comment.
+    status, dec = api.request("POST", "/v1/reviews/%s/reject" % older,
+                              body={"comment": "needs the real data set"})
+    assert status == 200 and dec["state"] == "rejected"
+    assert dec["comment"] == "needs the real data set"
+    status, again = api.request("GET", "/v1/reviews/" + older)
+    assert again["state"] == "rejected" and again["comment"] == "needs the real data set"
+    # Audited: one entry per decision.
+    daemon.wait_log('"outcome":"rejected"', timeout=10)
+
+
+def test_approve_with_edited_code(daemon):
+    rid, _ = seed(daemon, "default")
+    code = "import math\nprint(math.pi)  # <b>edited</b>\n"
+    status, dec = daemon.api.request("POST", "/v1/reviews/%s/approve" % rid,
+                                     body={"code": code, "comment": "fixed the import"})
+    assert status == 200, dec
+    assert dec["code"] == code and dec["comment"] == "fixed the import"
+    status, got = daemon.api.request("GET", "/v1/reviews/" + rid)
+    assert got["code"] == code and got["state"] == "approved"
+    key = "%sreview:%s:%s" % (daemon.prefix, "default", rid)
+    assert daemon.redis.cli("HGET", key, "code") == code.strip()
+
+
+def test_bad_requests(daemon):
+    api = daemon.api
+    rid, _ = seed(daemon, "default")
+    for body in ({}, {"comment": ""}, {"comment": None}, {"comment": 3}, {"code": "x", "comment": "y"}):
+        r = api.send("POST", "/v1/reviews/%s/reject" % rid, body=body)
+        assert r.status == 400 and error_of(r) == "bad_request", (body, r.body[:200])
+    for body in ({"code": 1}, {"code": ""}, {"nope": 1}, [1]):
+        r = api.send("POST", "/v1/reviews/%s/approve" % rid, body=body)
+        assert r.status == 400 and error_of(r) == "bad_request", (body, r.body[:200])
+    r = api.send("POST", "/v1/reviews/%s/approve" % rid, raw=b"{not json")
+    assert r.status == 400
+    for q in ("state=maybe", "limit=0", "limit=x", "limit=100000"):
+        r = api.send("GET", "/v1/reviews?" + q)
+        assert r.status == 400 and error_of(r) == "bad_request", q
+    # Still pending after all of that.
+    assert api.request("GET", "/v1/reviews/" + rid)[1]["state"] == "pending"
+
+
+def test_unknown_and_malformed_are_404(daemon):
+    never = str(uuid.uuid4())
+    for method, path in (("GET", "/v1/reviews/" + never),
+                         ("POST", "/v1/reviews/%s/approve" % never),
+                         ("POST", "/v1/reviews/%s/reject" % never)):
+        r = daemon.api.send(method, path, body={"comment": "x"} if method == "POST" else None)
+        assert r.status == 404 and error_of(r) == "not_found", (path, r.status)
+    r = daemon.api.send("GET", "/v1/reviews/not-a-uuid")
+    assert r.status == 404
+
+
+def test_hostile_stored_records_are_skipped(daemon):
+    """What Redis holds is outside input: a record of the wrong shape is no
+    record, and the list goes on."""
+    good, _ = seed(daemon, "default")
+    bad = str(uuid.uuid4())
+    key = "%sreview:default:%s" % (daemon.prefix, bad)
+    daemon.redis.cli("HSET", key, "run", "not-a-uuid", "state", "pending", "case", "{}")
+    daemon.redis.cli("ZADD", "%sreviews:default" % daemon.prefix, str(int(time.time() * 1000)), bad)
+    weird, _ = seed(daemon, "default", case="not json at all")
+    weird_key = "%sreview:default:%s" % (daemon.prefix, weird)
+    daemon.redis.cli("HSET", weird_key, "case", "[[[[not json")
+    status, doc = daemon.api.request("GET", "/v1/reviews?limit=500")
+    assert status == 200
+    ids = [r["id"] for r in doc["reviews"]]
+    assert good in ids and bad not in ids
+    w = next(r for r in doc["reviews"] if r["id"] == weird)
+    assert w["case"] is None
+    assert daemon.api.send("GET", "/v1/reviews/" + bad).status == 404
+    daemon.redis.cli("DEL", key)
+
+
+def test_expired_cases_leave_the_list(daemon):
+    rid, _ = seed(daemon, "default")
+    daemon.redis.cli("DEL", "%sreview:default:%s" % (daemon.prefix, rid))
+    status, doc = daemon.api.request("GET", "/v1/reviews?state=all&limit=500")
+    assert rid not in [r["id"] for r in doc["reviews"]]
+    assert daemon.redis.cli("ZSCORE", "%sreviews:default" % daemon.prefix, rid) == ""
+
+
+def test_tenants_are_isolated(make_daemon):
+    d = make_daemon("--pool-size", "0", admin_key=ADMIN)
+    a = d.client(d.key("acme")["key"])
+    b = d.client(d.key("umbrella")["key"])
+    rid, _ = seed(d, "acme")
+    status, doc = a.request("GET", "/v1/reviews")
+    assert status == 200 and [r["id"] for r in doc["reviews"]] == [rid]
+    status, doc = b.request("GET", "/v1/reviews")
+    assert status == 200 and doc["reviews"] == []
+    never = str(uuid.uuid4())
+    # Another tenant's case answers exactly as one that never existed.
+    for path in ("/v1/reviews/%s", "/v1/reviews/%s/approve", "/v1/reviews/%s/reject"):
+        method = "GET" if path.endswith("%s") else "POST"
+        body = {"comment": "x"} if method == "POST" else None
+        theirs = b.send(method, path % rid, body=body)
+        none = b.send(method, path % never, body=body)
+        assert theirs.status == none.status == 404
+        assert theirs.doc == none.doc
+    # ... and it is untouched.
+    assert a.request("GET", "/v1/reviews/" + rid)[1]["state"] == "pending"
+    # The admin is not a tenant; no key is nobody.
+    assert d.admin.send("GET", "/v1/reviews").status == 403
+    assert d.api.send("GET", "/v1/reviews").status == 401
+    status, dec = a.request("POST", "/v1/reviews/%s/approve" % rid, body={"comment": "ok"})
+    assert status == 200 and dec["state"] == "approved"
+    key = "%sreview:acme:%s" % (d.prefix, rid)
+    # decided_by is the key that decided.
+    assert len(d.redis.cli("HGET", key, "decided_by")) == 16
+
+
+def test_redis_down_is_503(tmpdir_session):
+    r = RedisServer(tmpdir_session)
+    d = None
+    try:
+        d = Daemon(r, tmpdir_session, ["--pool-size", "0"])
+        rid, _ = seed(d, "default")
+        assert d.api.send("GET", "/v1/reviews").status == 200
+        r.kill()
+        wait_for(lambda: d.api.send("GET", "/v1/reviews").status == 503, 15,
+                 what="the review list to answer 503 with Redis down")
+        for method, path, body in (("GET", "/v1/reviews/" + rid, None),
+                                   ("POST", "/v1/reviews/%s/approve" % rid, {}),
+                                   ("POST", "/v1/reviews/%s/reject" % rid, {"comment": "x"})):
+            resp = d.api.send(method, path, body=body)
+            assert resp.status == 503 and error_of(resp) == "unavailable", (path, resp.status)
+            assert resp.header("Retry-After")
+        # Back: it serves again (the case went with the old Redis).
+        r.start()
+        wait_for(lambda: d.api.send("GET", "/v1/reviews").status == 200, 30,
+                 what="the review list to come back")
+    finally:
+        if d is not None:
+            d.finish()
+        r.stop()
+
+
+def test_page_is_served_with_its_headers(daemon):
+    for path, ctype in (("/review", "text/html"), ("/review/app.js", "text/javascript"),
+                        ("/review/app.css", "text/css")):
+        r = daemon.api.send("GET", path)
+        assert r.status == 200, path
+        assert r.header("Content-Type").startswith(ctype)
+        assert r.header("Content-Security-Policy") == (
+            "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'")
+        assert r.header("X-Content-Type-Options") == "nosniff"
+        assert r.header("X-Frame-Options") == "DENY"
+        assert r.header("Referrer-Policy") == "no-referrer"
+    html = daemon.api.send("GET", "/review").body.decode()
+    assert '<script src="/review/app.js"' in html and "<style" not in html
+    assert "innerHTML" not in daemon.api.send("GET", "/review/app.js").body.decode()
+
+
+def test_page_needs_no_key_but_the_data_does(make_daemon):
+    d = make_daemon("--pool-size", "0", admin_key=ADMIN)
+    assert d.api.send("GET", "/review").status == 200
+    assert d.api.send("GET", "/review/app.js").status == 200
+    assert d.api.send("GET", "/v1/reviews").status == 401
+
+
+# ------------------------------------------------------------------ ci-ctl
+
+
+def test_ctl_reviews(daemon):
+    rid, run = seed(daemon, "default")
+    other, _ = seed(daemon, "default")
+    out = daemon.ctl("reviews")
+    assert out.returncode == 0, out.stderr
+    assert rid in out.stdout and run[:8] in out.stdout
+    out = daemon.ctl("reviews", "--json")
+    assert out.returncode == 0, out.stderr
+    assert rid in [r["id"] for r in json.loads(out.stdout)["reviews"]]
+    out = daemon.ctl("reviews", "show", rid)
+    assert out.returncode == 0 and "print(1/1 + x)" in out.stdout, out.stdout + out.stderr
+    out = daemon.ctl("reviews", "show", rid, "--json")
+    assert json.loads(out.stdout)["id"] == rid
+    # Reject needs a comment.
+    out = daemon.ctl("reviews", "reject", rid)
+    assert out.returncode != 0 and "--comment" in out.stderr
+    out = daemon.ctl("reviews", "approve", rid, "--code-file", "-", "--comment", "edited",
+                     input="print('fixed')\n")
+    assert out.returncode == 0, out.stderr
+    got = daemon.api.request("GET", "/v1/reviews/" + rid)[1]
+    assert got["state"] == "approved" and got["code"] == "print('fixed')\n"
+    out = daemon.ctl("reviews", "approve", rid)
+    assert out.returncode != 0 and "already decided" in out.stderr
+    out = daemon.ctl("reviews", "reject", other, "--comment", "wrong approach")
+    assert out.returncode == 0, out.stderr
+    assert daemon.api.request("GET", "/v1/reviews/" + other)[1]["state"] == "rejected"
+    out = daemon.ctl("reviews", "--all")
+    assert out.returncode == 0 and rid in out.stdout and "approved" in out.stdout
+    out = daemon.ctl("reviews", "show", str(uuid.uuid4()))
+    assert out.returncode != 0
