@@ -1,4 +1,4 @@
-/* docker.c: the driver's transport: curl multi on libevent, talking to
+/* docker.c: the driver's transport: curl multi on the loop (curl_loop.c), talking to
  * dockerd's unix socket; API version negotiation, the liveness ping, calls
  * and their cancellation. The typed calls are in docker_api.c. */
 #include "docker.h"
@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "curl_loop.h"
 #include "defer.h"
 #include "json.h"
 #include "log.h"
@@ -39,8 +40,7 @@ struct docker_call {
 
 struct docker {
 	struct event_base *base;
-	CURLM *multi;
-	struct event *timer;
+	struct curl_loop *loop;
 	struct event *retry;
 	struct event *ping;
 	bool pinging;
@@ -52,70 +52,7 @@ struct docker {
 	LIST_HEAD(, docker_call) active;
 };
 
-struct docker_sock {
-	struct event *ev;
-};
-
-static void check_multi_info(struct docker *d);
 static void negotiate(struct docker *d);
-
-static void sock_event_cb(evutil_socket_t fd, short what, void *arg)
-{
-	struct docker *d = arg;
-	int running, flags = (what & EV_READ ? CURL_CSELECT_IN : 0) |
-			     (what & EV_WRITE ? CURL_CSELECT_OUT : 0);
-	curl_multi_socket_action(d->multi, fd, flags, &running);
-	check_multi_info(d);
-}
-
-static int socket_cb(CURL *easy, curl_socket_t s, int action, void *userp, void *socketp)
-{
-	(void)easy;
-	struct docker *d = userp;
-	struct docker_sock *ds = socketp;
-	if (action == CURL_POLL_REMOVE) {
-		if (ds) {
-			event_free(ds->ev);
-			free(ds);
-			curl_multi_assign(d->multi, s, NULL);
-		}
-		return 0;
-	}
-	short kind = (short)((action & CURL_POLL_IN ? EV_READ : 0) |
-			     (action & CURL_POLL_OUT ? EV_WRITE : 0) | EV_PERSIST);
-	if (ds == NULL) {
-		ds = xcalloc(1, sizeof(*ds));
-		curl_multi_assign(d->multi, s, ds);
-	} else {
-		event_free(ds->ev);
-	}
-	ds->ev = event_new(d->base, s, kind, sock_event_cb, d);
-	event_add(ds->ev, NULL);
-	return 0;
-}
-
-static void timer_event_cb(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd;
-	(void)what;
-	struct docker *d = arg;
-	int running;
-	curl_multi_socket_action(d->multi, CURL_SOCKET_TIMEOUT, 0, &running);
-	check_multi_info(d);
-}
-
-static int timer_cb(CURLM *multi, long timeout_ms, void *userp)
-{
-	(void)multi;
-	struct docker *d = userp;
-	if (timeout_ms < 0) {
-		evtimer_del(d->timer);
-		return 0;
-	}
-	struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
-	evtimer_add(d->timer, &tv);
-	return 0;
-}
 
 static size_t write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
 {
@@ -204,45 +141,37 @@ static void req_start(struct docker_call *r, const char *version)
 		curl_easy_setopt(r->easy, CURLOPT_POSTFIELDS, "");
 		curl_easy_setopt(r->easy, CURLOPT_POSTFIELDSIZE, 0L);
 	}
-	if (curl_multi_add_handle(d->multi, r->easy) != CURLM_OK) {
+	if (curl_loop_add(d->loop, r->easy) < 0) {
 		req_fail_later(r, "curl_multi_add_handle failed");
 		return;
 	}
 	LIST_INSERT_HEAD(&d->active, r, active);
 }
 
-static void check_multi_info(struct docker *d)
+/* A transfer ended (curl_loop took it out of the multi already). */
+static void transfer_done(CURL *easy, CURLcode res, void *arg)
 {
-	CURLMsg *msg;
-	int left;
-	while ((msg = curl_multi_info_read(d->multi, &left)) != NULL) {
-		if (msg->msg != CURLMSG_DONE)
-			continue;
-		CURL *easy = msg->easy_handle;
-		CURLcode res = msg->data.result;
-		struct docker_call *r = NULL;
-		curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&r);
-		curl_multi_remove_handle(d->multi, easy);
-		LIST_REMOVE(r, active);
-		struct docker_response resp = {0};
-		char errbuf[256];
-		if (res == CURLE_OK) {
-			curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &resp.status);
-			resp.body = r->resp ? r->resp : "";
-			resp.len = r->resp_len;
-			d->reachable = true;
-		} else {
-			snprintf(errbuf, sizeof(errbuf), "%s",
-				 r->overflow ? "response larger than the cap"
-					     : curl_easy_strerror(res));
-			resp.error = errbuf;
-			resp.body = "";
-			if (res == CURLE_COULDNT_CONNECT)
-				d->reachable = false;
-		}
-		r->cb(&resp, r->cancelled, r->ctx);
-		req_free(r);
+	struct docker *d = arg;
+	struct docker_call *r = NULL;
+	curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&r);
+	LIST_REMOVE(r, active);
+	struct docker_response resp = {0};
+	char errbuf[256];
+	if (res == CURLE_OK) {
+		curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &resp.status);
+		resp.body = r->resp ? r->resp : "";
+		resp.len = r->resp_len;
+		d->reachable = true;
+	} else {
+		snprintf(errbuf, sizeof(errbuf), "%s",
+			 r->overflow ? "response larger than the cap" : curl_easy_strerror(res));
+		resp.error = errbuf;
+		resp.body = "";
+		if (res == CURLE_COULDNT_CONNECT)
+			d->reachable = false;
 	}
+	r->cb(&resp, r->cancelled, r->ctx);
+	req_free(r);
 }
 
 static void flush_queue(struct docker *d, const char *error)
@@ -356,18 +285,11 @@ struct docker *docker_new(struct event_base *base, const char *sock_path)
 	d->sock_path = xstrdup(sock_path);
 	d->queue_tail = &d->queue;
 	LIST_INIT(&d->active);
-	d->multi = curl_multi_init();
-	if (d->multi == NULL)
-		abort();
-	d->timer = evtimer_new(base, timer_event_cb, d);
+	d->loop = curl_loop_new(base, transfer_done, d);
 	d->retry = evtimer_new(base, retry_cb, d);
 	d->ping = event_new(base, -1, EV_PERSIST, ping_cb, d);
 	struct timeval one = {1, 0};
 	event_add(d->ping, &one);
-	curl_multi_setopt(d->multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
-	curl_multi_setopt(d->multi, CURLMOPT_SOCKETDATA, d);
-	curl_multi_setopt(d->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
-	curl_multi_setopt(d->multi, CURLMOPT_TIMERDATA, d);
 	negotiate(d);
 	return d;
 }
@@ -381,7 +303,7 @@ void docker_free(struct docker *d)
 	while (!LIST_EMPTY(&d->active)) {
 		struct docker_call *r = LIST_FIRST(&d->active);
 		LIST_REMOVE(r, active);
-		curl_multi_remove_handle(d->multi, r->easy);
+		curl_loop_remove(d->loop, r->easy);
 		req_free(r);
 	}
 	struct docker_call *q = d->queue;
@@ -390,8 +312,7 @@ void docker_free(struct docker *d)
 		req_free(q);
 		q = next;
 	}
-	curl_multi_cleanup(d->multi);
-	event_free(d->timer);
+	curl_loop_free(d->loop);
 	event_free(d->retry);
 	event_free(d->ping);
 	free(d->sock_path);
