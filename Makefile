@@ -55,7 +55,7 @@ DAEMON_LIB_SRCS := daemon/log.c daemon/config.c \
 	daemon/audit.c daemon/store_audit.c daemon/api_audit.c \
 	daemon/api_access.c daemon/metrics_hist.c daemon/metrics.c \
 	daemon/api_quota.c daemon/api_quota_gate.c \
-	daemon/store_reviews.c daemon/api_reviews.c daemon/runs.c
+	daemon/store_reviews.c daemon/api_reviews.c daemon/reviews.c daemon/webhook.c daemon/runs.c
 DAEMON_SRCS := $(DAEMON_LIB_SRCS) daemon/main.c
 include cli/cli.mk
 UNIT_SRCS := $(wildcard tests/unit/*.c)
