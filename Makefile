@@ -92,6 +92,13 @@ $(BUILD)/unit-tests: $(UNIT_OBJS) $(DAEMON_LIB_OBJS) $(LLHTTP_OBJS) $(LIB_A)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
+# Test tools (tests/tools/): small programs over the daemon's objects that
+# the integration tests drive (review-open: reviews_open, as runs will).
+$(BUILD)/tools/review-open: $(BUILD)/obj/tests/tools/review_open.o $(DAEMON_LIB_OBJS) $(LLHTTP_OBJS) $(LIB_A)
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
 $(LIB_A): $(LIB_OBJS) $(BUILD)/obj/gen/version.o
 	@mkdir -p $(dir $@)
 	@echo "  AR      $@"
@@ -171,8 +178,8 @@ run: setup all
 	$(BUILD)/ci-daemon
 
 test: setup
-	@$(MAKE) --no-print-directory all build/unit-tests
-	@$(MAKE) --no-print-directory SANITIZE=1 all build/asan/unit-tests
+	@$(MAKE) --no-print-directory all build/unit-tests build/tools/review-open
+	@$(MAKE) --no-print-directory SANITIZE=1 all build/asan/unit-tests build/asan/tools/review-open
 	@$(MAKE) --no-print-directory $(FUZZ_BINS)
 	@tests/run-all.sh
 
@@ -219,7 +226,7 @@ build/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_OBJS)
 fuzz: $(FUZZ_BINS)
 	@tests/fuzz/run.sh $(FUZZ_SECONDS)
 
-FORMAT_SRCS = $(LIB_SRCS) $(DAEMON_SRCS) $(CLI_SRCS) $(UNIT_SRCS) $(FUZZ_SRCS) \
+FORMAT_SRCS = $(LIB_SRCS) $(DAEMON_SRCS) $(CLI_SRCS) $(UNIT_SRCS) $(FUZZ_SRCS) tests/tools/review_open.c \
 	$(wildcard lib/*.h daemon/*.h cli/*.h tests/unit/*.h)
 format:
 	clang-format -i $(FORMAT_SRCS)

@@ -159,7 +159,7 @@ static const struct opt opt_table[] = {
      "keeps every entry)",
      OPT_RESTART},
     {"review-ttl-s", OPT_INT, O(review_ttl_s), "604800", 60, 31536000,
-     "a review case (pending or decided) is kept this long in Redis", OPT_LIVE},
+     "a review case (pending or decided) is kept this long in Redis", OPT_RESTART},
     {"review-webhook-url", OPT_STR, O(review_webhook_url), "", 0, 0,
      "http(s) URL told of each new review case (POST, signed with review-webhook-secret-file, "
      "retried with backoff); empty = none",

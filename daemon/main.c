@@ -5,6 +5,7 @@
 #include <event2/event.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 
@@ -14,14 +15,17 @@
 #include "docker.h"
 #include "egress.h"
 #include "fdbudget.h"
+#include "httpc.h"
 #include "http_api.h"
 #include "log.h"
 #include "manager.h"
 #include "network.h"
 #include "proc.h"
+#include "reviews.h"
 #include "store.h"
 #include "tls.h"
 #include "version.h"
+#include "webhook.h"
 
 extern char **environ;
 
@@ -44,7 +48,55 @@ struct daemon_ctx {
 	struct event *drain_timer;
 	struct event *fd_timer;
 	bool fd_short; /* the budget refuses new sessions and tunnels */
+	/* The review queue (reviews.h) and its webhook (NULL without
+	 * --review-webhook-url), on an outgoing HTTP client of their own. */
+	struct httpc *httpc;
+	struct webhook *webhook;
+	struct reviews *reviews;
 };
+
+/* The review queue, and its webhook when --review-webhook-url is set: the
+ * secret is read now (and on SIGHUP), never while serving. */
+static int reviews_start(struct daemon_ctx *d, struct store *st, struct err **errp)
+{
+	const struct config *cfg = d->cfg;
+	if (cfg->review_webhook_url[0]) {
+		char *secret = NULL;
+		size_t len = 0;
+		if (webhook_read_secret(cfg->review_webhook_secret_file, &secret, &len, errp) < 0)
+			return -1;
+		d->httpc = httpc_new(d->base);
+		d->webhook =
+		    webhook_new(d->base, d->httpc, cfg->review_webhook_url, secret, len, errp);
+		explicit_bzero(secret, len);
+		free(secret);
+		if (d->webhook == NULL)
+			return -1;
+		log_info("review webhook: %s", cfg->review_webhook_url);
+	}
+	d->reviews = reviews_new(d->base, st, d->webhook, cfg->review_ttl_s);
+	return 0;
+}
+
+/* SIGHUP: the webhook's secret again; one that cannot be read leaves the
+ * previous one in use. */
+static void reviews_reload(struct daemon_ctx *d)
+{
+	if (d->webhook == NULL)
+		return;
+	char *secret = NULL;
+	size_t len = 0;
+	struct err *e = NULL;
+	if (webhook_read_secret(d->cfg->review_webhook_secret_file, &secret, &len, &e) < 0) {
+		log_warn("SIGHUP: %s; the webhook keeps its previous secret", e->message);
+		err_free(e);
+		return;
+	}
+	webhook_set_secret(d->webhook, secret, len);
+	explicit_bzero(secret, len);
+	free(secret);
+	log_info("SIGHUP: review webhook secret re-read");
+}
 
 static int64_t rlim_to_i64(rlim_t v)
 {
@@ -265,6 +317,7 @@ static void reload_apply(struct daemon_ctx *d)
 	if (egress_reload_hosts(d->egress, &e) < 0)
 		err_free(e); /* logged there; the previous hosts file stays in use */
 	manager_pool_resize(d->mgr);
+	reviews_reload(d);
 }
 
 /* SIGHUP: read the configuration again and apply what can change live
@@ -374,6 +427,8 @@ int main(int argc, char **argv)
 	d.mgr = manager_new(d.base, &cfg, docker, store, net, &e);
 	if (d.mgr == NULL)
 		goto fail;
+	if (reviews_start(&d, store, &e) < 0)
+		goto fail;
 	d.api = http_api_new(d.base, &cfg, d.mgr, docker, store, egress);
 	if (d.tls)
 		http_api_set_tls(d.api, d.tls);
@@ -420,6 +475,9 @@ out:
 	http_api_free(d.api);
 	tls_free(d.tls);
 	manager_free(d.mgr);
+	reviews_free(d.reviews);
+	webhook_free(d.webhook);
+	httpc_free(d.httpc);
 	net_free(net);
 	proc_free_all();
 	egress_free(egress);
