@@ -274,3 +274,158 @@ def test_ctl_reviews(daemon):
     assert out.returncode == 0 and rid in out.stdout and "approved" in out.stdout
     out = daemon.ctl("reviews", "show", str(uuid.uuid4()))
     assert out.returncode != 0
+
+
+# ------------------------------------------------------------------ the webhook
+
+import hashlib  # noqa: E402
+import hmac  # noqa: E402
+import http.server  # noqa: E402
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import threading  # noqa: E402
+
+from harness import ROOT  # noqa: E402
+
+SECRET = b"s3cret-for-the-receiver\x01"
+
+
+def tool(name):
+    for build in ("build/asan", "build"):
+        p = os.path.join(ROOT, build, "tools", name)
+        if os.path.exists(p):
+            return p
+    raise AssertionError("%s is not built (make build/tools/%s)" % (name, name))
+
+
+class Receiver:
+    """A webhook receiver on 127.0.0.1 that checks each delivery's signature
+    the way docs/api.md tells receivers to, and answers the statuses given
+    in turn (the last one repeats)."""
+
+    def __init__(self, statuses, secret=SECRET):
+        self.statuses = list(statuses)
+        self.secret = secret
+        self.seen = []  # (status answered, verified, headers, body)
+        self.lock = threading.Lock()
+        outer = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                ts = self.headers.get("X-CI-Timestamp", "")
+                sig = self.headers.get("X-CI-Signature", "")
+                want = "sha256=" + hmac.new(outer.secret, ts.encode() + b"." + body,
+                                            hashlib.sha256).hexdigest()
+                fresh = ts.isdigit() and abs(time.time() - int(ts)) < 300
+                ok = hmac.compare_digest(sig, want) and fresh
+                with outer.lock:
+                    n = len(outer.seen)
+                    status = outer.statuses[min(n, len(outer.statuses) - 1)] if ok else 401
+                    outer.seen.append((status, ok, dict(self.headers), body))
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.url = "http://127.0.0.1:%d/hook" % self.srv.server_address[1]
+        self.thread = threading.Thread(target=self.srv.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+def secret_file(tmp_path, secret=SECRET):
+    p = tmp_path / "webhook-secret"
+    p.write_bytes(secret + b"\n")
+    os.chmod(p, 0o600)
+    return str(p)
+
+
+def open_review(redis, prefix, tenant, run, case, *flags):
+    return subprocess.run([tool("review-open"), "--redis", redis.url, "--prefix", prefix,
+                           "--tenant", tenant, "--run", run, *flags],
+                          input=json.dumps(case), capture_output=True, text=True, timeout=60)
+
+
+def test_webhook_signed_and_retried_until_delivered(daemon, tmp_path):
+    """A review opened (reviews_open) reaches the webhook: signed, and after
+    two 500s delivered on the third try, with backoff."""
+    rx = Receiver([500, 500, 200])
+    try:
+        run = str(uuid.uuid4())
+        out = open_review(daemon.redis, daemon.prefix, "default", run, case_doc(run),
+                          "--webhook-url", rx.url, "--secret-file", secret_file(tmp_path),
+                          "--wait-s", "30")
+        assert out.returncode == 0, out.stderr
+        rid = out.stdout.split()[0]
+        stats = json.loads(out.stdout.strip().splitlines()[-1])
+        assert stats == {"review": rid, "delivered": 1, "failed": 0, "dropped": 0}, out.stdout
+        assert [s for s, _, _, _ in rx.seen] == [500, 500, 200]
+        assert all(ok for _, ok, _, _ in rx.seen)
+        event = json.loads(rx.seen[-1][3])
+        assert event["event"] == "review.pending" and event["tenant"] == "default"
+        assert event["review"] == rid and event["run"] == run
+        # Every try is the same delivery, each signed with its own timestamp.
+        assert len({h["X-CI-Delivery"] for _, _, h, _ in rx.seen}) == 1
+        # The case is in the queue, and its created_ms is the event's.
+        status, got = daemon.api.request("GET", "/v1/reviews/" + rid)
+        assert status == 200 and got["state"] == "pending" and got["run"] == run
+        stored = daemon.redis.cli("HGET", "%sreview:default:%s" % (daemon.prefix, rid), "created_ms")
+        assert int(stored) == event["created_ms"]
+        ttl = int(daemon.redis.cli("TTL", "%sreview:default:%s" % (daemon.prefix, rid)))
+        assert 0 < ttl <= 600
+    finally:
+        rx.close()
+
+
+def test_webhook_with_the_wrong_secret_is_refused_and_given_up(daemon, tmp_path):
+    """The receiver's check works: a delivery signed with another secret is
+    refused (401) every time, and the webhook gives up after its tries."""
+    rx = Receiver([200], secret=b"another secret")
+    try:
+        run = str(uuid.uuid4())
+        out = open_review(daemon.redis, daemon.prefix, "default", run, case_doc(run),
+                          "--webhook-url", rx.url, "--secret-file", secret_file(tmp_path),
+                          "--wait-s", "120")
+        assert out.returncode == 0, out.stderr
+        stats = json.loads(out.stdout.strip().splitlines()[-1])
+        assert stats["delivered"] == 0 and stats["failed"] == 1, out.stdout
+        assert len(rx.seen) == 6 and not any(ok for _, ok, _, _ in rx.seen)
+    finally:
+        rx.close()
+
+
+def test_daemon_webhook_options(make_daemon, tmp_path):
+    # A URL without a readable secret file: the daemon does not start.
+    bad = subprocess.run([daemon_bin(), "--review-webhook-url", "http://127.0.0.1:9/hook",
+                          "--review-webhook-secret-file", str(tmp_path / "none"),
+                          "--listen", "127.0.0.1:0"], capture_output=True, text=True, timeout=30)
+    assert bad.returncode != 0 and "review-webhook-secret-file" in bad.stderr
+    rx = Receiver([200])
+    try:
+        sf = secret_file(tmp_path)
+        d = make_daemon("--pool-size", "0", "--review-webhook-url", rx.url,
+                        "--review-webhook-secret-file", sf)
+        d.wait_log("review webhook: " + rx.url)
+        # SIGHUP re-reads the secret; an unreadable one keeps the previous.
+        mark = d.log_mark()
+        os.unlink(sf)
+        d.proc.send_signal(__import__("signal").SIGHUP)
+        d.wait_log("the webhook keeps its previous secret", since=mark)
+        secret_file(tmp_path, b"rotated")
+        mark = d.log_mark()
+        d.proc.send_signal(__import__("signal").SIGHUP)
+        d.wait_log("review webhook secret re-read", since=mark)
+    finally:
+        rx.close()
+
+
+def daemon_bin():
+    from harness import DAEMON_BIN
+    return DAEMON_BIN
