@@ -66,6 +66,7 @@ extern const struct cli_cmd cmd_version;
 extern const struct cli_cmd cmd_audit;
 extern const struct cli_cmd cmd_quota;
 extern const struct cli_cmd cmd_usage;
+extern const struct cli_cmd cmd_reviews;
 
 /* getopt values of the global options; above any short option char. */
 enum {

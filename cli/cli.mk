@@ -6,4 +6,5 @@ CLI_SRCS := cli/main.c cli/cli.c cli/client.c cli/output.c \
 	cli/cmd_health.c cli/cmd_admin.c cli/cmd_keys.c \
 	cli/cmd_version.c \
 	cli/cmd_audit.c \
-	cli/cmd_quota.c
+	cli/cmd_quota.c \
+	cli/cmd_reviews.c
