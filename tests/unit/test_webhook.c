@@ -2,8 +2,14 @@
  * header value over "<timestamp>.<body>" against Python's hmac module. */
 #include "unit.h"
 
+#include <event2/event.h>
+#include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "err.h"
+#include "httpc.h"
 #include "webhook.h"
 
 TEST(webhook_hmac_rfc4231)
@@ -57,4 +63,48 @@ TEST(webhook_new_refuses_bad_urls_and_secrets)
 	size_t len = 0;
 	CHECK(webhook_read_secret("/nonexistent/secret", &secret, &len, &e) < 0 && e);
 	err_free(e);
+}
+
+TEST(webhook_queue_is_capped_and_free_cancels)
+{
+	/* Nothing is sent before the loop runs: 300 events fill the queue of
+	 * 256 and the rest is counted as dropped, at once, never blocking;
+	 * freeing with all of them waiting frees everything (valgrind). */
+	struct event_base *base = event_base_new();
+	struct httpc *h = httpc_new(base);
+	struct err *e = NULL;
+	struct webhook *w = webhook_new(base, h, "http://127.0.0.1:9/hook", "k", 1, &e);
+	CHECK(w != NULL && e == NULL);
+	for (int i = 0; i < 300; i++)
+		webhook_send(w, "{}", 2);
+	uint64_t d = 1, f = 1, x = 0;
+	webhook_stats(w, &d, &f, &x);
+	CHECK(d == 0 && f == 0 && x == 44);
+	webhook_free(w);
+	httpc_free(h);
+	event_base_free(base);
+	webhook_stats(NULL, &d, &f, &x);
+	CHECK(d == 0 && f == 0 && x == 0);
+}
+
+TEST(webhook_secret_file)
+{
+	char path[] = "/tmp/ci-webhook-secret-XXXXXX";
+	int fd = mkstemp(path);
+	CHECK(fd >= 0);
+	CHECK(write(fd, "s3cret\n", 7) == 7);
+	close(fd);
+	char *secret = NULL;
+	size_t len = 0;
+	struct err *e = NULL;
+	CHECK(webhook_read_secret(path, &secret, &len, &e) == 0);
+	CHECK(len == 6 && secret && memcmp(secret, "s3cret", 6) == 0);
+	free(secret);
+	/* Empty (a newline alone) is refused. */
+	fd = open(path, O_WRONLY | O_TRUNC);
+	CHECK(write(fd, "\n", 1) == 1);
+	close(fd);
+	CHECK(webhook_read_secret(path, &secret, &len, &e) < 0 && e && secret == NULL);
+	err_free(e);
+	unlink(path);
 }
