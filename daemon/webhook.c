@@ -251,9 +251,12 @@ void webhook_send(struct webhook *w, const char *body, size_t len)
 	if (w == NULL)
 		return;
 	if (w->queued >= WEBHOOK_QUEUE_MAX) {
-		w->dropped++;
-		log_warn("webhook: queue full (%d deliveries); an event is dropped",
-			 WEBHOOK_QUEUE_MAX);
+		/* Logged at the 1st, 2nd, 4th, 8th ... drop: a receiver that is
+		 * down for long must not flood the log. */
+		uint64_t n = ++w->dropped;
+		if ((n & (n - 1)) == 0)
+			log_warn("webhook: queue full (%d deliveries); %llu events dropped so far",
+				 WEBHOOK_QUEUE_MAX, (unsigned long long)n);
 		return;
 	}
 	struct delivery *d = xcalloc(1, sizeof(*d));
