@@ -319,6 +319,11 @@ void http_api_reload(struct http_api *api)
 	api_set_limits(api);
 }
 
+void http_api_set_webhook(struct http_api *api, struct webhook *wh)
+{
+	api->webhook = wh;
+}
+
 void http_api_set_tls(struct http_api *api, struct tls *tls)
 {
 	http_server_set_tls(api->srv, tls);

@@ -34,6 +34,7 @@ struct api_quota_hold;
 struct api_quota_wait;
 struct call;
 struct runs;
+struct webhook;
 
 /* A request body, whole (api_read_body). */
 typedef void (*api_body_fn)(struct call *c, const char *body, size_t len);
@@ -67,6 +68,7 @@ struct http_api {
 	unsigned audit_waiters;                     /* ... of them long-polling (wait_s) */
 	struct api_quota *quota;                    /* tenants' quotas, cached (api_quota_gate.c) */
 	struct runs *runs; /* the run engine (runs.h), told of review decisions; may be NULL */
+	struct webhook *webhook; /* the review webhook (webhook.h), for /metrics; may be NULL */
 };
 
 /* One request being served, carried through its async steps. */

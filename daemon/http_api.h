@@ -37,6 +37,11 @@ void http_api_reload(struct http_api *api);
 /* What POST /v1/admin/drain does (main's drain, as on SIGTERM). */
 void http_api_set_drain(struct http_api *api, void (*fn)(void *arg), void *arg);
 
+/* The review webhook (webhook.h; the caller's, it outlives the api), for
+ * its counts on /metrics. */
+struct webhook;
+void http_api_set_webhook(struct http_api *api, struct webhook *wh);
+
 /* End open event streams cleanly (the daemon is about to exit). */
 void http_api_end_streams(struct http_api *api);
 

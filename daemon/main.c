@@ -432,6 +432,7 @@ int main(int argc, char **argv)
 	d.api = http_api_new(d.base, &cfg, d.mgr, docker, store, egress);
 	if (d.tls)
 		http_api_set_tls(d.api, d.tls);
+	http_api_set_webhook(d.api, d.webhook);
 	if (http_api_listen(d.api, &e) < 0)
 		goto fail;
 	http_api_set_drain(d.api, drain_requested, &d);

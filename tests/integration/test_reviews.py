@@ -416,6 +416,8 @@ def test_daemon_webhook_options(make_daemon, tmp_path):
         d = make_daemon("--pool-size", "0", "--review-webhook-url", rx.url,
                         "--review-webhook-secret-file", sf)
         d.wait_log("review webhook: " + rx.url)
+        for outcome in ("delivered", "failed", "dropped"):
+            assert d.metric('ci_review_webhook_deliveries_total{outcome="%s"}' % outcome) == 0
         # SIGHUP re-reads the secret; an unreadable one keeps the previous.
         mark = d.log_mark()
         os.unlink(sf)
