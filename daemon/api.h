@@ -229,6 +229,11 @@ void api_reviews_reject(struct call *c);
 void api_reviews_page(struct call *c);
 void api_reviews_page_js(struct call *c);
 void api_reviews_page_css(struct call *c);
+/* An approve (approve true) or reject body: *tree (free with json_free)
+ * holds the code and comment it points to (NULL when absent); -1 with a
+ * bad_request. Pure, for the fuzz target. */
+int api_reviews_parse_decision(const char *body, size_t len, bool approve, yajl_val *tree,
+			       const char **code, const char **comment, struct err **errp);
 /* api_quota.c: the quota and usage routes. */
 void api_quota_get(struct call *c);
 void api_quota_put(struct call *c);

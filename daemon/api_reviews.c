@@ -254,20 +254,32 @@ check:
 	return 0;
 }
 
+int api_reviews_parse_decision(const char *body, size_t len, bool approve, yajl_val *tree,
+			       const char **code, const char **comment, struct err **errp)
+{
+	*tree = NULL;
+	/* An approval may come without a body (or with an empty one). */
+	size_t ws = 0;
+	while (ws < len && strchr(" \t\r\n", body[ws]) && body[ws] != '\0')
+		ws++;
+	if (ws < len && (*tree = json_parse(body, len, errp)) == NULL) {
+		(*errp)->code = ERR_BAD_REQUEST;
+		return -1;
+	}
+	if (parse_decision(*tree, approve, code, comment, errp) < 0) {
+		json_free(*tree);
+		*tree = NULL;
+		return -1;
+	}
+	return 0;
+}
+
 static void decide_body(struct call *c, const char *body, size_t len, bool approve)
 {
 	AUTOERR struct err *e = NULL;
 	yajl_val v = NULL;
-	/* An approval may come without a body (or with an empty one). */
-	size_t ws = strspn(body, " \t\r\n");
-	if (ws < len && (v = json_parse(body, len, &e)) == NULL) {
-		e->code = ERR_BAD_REQUEST;
-		api_reply(c, 0, NULL, e);
-		return;
-	}
 	const char *code, *comment;
-	if (parse_decision(v, approve, &code, &comment, &e) < 0) {
-		json_free(v);
+	if (api_reviews_parse_decision(body, len, approve, &v, &code, &comment, &e) < 0) {
 		api_reply(c, 0, NULL, e);
 		return;
 	}
