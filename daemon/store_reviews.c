@@ -26,6 +26,8 @@
 #define REVIEWS_KEEP_MAX 10000
 /* A list looks at no more than this many ids (pending ones may be few). */
 #define REVIEWS_SCAN_MAX 2000
+/* One list answers about this much case text at most. */
+#define REVIEWS_LIST_BYTES (16u << 20)
 /* What one field of a record may hold: a case is a run with its attempts
  * (each attempt's code is capped by the API's body cap). */
 #define REVIEW_CASE_MAX (8u << 20)
@@ -99,15 +101,19 @@ static const char lua_put[] =
 	    "return now\n";
 
 /* KEYS: the tenant's set. ARGV: prefix of a case's key, pending only (1|0),
- * limit, scan max. Newest first; ids whose case has expired leave the set. */
+ * limit, scan max, byte budget. Newest first; ids whose case has expired
+ * leave the set. The cases' text stops at the budget (at least one case is
+ * answered), so that one answer stays of a size the daemon takes. */
 static const char lua_list[] =
-    "local out, gone = {}, {}\n"
-    "local limit = tonumber(ARGV[3])\n"
+    "local out, gone, bytes = {}, {}, 0\n"
+    "local limit, budget = tonumber(ARGV[3]), tonumber(ARGV[5])\n"
     "for _, id in ipairs(redis.call('ZREVRANGE', KEYS[1], 0, tonumber(ARGV[4]) - 1)) do\n"
     "  if #out >= limit then break end\n"
     "  local h = redis.call('HMGET', ARGV[1] .. id, " LUA_FIELDS ")\n"
     "  if not h[2] then table.insert(gone, id)\n"
     "  elseif ARGV[2] ~= '1' or h[2] == 'pending' then\n"
+    "    bytes = bytes + #(h[3] or '') + #(h[4] or '') + #(h[5] or '')\n"
+    "    if #out > 0 and bytes > budget then break end\n"
     "    table.insert(out, {id, h[1], h[2], h[3], h[4], h[5], h[6], h[7], h[8]})\n"
     "  end\n"
     "end\n"
@@ -499,6 +505,7 @@ void store_reviews_list(struct store *st, const char *tenant, bool pending_only,
 	op_arg(op, pending_only ? "1" : "0");
 	op_argf(op, "%zu", limit > 0 ? limit : 1);
 	op_argf(op, "%d", REVIEWS_SCAN_MAX);
+	op_argf(op, "%u", REVIEWS_LIST_BYTES);
 	op_start(op);
 }
 

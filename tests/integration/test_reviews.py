@@ -4,6 +4,7 @@ comment), decided once, per tenant; ci-ctl reviews. The run engine is not
 on this branch: the pending cases are seeded by writing the documented keys
 (docs/operations.md) under the test daemon's own prefix."""
 import json
+import subprocess
 import time
 import uuid
 
@@ -160,6 +161,36 @@ def test_expired_cases_leave_the_list(daemon):
     status, doc = daemon.api.request("GET", "/v1/reviews?state=all&limit=500")
     assert rid not in [r["id"] for r in doc["reviews"]]
     assert daemon.redis.cli("ZSCORE", "%sreviews:default" % daemon.prefix, rid) == ""
+
+
+def test_list_is_bounded_in_bytes(daemon, tmp_path):
+    """One list answers at most about 16 MiB of case text (and at least one
+    case), whatever the limit: of three cases of 7 MiB, the newest two."""
+    big = json.dumps(case_doc("x", codes=("x" * (7 << 20),)))
+    blob = tmp_path / "case.json"
+    blob.write_text(big)
+    ids = []
+    base = int(time.time() * 1000) + 60000  # newer than every other case
+    for i in range(3):
+        rid, _ = seed(daemon, "default", created_ms=base + i)
+        with open(blob, "rb") as f:
+            subprocess.run(["redis-cli", "-p", str(daemon.redis.port), "-x", "HSET",
+                            "%sreview:default:%s" % (daemon.prefix, rid), "case"],
+                           stdin=f, check=True, capture_output=True, timeout=30)
+        ids.append(rid)
+    try:
+        status, doc = daemon.api.request("GET", "/v1/reviews?limit=50", timeout=60)
+        assert status == 200
+        got = [r["id"] for r in doc["reviews"]]
+        assert got == [ids[2], ids[1]], got[:4]
+        assert len(doc["reviews"][0]["case"]["attempts"][0]["code"]) == 7 << 20
+        # limit=1 still answers the one.
+        status, doc = daemon.api.request("GET", "/v1/reviews?limit=1", timeout=60)
+        assert [r["id"] for r in doc["reviews"]] == [ids[2]]
+    finally:
+        for rid in ids:
+            daemon.redis.cli("DEL", "%sreview:default:%s" % (daemon.prefix, rid))
+            daemon.redis.cli("ZREM", "%sreviews:default" % daemon.prefix, rid)
 
 
 def test_tenants_are_isolated(make_daemon):
