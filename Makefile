@@ -57,7 +57,8 @@ DAEMON_LIB_SRCS := daemon/log.c daemon/config.c \
 	daemon/api_quota.c daemon/api_quota_gate.c \
 	daemon/api_query.c daemon/runs.c daemon/run_flow.c daemon/run_ladder.c daemon/run_json.c daemon/store_runs.c daemon/api_runs.c \
 	daemon/failure_sig.c daemon/fix_rules.c daemon/store_failures.c daemon/api_failures.c \
-	daemon/stateless.c daemon/stateless_seccomp.c
+	daemon/stateless.c daemon/stateless_seccomp.c \
+	daemon/store_reviews.c daemon/api_reviews.c daemon/reviews.c daemon/webhook.c daemon/workflow.c
 DAEMON_SRCS := $(DAEMON_LIB_SRCS) daemon/main.c
 include cli/cli.mk
 UNIT_SRCS := $(wildcard tests/unit/*.c)
@@ -65,7 +66,8 @@ UNIT_SRCS := $(wildcard tests/unit/*.c)
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 LIB_A := $(BUILD)/lib/libci.a
 DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(BUILD)/obj/%.o)
-GEN_OBJS := $(BUILD)/obj/gen/seccomp_profile.o $(BUILD)/obj/gen/stateless_runner.o
+GEN_OBJS := $(BUILD)/obj/gen/seccomp_profile.o $(BUILD)/obj/gen/stateless_runner.o \
+	$(BUILD)/obj/gen/review_page.o
 DAEMON_LIB_OBJS := $(DAEMON_LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(GEN_OBJS)
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
 UNIT_OBJS := $(UNIT_SRCS:%.c=$(BUILD)/obj/%.o)
@@ -163,6 +165,20 @@ build/gen/stateless_runner.c: daemon/stateless_runner.py
 	  echo 'const char stateless_runner_source[] ='; \
 	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $<; \
 	  echo ';'; } > $@.tmp && mv $@.tmp $@
+# The reviewer's page (GET /review, /review/app.js, /review/app.css), embedded
+# the same way: three C strings.
+REVIEW_PAGE_FILES := daemon/review_page.html daemon/review_page.js daemon/review_page.css
+build/gen/review_page.c: $(REVIEW_PAGE_FILES)
+	@mkdir -p $(dir $@)
+	@echo "  GEN     $@"
+	$(Q){ echo '/* Generated from $^ by the Makefile; do not edit. */'; \
+	  for f in html js css; do \
+	    echo "extern const char review_page_$$f[];"; \
+	    echo "const char review_page_$$f[] ="; \
+	    sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' daemon/review_page.$$f; \
+	    echo '""'; \
+	    echo ';'; \
+	  done; } > $@.tmp && mv $@.tmp $@
 
 $(BUILD)/obj/gen/%.o: build/gen/%.c
 	@mkdir -p $(dir $@)
@@ -201,6 +217,7 @@ FUZZ_CFLAGS := -std=gnu11 -D_GNU_SOURCE -fno-strict-aliasing -g -O1 -fno-omit-fr
 FUZZ_LIB_OBJS := $(DAEMON_LIB_SRCS:daemon/%.c=build/fuzz/obj/%.o) \
 	$(LIB_SRCS:lib/%.c=build/fuzz/obj/lib/%.o) \
 	$(LLHTTP_NAMES:%=build/fuzz/obj/llhttp/%.o) build/fuzz/obj/gen/seccomp_profile.o build/fuzz/obj/gen/stateless_runner.o \
+	build/fuzz/obj/gen/review_page.o \
 	build/fuzz/obj/gen/version.o
 
 build/fuzz/obj/llhttp/%.o: $(LLHTTP_SRC_DIR)/%.c Makefile

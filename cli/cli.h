@@ -69,6 +69,7 @@ extern const struct cli_cmd cmd_usage;
 extern const struct cli_cmd cmd_run;
 extern const struct cli_cmd cmd_runs;
 extern const struct cli_cmd cmd_failures;
+extern const struct cli_cmd cmd_reviews;
 
 /* getopt values of the global options; above any short option char. */
 enum {

@@ -48,6 +48,14 @@ const struct api_route api_routes[] = {
     {"GET", "/v1/audit", api_audit_list, API_AUTH_TENANT},
     {"GET", "/v1/failures/?", api_failures_list, API_AUTH_TENANT},
     {"DELETE", "/v1/failures/{signature}", api_failures_delete, API_AUTH_TENANT},
+    {"GET", "/v1/reviews/?", api_reviews_list, API_AUTH_TENANT},
+    {"GET", "/v1/reviews/{id}/?", api_reviews_get, API_AUTH_TENANT},
+    {"POST", "/v1/reviews/{id}/approve", api_reviews_approve, API_AUTH_TENANT},
+    {"POST", "/v1/reviews/{id}/reject", api_reviews_reject, API_AUTH_TENANT},
+    /* The reviewer's page holds no data: its script asks with a key. */
+    {"GET", "/review/?", api_reviews_page, API_AUTH_NONE},
+    {"GET", "/review/app.js", api_reviews_page_js, API_AUTH_NONE},
+    {"GET", "/review/app.css", api_reviews_page_css, API_AUTH_NONE},
     {"GET", "/v1/admin/orphans", api_admin_orphans, API_AUTH_ADMIN},
     {"POST", "/v1/admin/gc", api_admin_gc, API_AUTH_ADMIN},
     {"POST", "/v1/admin/drain", api_admin_drain, API_AUTH_ADMIN},
@@ -324,6 +332,11 @@ void http_api_reload(struct http_api *api)
 	api_set_limits(api);
 }
 
+void http_api_set_webhook(struct http_api *api, struct webhook *wh)
+{
+	api->webhook = wh;
+}
+
 void http_api_set_tls(struct http_api *api, struct tls *tls)
 {
 	http_server_set_tls(api->srv, tls);
@@ -369,6 +382,11 @@ void http_api_end_streams(struct http_api *api)
 void http_api_set_runs(struct http_api *api, struct runs *runs)
 {
 	api->runs = runs;
+}
+
+void http_api_set_fixers(struct http_api *api, const struct fixer_targets *ft)
+{
+	api->fixers = ft;
 }
 
 struct audit *http_api_audit(struct http_api *api)

@@ -37,6 +37,8 @@ struct api_run_call;
 struct run_request;
 struct run_fixer;
 struct call;
+struct runs;
+struct webhook;
 
 /* A request body, whole (api_read_body). */
 typedef void (*api_body_fn)(struct call *c, const char *body, size_t len);
@@ -71,7 +73,9 @@ struct http_api {
 	unsigned audit_waiters;                       /* ... of them long-polling (wait_s) */
 	struct api_quota *quota;             /* tenants' quotas, cached (api_quota_gate.c) */
 	struct runs *runs;                   /* the run engine (main's; runs.h) */
+	const struct fixer_targets *fixers;  /* which fixers runs may use (fixer_target.h) */
 	LIST_HEAD(, api_run_call) run_calls; /* calls waiting on runs (api_runs.c) */
+	struct webhook *webhook;            /* the review webhook (webhook.h), for /metrics; may be NULL */
 };
 
 /* One request being served, carried through its async steps. */
@@ -248,6 +252,19 @@ void api_failures_list(struct call *c);
 void api_failures_delete(struct call *c);
 /* Answer the calls still waiting on Redis (503); their late answers are dropped. */
 void api_failures_stop(struct http_api *api);
+/* api_reviews.c: the review queue and the reviewer's page. */
+void api_reviews_list(struct call *c);
+void api_reviews_get(struct call *c);
+void api_reviews_approve(struct call *c);
+void api_reviews_reject(struct call *c);
+void api_reviews_page(struct call *c);
+void api_reviews_page_js(struct call *c);
+void api_reviews_page_css(struct call *c);
+/* An approve (approve true) or reject body: *tree (free with json_free)
+ * holds the code and comment it points to (NULL when absent); -1 with a
+ * bad_request. Pure, for the fuzz target. */
+int api_reviews_parse_decision(const char *body, size_t len, bool approve, yajl_val *tree,
+			       const char **code, const char **comment, struct err **errp);
 /* api_quota.c: the quota and usage routes. */
 void api_quota_get(struct call *c);
 void api_quota_put(struct call *c);

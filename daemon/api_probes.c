@@ -15,6 +15,7 @@
 #include "metrics.h"
 #include "runs.h"
 #include "version.h"
+#include "webhook.h"
 
 void api_probes_healthz(struct call *c)
 {
@@ -210,6 +211,22 @@ static int write_runs(struct http_api *api, struct buf *b)
 	    rs.ok, rs.failed, rs.skipped, rs.degraded, rs.active);
 }
 
+/* The review webhook's deliveries (zeros without one). */
+static int write_webhook(struct http_api *api, struct buf *b)
+{
+	uint64_t delivered, failed, dropped;
+	webhook_stats(api->webhook, &delivered, &failed, &dropped);
+	return metrics_printf(
+	    b,
+	    "# HELP ci_review_webhook_deliveries_total Review webhook events: delivered, given up "
+	    "after every try, or dropped (the queue was full).\n"
+	    "# TYPE ci_review_webhook_deliveries_total counter\n"
+	    "ci_review_webhook_deliveries_total{outcome=\"delivered\"} %" PRIu64 "\n"
+	    "ci_review_webhook_deliveries_total{outcome=\"failed\"} %" PRIu64 "\n"
+	    "ci_review_webhook_deliveries_total{outcome=\"dropped\"} %" PRIu64 "\n",
+	    delivered, failed, dropped);
+}
+
 void api_probes_metrics(struct call *c)
 {
 	struct http_api *api = c->api;
@@ -217,7 +234,7 @@ void api_probes_metrics(struct call *c)
 	buf_init(&b, METRICS_PAGE_MAX);
 	if (write_build_and_loop(api, &b) < 0 || write_core(api, &b) < 0 ||
 	    write_endings(api, &b) < 0 || metrics_write(api->metrics, &b) < 0 ||
-	    write_caps(api, &b) < 0 || write_runs(api, &b) < 0) {
+	    write_caps(api, &b) < 0 || write_runs(api, &b) < 0 || write_webhook(api, &b) < 0) {
 		buf_release(&b);
 		api_fail(c, ERR_INTERNAL, "metrics: the page outgrew its cap");
 		return;

@@ -9,6 +9,7 @@
 
 #include "api_requests.h"
 #include "clock.h"
+#include "fixer_target.h"
 #include "json.h"
 #include "runs.h"
 #include "session.h"
@@ -51,9 +52,7 @@ static void rc_free(struct api_run_call *rc)
 	if (rc->timer)
 		event_free(rc->timer);
 	run_request_release(&rc->req);
-	free(rc->fixer.url);
-	free(rc->fixer.model);
-	free(rc->fixer.key);
+	run_fixer_clear(&rc->fixer);
 	free(rc);
 }
 
@@ -83,13 +82,20 @@ void api_runs_stop(struct http_api *api)
 int api_runs_fixer(struct http_api *api, const struct run_request *req, struct run_fixer *out,
 		   struct err **errp)
 {
-	(void)api;
-	(void)errp;
 	memset(out, 0, sizeof(*out));
-	if (req->fixer_url && !req->fixer_null) {
-		out->url = xstrdup(req->fixer_url);
-		out->model = req->fixer_model ? xstrdup(req->fixer_model) : NULL;
+	if (req->fixer_null || api->fixers == NULL)
+		return 0; /* "fixer": null: the rules only */
+	struct fixer_target t = {0};
+	int rc = fixer_targets_resolve(api->fixers, req->fixer_url, req->fixer_model,
+				       req->fixer_key_file, &t, errp);
+	if (rc < 0)
+		return -1;
+	if (rc == FIXER_OK) {
+		out->url = t.url ? xstrdup(t.url) : NULL;
+		out->model = t.model ? xstrdup(t.model) : NULL;
+		out->key = t.key ? xstrdup(t.key) : NULL;
 	}
+	fixer_target_clear(&t);
 	return 0;
 }
 

@@ -174,6 +174,14 @@ static const struct opt opt_table[] = {
      "a failure pattern seen this many times and never fixed (by a rule or the fixer) is "
      "hopeless: runs skip its retries",
      OPT_LIVE},
+    {"review-ttl-s", OPT_INT, O(review_ttl_s), "604800", 60, 31536000,
+     "a review case (pending or decided) is kept this long in Redis", OPT_RESTART},
+    {"review-webhook-url", OPT_STR, O(review_webhook_url), "", 0, 0,
+     "http(s) URL told of each new review case (POST, signed with review-webhook-secret-file, "
+     "retried with backoff); empty = none",
+     OPT_RESTART},
+    {"review-webhook-secret-file", OPT_STR, O(review_webhook_secret_file), "", 0, 0,
+     "file holding the webhook's HMAC-SHA256 secret; read at start and on SIGHUP", OPT_LIVE},
     {"fd-reserve", OPT_INT, O(fd_reserve), "64", 16, 1 << 20,
      "file descriptors never handed to clients, tunnels or sessions (Docker, Redis, helpers)",
      OPT_RESTART},

@@ -37,6 +37,11 @@ void http_api_reload(struct http_api *api);
 /* What POST /v1/admin/drain does (main's drain, as on SIGTERM). */
 void http_api_set_drain(struct http_api *api, void (*fn)(void *arg), void *arg);
 
+/* The review webhook (webhook.h; the caller's, it outlives the api), for
+ * its counts on /metrics. */
+struct webhook;
+void http_api_set_webhook(struct http_api *api, struct webhook *wh);
+
 /* End open event streams cleanly (the daemon is about to exit). */
 void http_api_end_streams(struct http_api *api);
 
@@ -45,6 +50,10 @@ void http_api_end_streams(struct http_api *api);
 struct runs;
 struct audit;
 void http_api_set_runs(struct http_api *api, struct runs *runs);
+/* The fixer rules runs' requests are checked against (fixer_target.h; the
+ * caller's, set again after a SIGHUP replaced them). */
+struct fixer_targets;
+void http_api_set_fixers(struct http_api *api, const struct fixer_targets *ft);
 struct audit *http_api_audit(struct http_api *api);
 
 /* Stop accepting connections (drain). */

@@ -5,6 +5,7 @@
 #include <event2/event.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 
@@ -19,10 +20,10 @@
 #include "manager.h"
 #include "network.h"
 #include "proc.h"
-#include "runs.h"
 #include "store.h"
 #include "tls.h"
 #include "version.h"
+#include "workflow.h"
 
 extern char **environ;
 
@@ -45,6 +46,7 @@ struct daemon_ctx {
 	struct event *drain_timer;
 	struct event *fd_timer;
 	bool fd_short; /* the budget refuses new sessions and tunnels */
+	struct workflow wf; /* runs, the fixer, the stateless tier, reviews (workflow.h) */
 };
 
 static int64_t rlim_to_i64(rlim_t v)
@@ -266,6 +268,7 @@ static void reload_apply(struct daemon_ctx *d)
 	if (egress_reload_hosts(d->egress, &e) < 0)
 		err_free(e); /* logged there; the previous hosts file stays in use */
 	manager_pool_resize(d->mgr);
+	workflow_reload(&d->wf, cfg, d->api);
 }
 
 /* SIGHUP: read the configuration again and apply what can change live
@@ -348,7 +351,6 @@ int main(int argc, char **argv)
 	struct store *store = NULL;
 	struct egress *egress = NULL;
 	struct sandbox_net *net = NULL;
-	struct runs *runs = NULL;
 	struct event *sigterm = NULL, *sigint = NULL, *sighup = NULL;
 	d.cfg = &cfg;
 	d.argc = argc;
@@ -377,15 +379,8 @@ int main(int argc, char **argv)
 	if (d.mgr == NULL)
 		goto fail;
 	d.api = http_api_new(d.base, &cfg, d.mgr, docker, store, egress);
-	runs = runs_new(&(struct runs_deps){
-	    .base = d.base,
-	    .cfg = &cfg,
-	    .mgr = d.mgr,
-	    .store = store,
-	    .audit = http_api_audit(d.api),
-	    .node = cfg.node,
-	});
-	http_api_set_runs(d.api, runs);
+	if (workflow_start(&d.wf, d.base, &cfg, d.mgr, store, d.api, &e) < 0)
+		goto fail;
 	if (d.tls)
 		http_api_set_tls(d.api, d.tls);
 	if (http_api_listen(d.api, &e) < 0)
@@ -432,7 +427,7 @@ out:
 	 * still on their way to the runs (executions, Redis) are dropped from
 	 * here on, and their tokens freed last, after the parts that hold them. */
 	http_api_free(d.api);
-	runs_close(runs);
+	workflow_close(&d.wf);
 	tls_free(d.tls);
 	manager_free(d.mgr);
 	net_free(net);
@@ -440,7 +435,7 @@ out:
 	egress_free(egress);
 	store_free(store);
 	docker_free(docker);
-	runs_free(runs);
+	workflow_free(&d.wf);
 	if (d.base)
 		event_base_free(d.base);
 	curl_global_cleanup();

@@ -88,6 +88,17 @@ static size_t bucket_of(const char *id)
 	return (size_t)strtoul((char[4]){id[0], id[1], id[2], 0}, NULL, 16) % RUNS_BUCKETS;
 }
 
+void run_fixer_clear(struct run_fixer *f)
+{
+	free(f->url);
+	free(f->model);
+	if (f->key) {
+		explicit_bzero(f->key, strlen(f->key));
+		free(f->key);
+	}
+	memset(f, 0, sizeof(*f));
+}
+
 static void run_free(struct run *run)
 {
 	struct runs *rs = run->rs;
@@ -119,9 +130,7 @@ static void run_free(struct run *run)
 	for (size_t i = 0; i < run->n_att; i++)
 		attempt_clear(&run->att[i]);
 	run_request_release(&run->req);
-	free(run->fixer.url);
-	free(run->fixer.model);
-	free(run->fixer.key);
+	run_fixer_clear(&run->fixer);
 	free(run->image);
 	free(run->next_code);
 	run_probe_clear(&run->probe);

@@ -46,6 +46,8 @@ const char *run_mode_name(enum run_mode m);
 struct run_fixer {
 	char *url, *model, *key;
 };
+/* Free what f holds (the key wiped first) and zero it. */
+void run_fixer_clear(struct run_fixer *f);
 
 /* POST /v1/sessions/{id}/runs and POST /v1/runs, typed.
  * Owns its strings (run_request_release). */

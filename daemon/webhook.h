@@ -21,6 +21,9 @@
 struct httpc;
 struct webhook;
 
+/* HMAC-SHA256 of data under key, as 64 lowercase hex digits; pure. */
+void webhook_hmac_hex(const void *key, size_t key_len, const void *data, size_t len, char out[65]);
+
 /* The signature header's value for body at timestamp ts; pure. out must
  * hold WEBHOOK_SIGNATURE_MAX bytes. */
 #define WEBHOOK_SIGNATURE_MAX 72
@@ -31,6 +34,15 @@ void webhook_sign(const char *secret, size_t secret_len, int64_t ts, const char 
 struct webhook *webhook_new(struct event_base *base, struct httpc *h, const char *url,
 			    const char *secret, size_t secret_len, struct err **errp);
 void webhook_free(struct webhook *w);
+
+/* SIGHUP: sign what goes next with this secret (copied); a secret of 0
+ * or more than 4096 bytes is ignored. */
+void webhook_set_secret(struct webhook *w, const char *secret, size_t secret_len);
+
+/* Read --review-webhook-secret-file (at start and on SIGHUP, never while
+ * serving): its content without a trailing newline, 1 to 4096 bytes, no
+ * NUL. *secret is malloc'd (the caller zeroes and frees it). */
+int webhook_read_secret(const char *path, char **secret, size_t *len, struct err **errp);
 
 /* Queue one event (body copied); fire and forget. */
 void webhook_send(struct webhook *w, const char *body, size_t len);

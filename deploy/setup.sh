@@ -24,6 +24,9 @@ PACKAGES=(
 	debootstrap
 	# tests
 	python3 python3-pytest python3-openpyxl openssl valgrind clang-format clang libclang-rt-14-dev
+	# the reviewer page's browser test (tests/browser/): Debian's chromium, driven by
+	# playwright-core from npm (install_browser_test)
+	chromium nodejs
 	# promtool, which checks the live /metrics page; only the tool is used, the
 	# server is kept from starting (install_packages)
 	prometheus
@@ -111,7 +114,32 @@ start_redis() {
 	die "redis-server did not answer within 5 s"
 }
 
+# The browser test's playwright-core, at the exact version of
+# tests/browser/package-lock.json: npm ci when node_modules was not made from
+# this lock (a stamp holds the lock's hash), so that a machine already set up
+# needs no network. No browser is downloaded: the test uses Debian's chromium.
+install_browser_test() {
+	local dir=$here/tests/browser stamp want
+	[ -f "$dir/package-lock.json" ] || return 0
+	stamp=$dir/node_modules/.ci-lock-sha256
+	want=$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1)
+	if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -d "$dir/node_modules/playwright-core" ]; then
+		say "browser test: playwright-core present"
+		return
+	fi
+	if ! command -v npm >/dev/null; then
+		need_root
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends npm >/dev/null ||
+			die "apt-get install npm failed"
+	fi
+	say "browser test: npm ci in tests/browser"
+	(cd "$dir" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --ignore-scripts \
+		--loglevel=error >/dev/null) || die "npm ci in tests/browser failed"
+	printf '%s\n' "$want" >"$stamp"
+}
+
 install_packages
+install_browser_test
 start_docker
 [ "${SETUP_SKIP_REDIS:-0}" = 1 ] || start_redis
 "$here/images/python/build.sh"
