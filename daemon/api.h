@@ -75,7 +75,7 @@ struct http_api {
 	struct runs *runs;                   /* the run engine (main's; runs.h) */
 	const struct fixer_targets *fixers;  /* which fixers runs may use (fixer_target.h) */
 	LIST_HEAD(, api_run_call) run_calls; /* calls waiting on runs (api_runs.c) */
-	struct webhook *webhook;            /* the review webhook (webhook.h), for /metrics; may be NULL */
+	struct webhook *webhook; /* the review webhook (webhook.h), for /metrics; may be NULL */
 };
 
 /* One request being served, carried through its async steps. */

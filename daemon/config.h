@@ -66,8 +66,8 @@ struct config {
 	int64_t max_runs, run_ttl_s; /* runs held in memory; their records' TTL */
 	int64_t max_runs_per_tenant; /* ... of them running or in review, per tenant */
 	int64_t failure_hopeless_after, failure_memory_ttl_s;
-	int64_t review_ttl_s;        /* review cases in Redis (store_reviews.h) */
-	char *review_webhook_url;    /* "" = no webhook (webhook.h) */
+	int64_t review_ttl_s;     /* review cases in Redis (store_reviews.h) */
+	char *review_webhook_url; /* "" = no webhook (webhook.h) */
 	char *review_webhook_secret_file;
 	/* Per-tenant quotas' defaults (quota.h); 0 = unlimited. */
 	int64_t quota_sessions, quota_executions, quota_memory_mb;

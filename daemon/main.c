@@ -45,7 +45,7 @@ struct daemon_ctx {
 	struct tls *tls; /* NULL: plain HTTP */
 	struct event *drain_timer;
 	struct event *fd_timer;
-	bool fd_short; /* the budget refuses new sessions and tunnels */
+	bool fd_short;      /* the budget refuses new sessions and tunnels */
 	struct workflow wf; /* runs, the fixer, the stateless tier, reviews (workflow.h) */
 };
 
