@@ -289,6 +289,13 @@ static void seen_done(const struct err *e, const struct failure_record *rec, voi
 		log_warn("run %s: the failure memory is not available: %s", run->id,
 			 e ? e->message : "no entry");
 	}
+	/* Spent: no retry is skipped, whatever the pattern. */
+	if ((int)run->n_att >= run->req.max_attempts) {
+		set_reason(run, "%d attempt%s failed", run->req.max_attempts,
+			   run->req.max_attempts == 1 ? "" : "s");
+		give_up(run, RUN_STATUS_FAILED);
+		return;
+	}
 	if (run->failure_class) {
 		set_reason(run, "%s: no retry can fix this (%s)", run->failure_class,
 			   strcmp(run->failure_class, "egress_denied") == 0
@@ -308,12 +315,6 @@ static void seen_done(const struct err *e, const struct failure_record *rec, voi
 			   "never fixed",
 			   (long long)rec->seen);
 		give_up(run, RUN_STATUS_SKIPPED);
-		return;
-	}
-	if ((int)run->n_att >= run->req.max_attempts) {
-		set_reason(run, "%d attempt%s failed", run->req.max_attempts,
-			   run->req.max_attempts == 1 ? "" : "s");
-		give_up(run, RUN_STATUS_FAILED);
 		return;
 	}
 	probe_start(run);
