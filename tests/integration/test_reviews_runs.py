@@ -1,12 +1,9 @@
-# needs runs (issue 12 integration)
 """The review queue end to end with the run engine (issue 12): a run whose
 attempts all fail, with on_failure ["review"], becomes a pending case
 (reviews_open), the webhook is told (signed, checked by the receiver), and
 the reviewer's decision completes the run: approved with edited code, the
 code runs and the run ends ok; rejected, the run ends failed with the
-comment. Written on the review branch before the run engine existed; the
-lead runs it after the merge (it needs POST /v1/sessions/{id}/runs,
-GET /v1/runs/{id} and tests/harness/fake_llm.py)."""
+comment."""
 import json
 import os
 import time
@@ -50,7 +47,8 @@ def test_run_to_review_approved_with_edit_and_rejected(make_daemon, tmp_path):
                             "--fixer-allowed-urls", fake.url)
             sid = d.api.create()["id"]
             run = start_run(d.api, sid, fake)
-            assert run["status"] == "degraded" and run["degraded"]["mode"] == "review", run
+            assert run["status"] == "failed" and run["state"] == "review", run
+            assert run["degraded"]["mode"] == "review", run
             case = case_for(d.api, run["id"])
             assert case["state"] == "pending"
             assert [a["code"] for a in case["case"]["attempts"]][:1] == [BROKEN]
@@ -74,7 +72,10 @@ def test_run_to_review_approved_with_edit_and_rejected(make_daemon, tmp_path):
                                       body={"comment": "not worth it"})
             assert status == 200
             status, done2 = d.api.request("GET", "/v1/runs/%s?wait_s=20" % run2["id"])
-            assert status == 200 and done2["status"] == "failed", done2
+            # (failed, or skipped: the memory has now seen this pattern three
+            # times, never fixed)
+            assert status == 200 and done2["status"] in ("failed", "skipped"), done2
+            assert done2["degraded"]["state"] == "rejected"
             assert "not worth it" in json.dumps(done2)
             d.api.delete(sid)
     finally:
