@@ -278,6 +278,21 @@ static const char *extension(const char *base, size_t n, size_t *len)
 	return dot ? dot : base + n;
 }
 
+/* Whether two extensions are the same kind of file: equal up to case and
+ * the order of their letters, so a typo like ".cvs" for ".csv" still
+ * matches and ".tsv" for ".csv" (another format) does not. */
+static bool same_extension(const char *a, size_t la, const char *b, size_t lb)
+{
+	if (la != lb)
+		return false;
+	size_t ca[256] = {0}, cb[256] = {0};
+	for (size_t i = 0; i < la; i++) {
+		ca[(unsigned char)tolower((unsigned char)a[i])]++;
+		cb[(unsigned char)tolower((unsigned char)b[i])]++;
+	}
+	return memcmp(ca, cb, sizeof(ca)) == 0;
+}
+
 /* Whether the literal `q name q` occurs in code, for either quote. */
 static bool literal_in(const char *code, size_t len, const char *name, size_t n, char *quote)
 {
@@ -361,7 +376,7 @@ static void rule_file_near_miss(const struct fix_rule_input *in, struct fix_rule
 		    fbl > RULE_FILE_NAME_MAX)
 			continue;
 		const char *fe = extension(fb, fbl, &fel);
-		if (fel != elen || strncasecmp(fe, ext, elen) != 0)
+		if (!same_extension(fe, fel, ext, elen))
 			continue; /* data.tsv is no near miss of data.csv */
 		if (strcasecmp(fb, base) == 0 || edit_distance(base, blen, fb, fbl) <= 2) {
 			if (found)

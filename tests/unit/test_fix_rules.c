@@ -204,6 +204,13 @@ TEST(fix_rule_file_near_miss_applies)
 	CHECK_STR(o.code, "a = open(\"/workspace/report_2024.csv\")\nb = "
 			  "open('/workspace/report_2024.csv')");
 	fix_rule_outcome_clear(&o);
+	/* a typo in the extension (letters swapped) is still the same kind */
+	static const char *const csv[] = {"data.csv", "data.tsv.bak"};
+	apply("FileNotFoundError", "[Errno 2] No such file or directory: 'data.cvs'",
+	      "open('data.cvs')", csv, 2, &o);
+	CHECK(o.kind == FIX_RULE_REPAIR);
+	CHECK_STR(o.code, "open('data.csv')");
+	fix_rule_outcome_clear(&o);
 	/* ./ prefix */
 	apply("FileNotFoundError", "[Errno 2] No such file or directory: './note.txt'",
 	      "open('./note.txt')", ws, 4, &o);
