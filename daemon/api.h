@@ -34,6 +34,7 @@ struct api_quota_hold;
 struct api_quota_wait;
 struct call;
 struct runs;
+struct api_review_wait;
 struct webhook;
 
 /* A request body, whole (api_read_body). */
@@ -69,6 +70,8 @@ struct http_api {
 	struct api_quota *quota;                    /* tenants' quotas, cached (api_quota_gate.c) */
 	struct runs *runs; /* the run engine (runs.h), told of review decisions; may be NULL */
 	struct webhook *webhook; /* the review webhook (webhook.h), for /metrics; may be NULL */
+	LIST_HEAD(, api_review_wait)
+	review_waits; /* review calls waiting on Redis (api_reviews.c) */
 };
 
 /* One request being served, carried through its async steps. */
@@ -229,6 +232,8 @@ void api_reviews_reject(struct call *c);
 void api_reviews_page(struct call *c);
 void api_reviews_page_js(struct call *c);
 void api_reviews_page_css(struct call *c);
+/* Answer every review call still waiting on Redis (503). */
+void api_reviews_stop(struct http_api *api);
 /* An approve (approve true) or reject body: *tree (free with json_free)
  * holds the code and comment it points to (NULL when absent); -1 with a
  * bad_request. Pure, for the fuzz target. */
