@@ -38,6 +38,7 @@ struct run_request;
 struct run_fixer;
 struct call;
 struct runs;
+struct api_review_wait;
 struct webhook;
 
 /* A request body, whole (api_read_body). */
@@ -76,6 +77,8 @@ struct http_api {
 	const struct fixer_targets *fixers;  /* which fixers runs may use (fixer_target.h) */
 	LIST_HEAD(, api_run_call) run_calls; /* calls waiting on runs (api_runs.c) */
 	struct webhook *webhook; /* the review webhook (webhook.h), for /metrics; may be NULL */
+	LIST_HEAD(, api_review_wait)
+	review_waits; /* review calls waiting on Redis (api_reviews.c) */
 };
 
 /* One request being served, carried through its async steps. */
@@ -260,6 +263,8 @@ void api_reviews_reject(struct call *c);
 void api_reviews_page(struct call *c);
 void api_reviews_page_js(struct call *c);
 void api_reviews_page_css(struct call *c);
+/* Answer every review call still waiting on Redis (503). */
+void api_reviews_stop(struct http_api *api);
 /* An approve (approve true) or reject body: *tree (free with json_free)
  * holds the code and comment it points to (NULL when absent); -1 with a
  * bad_request. Pure, for the fuzz target. */

@@ -22,6 +22,47 @@
 #define LIST_LIMIT_MAX 500
 #define COMMENT_MAX 16384
 
+/* ---- calls waiting on Redis ---- */
+
+/* A call waiting for the review store. The store's callback always comes
+ * (a lost connection answers too), so the wait is freed there; a daemon
+ * stopping first answers the call (api_reviews_stop) and leaves the wait
+ * without it, which the callback then only frees. */
+struct api_review_wait {
+	LIST_ENTRY(api_review_wait) link;
+	struct call *c; /* NULL once answered by api_reviews_stop */
+	bool approve;
+};
+
+static struct api_review_wait *wait_new(struct call *c)
+{
+	struct api_review_wait *w = xcalloc(1, sizeof(*w));
+	w->c = c;
+	LIST_INSERT_HEAD(&c->api->review_waits, w, link);
+	return w;
+}
+
+/* The waiting call (NULL when the daemon answered it already); w is freed. */
+static struct call *wait_done(struct api_review_wait *w)
+{
+	struct call *c = w->c;
+	if (c)
+		LIST_REMOVE(w, link);
+	free(w);
+	return c;
+}
+
+void api_reviews_stop(struct http_api *api)
+{
+	while (!LIST_EMPTY(&api->review_waits)) {
+		struct api_review_wait *w = LIST_FIRST(&api->review_waits);
+		struct call *c = w->c;
+		LIST_REMOVE(w, link);
+		w->c = NULL;
+		api_fail(c, ERR_UNAVAILABLE, "the daemon is shutting down");
+	}
+}
+
 /* ---- answers ---- */
 
 static void gen_review(yajl_gen g, const struct review_record *r)
@@ -108,7 +149,9 @@ static bool query_has(const char *query, const char *name)
 static void reviews_listed(const struct err *e, const struct review_record *recs, size_t n,
 			   void *arg)
 {
-	struct call *c = arg;
+	struct call *c = wait_done(arg);
+	if (c == NULL)
+		return;
 	if (e) {
 		api_reply(c, 0, NULL, e);
 		return;
@@ -150,14 +193,16 @@ void api_reviews_list(struct call *c)
 		}
 	}
 	store_reviews_list(c->api->store, c->tenant, pending_only, (size_t)limit, reviews_listed,
-			   c);
+			   wait_new(c));
 }
 
 /* ---- GET /v1/reviews/{id} ---- */
 
 static void review_got(const struct err *e, const struct review_record *recs, size_t n, void *arg)
 {
-	struct call *c = arg;
+	struct call *c = wait_done(arg);
+	if (c == NULL)
+		return;
 	if (e) {
 		api_reply(c, 0, NULL, e);
 		return;
@@ -173,22 +218,18 @@ static void review_got(const struct err *e, const struct review_record *recs, si
 
 void api_reviews_get(struct call *c)
 {
-	store_review_get(c->api->store, c->tenant, c->id, review_got, c);
+	store_review_get(c->api->store, c->tenant, c->id, review_got, wait_new(c));
 }
 
 /* ---- POST /v1/reviews/{id}/approve and /reject ---- */
 
-struct decision {
-	struct call *c;
-	bool approve;
-};
-
 static void decided(const struct err *e, bool found, const struct review_record *rec, void *arg)
 {
-	struct decision *d = arg;
-	struct call *c = d->c;
-	bool approve = d->approve;
-	free(d);
+	struct api_review_wait *w = arg;
+	bool approve = w->approve;
+	struct call *c = wait_done(w);
+	if (c == NULL)
+		return;
 	if (e) {
 		api_audit(c, "review", api_audit_outcome(e), c->id);
 		api_reply(c, 0, NULL, e);
@@ -283,11 +324,10 @@ static void decide_body(struct call *c, const char *body, size_t len, bool appro
 		api_reply(c, 0, NULL, e);
 		return;
 	}
-	struct decision *d = xcalloc(1, sizeof(*d));
-	d->c = c;
-	d->approve = approve;
+	struct api_review_wait *w = wait_new(c);
+	w->approve = approve;
 	store_review_decide(c->api->store, c->tenant, c->id, approve, code, code ? strlen(code) : 0,
-			    comment, c->key_id[0] ? c->key_id : c->tenant, decided, d);
+			    comment, c->key_id[0] ? c->key_id : c->tenant, decided, w);
 	json_free(v);
 }
 

@@ -4,7 +4,9 @@ comment), decided once, per tenant; ci-ctl reviews. The run engine is not
 on this branch: the pending cases are seeded by writing the documented keys
 (docs/operations.md) under the test daemon's own prefix."""
 import json
+import os
 import subprocess
+import threading
 import time
 import uuid
 
@@ -465,3 +467,46 @@ def test_daemon_webhook_options(make_daemon, tmp_path):
 def daemon_bin():
     from harness import DAEMON_BIN
     return DAEMON_BIN
+
+
+def test_frozen_redis_and_stopping_with_calls_waiting(tmpdir_session):
+    """A Redis that takes commands and never answers (SIGSTOP) is answered
+    for: 503 after the store's deadline. A daemon stopped while review
+    calls wait on it answers them and exits cleanly (sanitizers)."""
+    import signal as sig
+    r = RedisServer(tmpdir_session)
+    d = None
+    try:
+        d = Daemon(r, tmpdir_session, ["--pool-size", "0"])
+        assert d.api.send("GET", "/v1/reviews").status == 200
+        os.kill(r.proc.pid, sig.SIGSTOP)
+        try:
+            resp = d.api.send("GET", "/v1/reviews", timeout=30)
+            assert resp.status == 503 and error_of(resp) == "unavailable"
+            # Calls waiting when the daemon stops.
+            results = []
+
+            def ask():
+                try:
+                    results.append(d.api.send("GET", "/v1/reviews/" + str(uuid.uuid4()),
+                                              timeout=30).status)
+                except Exception as e:  # noqa: BLE001 - a closed connection is an answer too
+                    results.append(repr(e))
+            threads = [threading.Thread(target=ask) for _ in range(3)]
+            for t in threads:
+                t.start()
+            # The three are in: their connections are open (the requests
+            # themselves are small and sent at once).
+            wait_for(lambda: len(d.open_api_connections()) >= 3, 10,
+                     what="three review calls waiting in the daemon")
+            d.stop()
+            for t in threads:
+                t.join(30)
+            assert len(results) == 3, results
+            assert all(x == 503 or isinstance(x, str) for x in results), results
+        finally:
+            os.kill(r.proc.pid, sig.SIGCONT)
+    finally:
+        if d is not None:
+            d.finish()
+        r.stop()
