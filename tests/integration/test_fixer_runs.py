@@ -1,19 +1,13 @@
-# needs runs (issue 12 integration)
 """The fixer inside runs (POST /v1/sessions/{id}/runs), end to end against
 harness.FakeLLM: fixed at attempt 2, the fixer down or past its deadline
 (the run says so and goes on), and which fixer a request may name
-(--fixer-allowed-urls, --fixer-key-dir). Skipped until the run engine
-(daemon/runs.c) is in the tree; the lead runs it after merging."""
+(--fixer-allowed-urls, --fixer-key-dir)."""
 import json
 import os
 import tempfile
 
-import pytest
+from harness import FakeLLM, free_port
 
-from harness import ROOT, FakeLLM, free_port
-
-pytestmark = pytest.mark.skipif(not os.path.exists(os.path.join(ROOT, "daemon", "runs.c")),
-                                reason="needs runs (issue 12 integration)")
 
 BROKEN = "greeting = 'hello'\nprint(greting)\n"
 FIXED = "greeting = 'hello'\nprint(greeting)"
