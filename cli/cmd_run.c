@@ -84,8 +84,6 @@ static int run_show_end(struct cli_ctx *ctx, yajl_val run)
 		return CLI_EXIT_API;
 	}
 	yajl_val result = json_path_obj(run, "result");
-	if (mode && strcmp(mode, "stateless") == 0)
-		result = json_path_obj(run, "degraded.result");
 	int rc = result ? cli_exec_report(ctx, result, 1, NULL) : CLI_EXIT_FAIL;
 	if (ctx->json)
 		return strcmp(status, "ok") == 0 ? CLI_EXIT_OK : rc ? rc : CLI_EXIT_FAIL;

@@ -288,12 +288,7 @@ static void degraded_json(const struct run *run, yajl_gen g)
 	jg_kv_str(g, "tried", run->ladder_notes);
 	switch (run->mode) {
 	case RUN_MODE_MANUAL: handoff_json(run, g); break;
-	case RUN_MODE_STATELESS:
-		jg_str(g, "result");
-		if (run->stateless_result)
-			exec_result_to_json(run->stateless_result, g);
-		else
-			jg_null(g);
+	case RUN_MODE_STATELESS: /* its result is the run's "result" */
 		break;
 	case RUN_MODE_REVIEW:
 		jg_kv_str(g, "review", run->review_id);
@@ -352,9 +347,13 @@ void run_to_json(const struct run *run, yajl_gen g, bool type_first)
 	for (size_t i = 0; i < run->n_att; i++)
 		run_attempt_json(&run->att[i], g);
 	jg_arr_end(g);
+	/* The last execution's result: the stateless tier's when the ladder ran
+	 * the code there, else the last attempt's. */
 	jg_str(g, "result");
 	const struct run_attempt *last = run->n_att ? &run->att[run->n_att - 1] : NULL;
-	if (last && last->result)
+	if (run->degraded && run->mode == RUN_MODE_STATELESS && run->stateless_result)
+		exec_result_to_json(run->stateless_result, g);
+	else if (last && last->result)
 		exec_result_to_json(last->result, g);
 	else
 		jg_null(g);

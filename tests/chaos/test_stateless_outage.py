@@ -1,12 +1,9 @@
-# needs runs (issue 12 integration)
 """The stateless tier while the Docker engine is unreachable (issue 12, the
 chaos case of item 4): POST /v1/runs with on_failure ["stateless"], the
 daemon's way to the engine cut (chaos_lib.DockerForwarder; the real dockerd is
 never touched). The sandbox tier is unavailable, so the ladder runs the code in
 the stateless tier: degraded.mode "stateless", the exec result of the usual
-shape, stdlib only, nothing of the host's network. Written with the tier
-(daemon/stateless.c) before the run engine; the lead runs it after the
-merge, and adjusts the call if the run engine's answer differs in detail."""
+shape, stdlib only, nothing of the host's network."""
 from chaos_lib import request
 from harness import wait_for
 
