@@ -204,7 +204,7 @@ test: setup
 	@$(MAKE) --no-print-directory $(FUZZ_BINS)
 	@tests/run-all.sh
 
-bench: setup all
+bench: setup all tools
 	@tests/bench/run.sh
 
 # Fuzz targets (libFuzzer, clang): one per parser of outside input.
