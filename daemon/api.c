@@ -317,8 +317,7 @@ struct http_api *http_api_new(struct event_base *base, const struct config *cfg,
 	LIST_INIT(&api->watchers);
 	LIST_INIT(&api->audit_queries);
 	LIST_INIT(&api->run_calls);
-	LIST_INIT(&api->failure_waits);
-	LIST_INIT(&api->review_waits);
+	LIST_INIT(&api->waits);
 	api->audit = audit_new(base, store, cfg->node, cfg->audit_max_entries);
 	api_quota_start(api);
 	manager_set_listener(mgr, api_events_on_session, api);
@@ -351,8 +350,7 @@ void http_api_free(struct http_api *api)
 	api_runs_stop(api);
 	api_auth_stop(api);
 	api_audit_stop(api);
-	api_failures_stop(api);
-	api_reviews_stop(api);
+	api_waits_stop(api);
 	api_quota_stop(api);
 	manager_set_listener(api->mgr, NULL, NULL);
 	api_probes_stop(api);

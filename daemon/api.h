@@ -28,7 +28,7 @@ struct api_keyring;
 struct audit;
 struct api_audit_code;
 struct api_audit_query;
-struct api_failures_wait;
+struct api_wait;
 struct api_watcher;
 struct api_quota;
 struct api_quota_hold;
@@ -38,7 +38,6 @@ struct run_request;
 struct run_fixer;
 struct call;
 struct runs;
-struct api_review_wait;
 struct webhook;
 
 /* A request body, whole (api_read_body). */
@@ -69,16 +68,14 @@ struct http_api {
 	LIST_HEAD(, api_watcher) watchers; /* GET /v1/events clients (api_events.c) */
 	struct api_keyring *auth; /* API keys (api_auth.c); NULL without --admin-key-file */
 	struct audit *audit;      /* the audit trail (audit.h) */
-	LIST_HEAD(, api_audit_query) audit_queries;   /* GET /v1/audit in flight (api_audit.c) */
-	LIST_HEAD(, api_failures_wait) failure_waits; /* /v1/failures in flight (api_failures.c) */
-	unsigned audit_waiters;                       /* ... of them long-polling (wait_s) */
-	struct api_quota *quota;             /* tenants' quotas, cached (api_quota_gate.c) */
-	struct runs *runs;                   /* the run engine (main's; runs.h) */
-	const struct fixer_targets *fixers;  /* which fixers runs may use (fixer_target.h) */
-	LIST_HEAD(, api_run_call) run_calls; /* calls waiting on runs (api_runs.c) */
+	LIST_HEAD(, api_audit_query) audit_queries; /* GET /v1/audit in flight (api_audit.c) */
+	LIST_HEAD(, api_wait) waits;                /* calls waiting on the store (api_wait.c) */
+	unsigned audit_waiters;                     /* ... of them long-polling (wait_s) */
+	struct api_quota *quota;                    /* tenants' quotas, cached (api_quota_gate.c) */
+	struct runs *runs;                          /* the run engine (main's; runs.h) */
+	const struct fixer_targets *fixers;         /* which fixers runs may use (fixer_target.h) */
+	LIST_HEAD(, api_run_call) run_calls;        /* calls waiting on runs (api_runs.c) */
 	struct webhook *webhook; /* the review webhook (webhook.h), for /metrics; may be NULL */
-	LIST_HEAD(, api_review_wait)
-	review_waits; /* review calls waiting on Redis (api_reviews.c) */
 };
 
 /* One request being served, carried through its async steps. */
@@ -111,6 +108,15 @@ struct call {
 	char signature[FAILURE_SIG_HEX + 1]; /* the route's {signature}, checked; "" */
 	struct api_quota_hold *hold;         /* quota reservations held (api_quota_gate.c) */
 };
+
+/* api_wait.c: a call waiting on a store operation that cannot be
+ * cancelled (its callback's argument): api_wait_done gives the call back,
+ * or NULL when the daemon stopped and answered it meanwhile
+ * (api_waits_stop, from http_api_free), and the caller's ctx (which the
+ * callback still owns then). */
+struct api_wait *api_wait_new(struct call *c, void *ctx);
+struct call *api_wait_done(struct api_wait *w, void **ctx);
+void api_waits_stop(struct http_api *api);
 
 /* api_query.c: the query string (http_req_query). A parameter's decoded
  * value (NULL when absent or not decodable; caller frees); whether every
@@ -253,8 +259,6 @@ int api_runs_fixer(struct http_api *api, const struct run_request *req, struct r
 /* api_failures.c: the tenant's failure memory. */
 void api_failures_list(struct call *c);
 void api_failures_delete(struct call *c);
-/* Answer the calls still waiting on Redis (503); their late answers are dropped. */
-void api_failures_stop(struct http_api *api);
 /* api_reviews.c: the review queue and the reviewer's page. */
 void api_reviews_list(struct call *c);
 void api_reviews_get(struct call *c);
@@ -263,8 +267,6 @@ void api_reviews_reject(struct call *c);
 void api_reviews_page(struct call *c);
 void api_reviews_page_js(struct call *c);
 void api_reviews_page_css(struct call *c);
-/* Answer every review call still waiting on Redis (503). */
-void api_reviews_stop(struct http_api *api);
 /* An approve (approve true) or reject body: *tree (free with json_free)
  * holds the code and comment it points to (NULL when absent); -1 with a
  * bad_request. Pure, for the fuzz target. */

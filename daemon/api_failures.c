@@ -14,42 +14,6 @@
 #define FAILURES_LIMIT_DEFAULT 100
 #define FAILURES_LIMIT_MAX 1000
 
-/* A call waiting on the store: a daemon stopping answers it (503) and the
- * store's late callback, which gets the wait, then only frees it. */
-struct api_failures_wait {
-	LIST_ENTRY(api_failures_wait) link;
-	struct call *c; /* NULL once answered by api_failures_stop */
-};
-
-static struct api_failures_wait *wait_new(struct call *c)
-{
-	struct api_failures_wait *w = xcalloc(1, sizeof(*w));
-	w->c = c;
-	LIST_INSERT_HEAD(&c->api->failure_waits, w, link);
-	return w;
-}
-
-/* The store answered: the call, or NULL when the daemon already did. */
-static struct call *wait_done(struct api_failures_wait *w)
-{
-	struct call *c = w->c;
-	if (c)
-		LIST_REMOVE(w, link);
-	free(w);
-	return c;
-}
-
-void api_failures_stop(struct http_api *api)
-{
-	while (!LIST_EMPTY(&api->failure_waits)) {
-		struct api_failures_wait *w = LIST_FIRST(&api->failure_waits);
-		struct call *c = w->c;
-		LIST_REMOVE(w, link);
-		w->c = NULL;
-		api_fail(c, ERR_UNAVAILABLE, "the daemon is shutting down");
-	}
-}
-
 /* ---- GET /v1/failures[?limit=N] ---- */
 
 static void record_to_json(yajl_gen g, const struct failure_record *r)
@@ -75,7 +39,7 @@ static void record_to_json(yajl_gen g, const struct failure_record *r)
 
 static void listed(const struct err *e, const struct failure_record *recs, size_t n, void *arg)
 {
-	struct call *c = wait_done(arg);
+	struct call *c = api_wait_done(arg, NULL);
 	if (c == NULL)
 		return;
 	if (e) {
@@ -126,14 +90,14 @@ void api_failures_list(struct call *c)
 			 FAILURES_LIMIT_MAX, FAILURES_LIMIT_DEFAULT);
 		return;
 	}
-	store_failures_list(c->api->store, c->tenant, (size_t)limit, listed, wait_new(c));
+	store_failures_list(c->api->store, c->tenant, (size_t)limit, listed, api_wait_new(c, NULL));
 }
 
 /* ---- DELETE /v1/failures/{signature} ---- */
 
 static void deleted(const struct err *e, bool found, void *arg)
 {
-	struct call *c = wait_done(arg);
+	struct call *c = api_wait_done(arg, NULL);
 	if (c == NULL)
 		return;
 	char target[48];
@@ -154,5 +118,6 @@ static void deleted(const struct err *e, bool found, void *arg)
 void api_failures_delete(struct call *c)
 {
 	/* c->signature was checked by the route matcher */
-	store_failure_delete(c->api->store, c->tenant, c->signature, deleted, wait_new(c));
+	store_failure_delete(c->api->store, c->tenant, c->signature, deleted,
+			     api_wait_new(c, NULL));
 }

@@ -48,8 +48,13 @@ static void key_create_free(void *arg)
 
 static void key_stored(const struct err *e, void *arg)
 {
-	struct key_create *kc = arg;
-	struct call *c = kc->c;
+	void *ctx;
+	struct call *c = api_wait_done(arg, &ctx);
+	struct key_create *kc = ctx;
+	if (c == NULL) { /* the daemon stopped and answered the call */
+		key_create_free(kc);
+		return;
+	}
 	char target[128];
 	snprintf(target, sizeof(target), "key %s of tenant %s", kc->k.id, kc->k.tenant);
 	api_audit(c, "admin_key_create", api_audit_outcome(e), target);
@@ -84,7 +89,7 @@ static void quota_written(const struct err *e, void *arg)
 		return;
 	}
 	api_quota_learn(c->api, kc->k.tenant, &kc->quota);
-	store_key_put(c->api->store, &kc->k, key_stored, kc);
+	store_key_put(c->api->store, &kc->k, key_stored, api_wait_new(c, kc));
 }
 
 /* {"tenant": NAME, "quota": {...}?}: the tenant (borrowed from v) and the
@@ -139,7 +144,7 @@ static void create_body(struct call *c, const char *body, size_t len)
 		kc->quota = o;
 	json_free(v);
 	if (!kc->has_quota) {
-		store_key_put(c->api->store, &kc->k, key_stored, kc);
+		store_key_put(c->api->store, &kc->k, key_stored, api_wait_new(c, kc));
 		return;
 	}
 	/* Registered, so that a daemon stopping meanwhile frees kc and c. */
@@ -166,7 +171,9 @@ void api_keys_create(struct call *c)
 
 static void keys_listed(const struct err *e, const struct store_key *keys, size_t n, void *arg)
 {
-	struct call *c = arg;
+	struct call *c = api_wait_done(arg, NULL);
+	if (c == NULL)
+		return;
 	if (e) {
 		api_reply(c, 0, NULL, e);
 		return;
@@ -220,21 +227,25 @@ void api_keys_list(struct call *c)
 		api_fail(c, ERR_BAD_REQUEST, "tenant: not a tenant name");
 		return;
 	}
-	store_key_list(c->api->store, tenant, keys_listed, c);
+	store_key_list(c->api->store, tenant, keys_listed, api_wait_new(c, NULL));
 	free(tenant);
 }
 
 /* ---- DELETE /v1/admin/keys/{key} ---- */
 
 struct key_revoke {
-	struct call *c;
 	char id[APIKEY_ID_LEN + 1];
 };
 
 static void key_deleted(const struct err *e, bool existed, void *arg)
 {
-	struct key_revoke *kr = arg;
-	struct call *c = kr->c;
+	void *ctx;
+	struct call *c = api_wait_done(arg, &ctx);
+	struct key_revoke *kr = ctx;
+	if (c == NULL) {
+		free(kr);
+		return;
+	}
 	/* Whatever Redis answered, this daemon stops trusting what it cached;
 	 * the others do within their cache's lifetime. */
 	api_auth_forget(c->api, kr->id);
@@ -265,7 +276,6 @@ void api_keys_revoke(struct call *c)
 		return;
 	}
 	struct key_revoke *kr = xcalloc(1, sizeof(*kr));
-	kr->c = c;
 	memcpy(kr->id, c->key, sizeof(kr->id)); /* valid: 16 digits and a NUL */
-	store_key_del(c->api->store, kr->id, key_deleted, kr);
+	store_key_del(c->api->store, kr->id, key_deleted, api_wait_new(c, kr));
 }

@@ -22,46 +22,8 @@
 #define LIST_LIMIT_MAX 500
 #define COMMENT_MAX 16384
 
-/* ---- calls waiting on Redis ---- */
-
-/* A call waiting for the review store. The store's callback always comes
- * (a lost connection answers too), so the wait is freed there; a daemon
- * stopping first answers the call (api_reviews_stop) and leaves the wait
- * without it, which the callback then only frees. */
-struct api_review_wait {
-	LIST_ENTRY(api_review_wait) link;
-	struct call *c; /* NULL once answered by api_reviews_stop */
-	bool approve;
-};
-
-static struct api_review_wait *wait_new(struct call *c)
-{
-	struct api_review_wait *w = xcalloc(1, sizeof(*w));
-	w->c = c;
-	LIST_INSERT_HEAD(&c->api->review_waits, w, link);
-	return w;
-}
-
-/* The waiting call (NULL when the daemon answered it already); w is freed. */
-static struct call *wait_done(struct api_review_wait *w)
-{
-	struct call *c = w->c;
-	if (c)
-		LIST_REMOVE(w, link);
-	free(w);
-	return c;
-}
-
-void api_reviews_stop(struct http_api *api)
-{
-	while (!LIST_EMPTY(&api->review_waits)) {
-		struct api_review_wait *w = LIST_FIRST(&api->review_waits);
-		struct call *c = w->c;
-		LIST_REMOVE(w, link);
-		w->c = NULL;
-		api_fail(c, ERR_UNAVAILABLE, "the daemon is shutting down");
-	}
-}
+/* The decision a wait carries: approve when its context is this. */
+static const char approve_tag = 1;
 
 /* ---- answers ---- */
 
@@ -121,35 +83,10 @@ static void reply_not_found(struct call *c)
 
 /* ---- GET /v1/reviews ---- */
 
-static char *query_param(const char *query, const char *name)
-{
-	size_t nl = strlen(name);
-	for (const char *p = query; p && *p;) {
-		const char *amp = strchr(p, '&'), *end = amp ? amp : p + strlen(p);
-		if ((size_t)(end - p) > nl && strncmp(p, name, nl) == 0 && p[nl] == '=')
-			return http_percent_decode(p + nl + 1,
-						   (size_t)(end - p - (ptrdiff_t)nl - 1));
-		p = amp ? amp + 1 : NULL;
-	}
-	return NULL;
-}
-
-static bool query_has(const char *query, const char *name)
-{
-	size_t nl = strlen(name);
-	for (const char *p = query; p && *p;) {
-		if (strncmp(p, name, nl) == 0 && (p[nl] == '=' || p[nl] == '&' || p[nl] == '\0'))
-			return true;
-		p = strchr(p, '&');
-		p = p ? p + 1 : NULL;
-	}
-	return false;
-}
-
 static void reviews_listed(const struct err *e, const struct review_record *recs, size_t n,
 			   void *arg)
 {
-	struct call *c = wait_done(arg);
+	struct call *c = api_wait_done(arg, NULL);
 	if (c == NULL)
 		return;
 	if (e) {
@@ -172,35 +109,32 @@ void api_reviews_list(struct call *c)
 	const char *qs = http_req_query(c->req);
 	bool pending_only = true;
 	long limit = LIST_LIMIT_DEFAULT;
-	if (query_has(qs, "state")) {
-		AUTOFREE char *st = query_param(qs, "state");
-		if (st && strcmp(st, "all") == 0) {
-			pending_only = false;
-		} else if (st == NULL || strcmp(st, "pending") != 0) {
-			api_fail(c, ERR_BAD_REQUEST, "state: expected pending or all");
-			return;
-		}
+	if (!api_query_decodes(qs)) {
+		api_fail(c, ERR_BAD_REQUEST,
+			 "a query parameter is not valid percent-encoding or has a NUL byte");
+		return;
 	}
-	if (query_has(qs, "limit")) {
-		AUTOFREE char *v = query_param(qs, "limit");
-		char *end = NULL;
-		limit = v ? strtol(v, &end, 10) : 0;
-		if (v == NULL || *v == '\0' || *end != '\0' || limit < 1 ||
-		    limit > LIST_LIMIT_MAX) {
-			api_fail(c, ERR_BAD_REQUEST, "limit: expected an integer from 1 to %d",
-				 LIST_LIMIT_MAX);
-			return;
-		}
+	AUTOFREE char *st = api_query_param(qs, "state");
+	if (st && strcmp(st, "all") == 0) {
+		pending_only = false;
+	} else if (st && strcmp(st, "pending") != 0) {
+		api_fail(c, ERR_BAD_REQUEST, "state: expected pending or all");
+		return;
+	}
+	if (api_query_num(qs, "limit", LIST_LIMIT_DEFAULT, 1, LIST_LIMIT_MAX, &limit) < 0) {
+		api_fail(c, ERR_BAD_REQUEST, "limit: expected an integer from 1 to %d",
+			 LIST_LIMIT_MAX);
+		return;
 	}
 	store_reviews_list(c->api->store, c->tenant, pending_only, (size_t)limit, reviews_listed,
-			   wait_new(c));
+			   api_wait_new(c, NULL));
 }
 
 /* ---- GET /v1/reviews/{id} ---- */
 
 static void review_got(const struct err *e, const struct review_record *recs, size_t n, void *arg)
 {
-	struct call *c = wait_done(arg);
+	struct call *c = api_wait_done(arg, NULL);
 	if (c == NULL)
 		return;
 	if (e) {
@@ -218,16 +152,16 @@ static void review_got(const struct err *e, const struct review_record *recs, si
 
 void api_reviews_get(struct call *c)
 {
-	store_review_get(c->api->store, c->tenant, c->id, review_got, wait_new(c));
+	store_review_get(c->api->store, c->tenant, c->id, review_got, api_wait_new(c, NULL));
 }
 
 /* ---- POST /v1/reviews/{id}/approve and /reject ---- */
 
 static void decided(const struct err *e, bool found, const struct review_record *rec, void *arg)
 {
-	struct api_review_wait *w = arg;
-	bool approve = w->approve;
-	struct call *c = wait_done(w);
+	void *tag;
+	struct call *c = api_wait_done(arg, &tag);
+	bool approve = tag == (void *)&approve_tag;
 	if (c == NULL)
 		return;
 	if (e) {
@@ -324,8 +258,7 @@ static void decide_body(struct call *c, const char *body, size_t len, bool appro
 		api_reply(c, 0, NULL, e);
 		return;
 	}
-	struct api_review_wait *w = wait_new(c);
-	w->approve = approve;
+	struct api_wait *w = api_wait_new(c, approve ? (void *)&approve_tag : NULL);
 	store_review_decide(c->api->store, c->tenant, c->id, approve, code, code ? strlen(code) : 0,
 			    comment, c->key_id[0] ? c->key_id : c->tenant, decided, w);
 	json_free(v);

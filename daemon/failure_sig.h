@@ -22,7 +22,7 @@ struct failure_input {
 	const struct exec_result *r; /* status not EXEC_OK, or has_error */
 	const char *code;            /* the code that failed */
 	size_t code_len;
-	const char *image; /* the image profile ("python") */
+	const char *image;   /* the image profile ("python") */
 	bool timeout_at_max; /* its exec timeout was the server's maximum */
 	bool memory_at_max;  /* its memory limit was the server's maximum */
 	bool can_install;    /* the session may install packages (none can, yet) */

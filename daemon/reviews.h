@@ -24,7 +24,7 @@ void reviews_free(struct reviews *rv);
 /* Queue a case for tenant's run run_id; case_json is the run as it stands.
  * cb gets the new case's id (borrowed), or an error (Redis). */
 typedef void (*reviews_open_cb)(const struct err *e, const char *review_id, void *arg);
-void reviews_open(struct reviews *rv, const char *tenant, const char *run_id,
-		  const char *case_json, size_t case_len, reviews_open_cb cb, void *arg);
+void reviews_open(struct reviews *rv, const char *tenant, const char *run_id, const char *case_json,
+		  size_t case_len, reviews_open_cb cb, void *arg);
 
 #endif

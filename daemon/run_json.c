@@ -288,8 +288,7 @@ static void degraded_json(const struct run *run, yajl_gen g)
 	jg_kv_str(g, "tried", run->ladder_notes);
 	switch (run->mode) {
 	case RUN_MODE_MANUAL: handoff_json(run, g); break;
-	case RUN_MODE_STATELESS: /* its result is the run's "result" */
-		break;
+	case RUN_MODE_STATELESS: /* its result is the run's "result" */ break;
 	case RUN_MODE_REVIEW:
 		jg_kv_str(g, "review", run->review_id);
 		jg_kv_str(g, "state",

@@ -29,28 +29,27 @@ void failure_record_clear(struct failure_record *r);
 bool failure_record_hopeless(const struct failure_record *r, int64_t min_seen);
 
 /* rec borrowed for the callback; NULL with e set when Redis failed. */
-typedef void (*store_failure_cb)(const struct err *e, const struct failure_record *rec,
-				 void *arg);
+typedef void (*store_failure_cb)(const struct err *e, const struct failure_record *rec, void *arg);
 
 /* One more sighting of sig for tenant (the entry made from desc and cls if
  * new); cb gets the entry as it is after this one. */
 void store_failure_seen(struct store *st, const char *tenant, const char *sig,
-			const struct failure_desc *desc, enum failure_class cls,
-			int64_t ttl_s, store_failure_cb cb, void *arg);
+			const struct failure_desc *desc, enum failure_class cls, int64_t ttl_s,
+			store_failure_cb cb, void *arg);
 
 enum failure_outcome { FAILURE_RETRIED, FAILURE_FIXED_RULE, FAILURE_FIXED_FIXER };
 /* Count an outcome for sig; fire and forget. */
 void store_failure_note(struct store *st, const char *tenant, const char *sig,
 			enum failure_outcome o);
 
-typedef void (*store_failures_cb)(const struct err *e, const struct failure_record *recs,
-				  size_t n, void *arg);
+typedef void (*store_failures_cb)(const struct err *e, const struct failure_record *recs, size_t n,
+				  void *arg);
 /* tenant's entries, most recently seen first, at most limit. */
-void store_failures_list(struct store *st, const char *tenant, size_t limit,
-			 store_failures_cb cb, void *arg);
+void store_failures_list(struct store *st, const char *tenant, size_t limit, store_failures_cb cb,
+			 void *arg);
 
 typedef void (*store_found_cb)(const struct err *e, bool found, void *arg);
-void store_failure_delete(struct store *st, const char *tenant, const char *sig,
-			  store_found_cb cb, void *arg);
+void store_failure_delete(struct store *st, const char *tenant, const char *sig, store_found_cb cb,
+			  void *arg);
 
 #endif

@@ -27,8 +27,8 @@ struct review_record {
 	enum review_state state;
 	char *case_json; /* the run when it was queued (its attempts) */
 	size_t case_len;
-	char *code;    /* approved with an edit: the code; else NULL */
-	char *comment; /* NULL when none */
+	char *code;       /* approved with an edit: the code; else NULL */
+	char *comment;    /* NULL when none */
 	char *decided_by; /* the key id that decided; NULL while pending */
 	int64_t created_ms, decided_ms;
 };

@@ -499,3 +499,43 @@ def test_a_client_gone_during_its_key_lookup_runs_no_handler(make_daemon, tmp_pa
             os.kill(own.proc.pid, signal.SIGCONT)
     finally:
         own.stop()
+
+
+def test_stopping_with_key_calls_waiting_on_a_frozen_redis(tmp_path):
+    """Key calls waiting on Redis when the daemon stops are answered (503)
+    and their late answers dropped: before, the store's callback wrote to
+    the freed call (a use-after-free the ASan build reports)."""
+    from harness import Daemon, RedisServer
+    import threading
+    r = RedisServer(str(tmp_path))
+    d = None
+    try:
+        d = Daemon(r, str(tmp_path), ["--pool-size", "0"], admin_key=ADMIN)
+        k = d.key("frozen")
+        assert d.admin.send("GET", "/v1/admin/keys").status == 200
+        os.kill(r.proc.pid, signal.SIGSTOP)
+        try:
+            results = []
+
+            def ask(method, path):
+                try:
+                    results.append(d.admin.send(method, path, timeout=30).status)
+                except Exception as e:  # noqa: BLE001 - a closed connection is an answer too
+                    results.append(repr(e))
+            calls = [("GET", "/v1/admin/keys"), ("DELETE", "/v1/admin/keys/" + k["id"])]
+            threads = [threading.Thread(target=ask, args=c) for c in calls]
+            for t in threads:
+                t.start()
+            wait_for(lambda: len(d.open_api_connections()) >= 2, 10,
+                     what="two key calls waiting in the daemon")
+            d.stop()
+            for t in threads:
+                t.join(30)
+            assert len(results) == 2, results
+            assert all(x == 503 or isinstance(x, str) for x in results), results
+        finally:
+            os.kill(r.proc.pid, signal.SIGCONT)
+    finally:
+        if d is not None:
+            d.finish()
+        r.stop()
