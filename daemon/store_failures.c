@@ -261,10 +261,8 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *privdata);
 
 static struct fop *op_new(struct store *st, enum op_kind kind, struct store_script *sc, void *arg)
 {
-	struct fop *op = xcalloc(1, sizeof(*op));
-	op->st = st;
-	op->kind = kind;
-	op->arg = arg;
+	struct fop *op = xmalloc(sizeof(*op));
+	*op = (struct fop){.st = st, .kind = kind, .arg = arg};
 	store_cmd_init(&op->cmd, sc);
 	return op;
 }

@@ -204,10 +204,8 @@ static void op_keys(struct store_quota_op *op, const char *tenant, const char *c
 static struct store_quota_op *op_new(struct store *st, enum op_kind kind, struct store_script *sc,
 				     void *arg)
 {
-	struct store_quota_op *op = xcalloc(1, sizeof(*op));
-	op->st = st;
-	op->kind = kind;
-	op->arg = arg;
+	struct store_quota_op *op = xmalloc(sizeof(*op));
+	*op = (struct store_quota_op){.st = st, .kind = kind, .arg = arg};
 	store_cmd_init(&op->cmd, sc);
 	return op;
 }

@@ -171,10 +171,8 @@ static void op_arg(struct op *op, const char *s)
 
 static struct op *op_new(struct store *st, enum op_kind kind, struct store_script *sc, void *arg)
 {
-	struct op *op = xcalloc(1, sizeof(*op));
-	op->st = st;
-	op->kind = kind;
-	op->arg = arg;
+	struct op *op = xmalloc(sizeof(*op));
+	*op = (struct op){.st = st, .kind = kind, .arg = arg};
 	store_cmd_init(&op->cmd, sc);
 	return op;
 }
