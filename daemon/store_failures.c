@@ -99,16 +99,10 @@ static const char lua_delete[] = "local n = redis.call('DEL', KEYS[1])\n"
 				 "redis.call('ZREM', KEYS[2], ARGV[1])\n"
 				 "return n\n";
 
-struct script {
-	const char *text;
-	char sha[41];
-	bool loading;
-};
-
-static struct script s_seen = {lua_seen, "", false};
-static struct script s_note = {lua_note, "", false};
-static struct script s_list = {lua_list, "", false};
-static struct script s_delete = {lua_delete, "", false};
+static struct store_script s_seen = {.text = lua_seen};
+static struct store_script s_note = {.text = lua_note};
+static struct store_script s_list = {.text = lua_list};
+static struct store_script s_delete = {.text = lua_delete};
 
 /* ---- the replies ---- */
 
@@ -194,7 +188,6 @@ int store_failure_record_parse(const char *sig, const redisReply *const *el,
 
 enum op_kind { OP_SEEN, OP_NOTE, OP_LIST, OP_DELETE };
 
-#define OP_MAX_ARGS 14
 /* A Redis that takes longer is answered for (unavailable); the late answer
  * only frees the op. */
 #define OP_TIMEOUT_S 2
@@ -202,12 +195,8 @@ enum op_kind { OP_SEEN, OP_NOTE, OP_LIST, OP_DELETE };
 struct fop {
 	struct store *st;
 	enum op_kind kind;
-	struct script *sc;
-	int argc;
-	char *argv[OP_MAX_ARGS];
-	size_t lens[OP_MAX_ARGS];
-	bool retried, answered;
-	struct event *timer;
+	struct store_cmd cmd;
+	bool answered;
 	store_failure_cb seen_cb;
 	store_failures_cb list_cb;
 	store_found_cb found_cb;
@@ -218,20 +207,14 @@ struct fop {
 
 static void op_free(struct fop *op)
 {
-	if (op->timer)
-		event_free(op->timer);
-	for (int i = 0; i < op->argc; i++)
-		free(op->argv[i]);
+	store_cmd_clear(&op->cmd);
 	err_free(op->early);
 	free(op);
 }
 
 static void op_arg(struct fop *op, char *s)
 {
-	if (op->argc >= OP_MAX_ARGS)
-		abort(); /* a bug here: the ops are fixed */
-	op->lens[op->argc] = strlen(s);
-	op->argv[op->argc++] = s;
+	store_cmd_take(&op->cmd, s);
 }
 
 static void deliver_error(struct fop *op, const struct err *e)
@@ -274,50 +257,13 @@ static void timeout_cb(evutil_socket_t fd, short what, void *arg)
 	deliver_unavailable(arg, "redis did not answer about the failure memory in time");
 }
 
-static void script_loaded(redisAsyncContext *ac, void *reply, void *privdata)
-{
-	(void)ac;
-	struct script *sc = privdata;
-	redisReply *r = reply;
-	sc->loading = false;
-	if (r && r->type == REDIS_REPLY_STRING && r->len == 40)
-		memcpy(sc->sha, r->str, 41);
-}
-
 static void on_reply(redisAsyncContext *ac, void *reply, void *privdata);
 
-static int op_send(struct fop *op, redisAsyncContext *ac)
+static struct fop *op_new(struct store *st, enum op_kind kind, struct store_script *sc, void *arg)
 {
-	struct script *sc = op->sc;
-	free(op->argv[0]);
-	free(op->argv[1]);
-	if (sc->sha[0] && !op->retried) {
-		op->argv[0] = xstrdup("EVALSHA");
-		op->argv[1] = xstrdup(sc->sha);
-	} else {
-		op->argv[0] = xstrdup("EVAL");
-		op->argv[1] = xstrdup(sc->text);
-		if (!sc->loading && !sc->sha[0])
-			sc->loading = redisAsyncCommand(ac, script_loaded, sc, "SCRIPT LOAD %s",
-							sc->text) == REDIS_OK;
-	}
-	op->lens[0] = strlen(op->argv[0]);
-	op->lens[1] = strlen(op->argv[1]);
-	return redisAsyncCommandArgv(ac, on_reply, op, op->argc, (const char **)op->argv,
-				     op->lens) == REDIS_OK
-		   ? 0
-		   : -1;
-}
-
-static struct fop *op_new(struct store *st, enum op_kind kind, struct script *sc, void *arg)
-{
-	struct fop *op = xcalloc(1, sizeof(*op));
-	op->st = st;
-	op->kind = kind;
-	op->sc = sc;
-	op->arg = arg;
-	op_arg(op, xstrdup("EVAL"));
-	op_arg(op, xstrdup(sc->text));
+	struct fop *op = xmalloc(sizeof(*op));
+	*op = (struct fop){.st = st, .kind = kind, .arg = arg};
+	store_cmd_init(&op->cmd, sc);
 	return op;
 }
 
@@ -326,12 +272,10 @@ static void op_start(struct fop *op)
 {
 	struct store *st = op->st;
 	if (op->early == NULL && st->ac != NULL && st->connected) {
-		if (op_send(op, st->ac) == 0) {
-			if (op->kind != OP_NOTE) {
-				op->timer = evtimer_new(st->base, timeout_cb, op);
-				struct timeval tv = {OP_TIMEOUT_S, 0};
-				evtimer_add(op->timer, &tv);
-			}
+		if (store_cmd_send(st->ac, &op->cmd, on_reply, op) == 0) {
+			if (op->kind != OP_NOTE)
+				store_cmd_deadline(&op->cmd, st->base, OP_TIMEOUT_S, timeout_cb,
+						   op);
 			return;
 		}
 	}
@@ -402,27 +346,20 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *privdata)
 {
 	struct fop *op = privdata;
 	redisReply *r = reply;
-	if (r && r->type == REDIS_REPLY_ERROR && !op->retried && !op->answered &&
-	    strncmp(r->str, "NOSCRIPT", 8) == 0 && ac && op->st->ac == ac) {
-		/* This Redis has not seen the script: send it whole. */
-		op->retried = true;
-		op->sc->sha[0] = '\0';
-		if (op_send(op, ac) == 0)
-			return;
-		r = NULL;
-	}
+	/* The resend also loads the script again, for the next ops; r is
+	 * NULL when nothing could be sent (a lost connection). */
+	if (!op->answered && store_cmd_retry(op->st, ac, &op->cmd, &r, true, on_reply, op))
+		return;
 	if (op->answered || op->kind == OP_NOTE) {
 		if (r && r->type == REDIS_REPLY_ERROR)
 			log_warn("failure memory: redis: %s", r->str);
 		op_free(op);
 		return;
 	}
-	if (r == NULL) {
-		deliver_unavailable(op, "redis: connection lost");
-	} else if (r->type == REDIS_REPLY_ERROR) {
-		char msg[300];
-		snprintf(msg, sizeof(msg), "redis: %.256s", r->str);
-		deliver_unavailable(op, msg);
+	char msg[300];
+	const char *why = store_reply_error(r, msg, sizeof(msg));
+	if (why) {
+		deliver_unavailable(op, why);
 	} else {
 		switch (op->kind) {
 		case OP_SEEN: deliver_seen(op, r); break;

@@ -50,4 +50,62 @@ void store_quota_touch_cmds(struct store *st, const char *tenant, const char *id
 int store_failure_record_parse(const char *sig, const redisReply *const *el,
 			       struct failure_record *rec);
 
+/* store_script.c: a command for Redis with its own copy of its arguments,
+ * and the Lua scripts the store_*.c files run with it. A script goes by
+ * EVALSHA once its digest is known (learned by SCRIPT LOAD on first use:
+ * the digest of a text is the same on every Redis), whole by EVAL before
+ * that, and again whole when a Redis answers NOSCRIPT (restarted, flushed,
+ * another one). A file's scripts are statics: {.text = ...}. */
+struct store_script {
+	const char *text;
+	char sha[41]; /* "" until SCRIPT LOAD answered */
+	bool loading;
+};
+
+/* More than the longest fixed command of any store file. */
+#define STORE_CMD_MAX_ARGS 16
+
+struct store_cmd {
+	struct store_script *sc; /* a script's command; NULL for a plain one */
+	bool retried;            /* sent again whole after NOSCRIPT */
+	int argc;
+	char *argv[STORE_CMD_MAX_ARGS];
+	size_t lens[STORE_CMD_MAX_ARGS];
+	struct event *deadline; /* store_cmd_deadline's, when armed */
+};
+
+/* A script's command starts "EVAL <text>" (those two become EVALSHA and
+ * the digest when it is known); a plain one starts empty. */
+void store_cmd_init(struct store_cmd *c, struct store_script *sc);
+/* Frees the arguments and the deadline. */
+void store_cmd_clear(struct store_cmd *c);
+/* Arguments: a copy of s; of s's first len bytes; formatted; s itself
+ * (malloc'd, now the command's). A command longer than its file's fixed
+ * ones is a bug (abort). */
+void store_cmd_arg(struct store_cmd *c, const char *s);
+void store_cmd_argn(struct store_cmd *c, const char *s, size_t len);
+void store_cmd_argf(struct store_cmd *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void store_cmd_take(struct store_cmd *c, char *s);
+/* Send c, its reply to fn(privdata): a script by EVALSHA when its digest
+ * is known, else whole (and SCRIPT LOAD first, unless one is on its way).
+ * 0, or -1 when hiredis took nothing (the context is going away). */
+int store_cmd_send(redisAsyncContext *ac, struct store_cmd *c, redisCallbackFn *fn, void *privdata);
+/* For a reply *rp to c on ac: when it is a NOSCRIPT for a script command
+ * not yet retried, from st's current context, forget the digest and send c
+ * again whole (after a SCRIPT LOAD when load) to fn(privdata). true when
+ * sent (the reply to handle is the next one); false otherwise, *rp set to
+ * NULL when nothing could be sent (as a lost connection). */
+bool store_cmd_retry(struct store *st, redisAsyncContext *ac, struct store_cmd *c, redisReply **rp,
+		     bool load, redisCallbackFn *fn, void *privdata);
+/* Arm c's deadline: cb(arg) after seconds, unless c is cleared first. */
+void store_cmd_deadline(struct store_cmd *c, struct event_base *base, int seconds,
+			event_callback_fn cb, void *arg);
+/* What a failed reply says, for the caller's "unavailable": NULL for an
+ * answer (not an error); else "redis: connection lost" (r NULL) or
+ * "redis: <error>" in buf. */
+const char *store_reply_error(const redisReply *r, char *buf, size_t size);
+/* SCRIPT LOAD sc, unless its digest is known or a load is on its way. */
+void store_script_load(redisAsyncContext *ac, struct store_script *sc);
+
 #endif

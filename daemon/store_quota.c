@@ -9,7 +9,6 @@
 
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,33 +137,23 @@ static const char lua_usage[] = LUA_NOW LUA_SESSIONS_TRIM LUA_WINDOW_TRIM
     "if tonumber(h[1]) == math.floor(now / 1000) then n = tonumber(h[2]) or 0 end\n"
     "return {redis.call('ZCARD', KEYS[1]), memory(), redis.call('ZCARD', KEYS[3]), sum, n}\n";
 
-struct script {
-	const char *text;
-	char sha[41]; /* "" until SCRIPT LOAD answered */
-	bool loading;
-};
-
-static struct script s_session_admit = {lua_session_admit, "", false};
-static struct script s_exec_admit = {lua_exec_admit, "", false};
-static struct script s_exec_end = {lua_exec_end, "", false};
-static struct script s_request = {lua_request, "", false};
-static struct script s_usage = {lua_usage, "", false};
+static struct store_script s_session_admit = {.text = lua_session_admit};
+static struct store_script s_exec_admit = {.text = lua_exec_admit};
+static struct store_script s_exec_end = {.text = lua_exec_end};
+static struct store_script s_request = {.text = lua_request};
+static struct store_script s_usage = {.text = lua_usage};
 
 /* ---- ops ---- */
 
 enum op_kind { OP_FIRE, OP_ADMIT, OP_USAGE, OP_GET, OP_PUT };
 
-#define OP_MAX_ARGS 16
-
 struct store_quota_op {
 	struct store *st;
 	enum op_kind kind;
-	struct script *sc; /* a script's op; NULL for a plain command */
-	int argc;
-	char *argv[OP_MAX_ARGS];
-	size_t lens[OP_MAX_ARGS];
-	bool retried, cancelled;
-	struct event *timer; /* a Redis that takes this long is answered for */
+	/* a script's or a plain command; its deadline: a Redis that takes
+	 * this long is answered for */
+	struct store_cmd cmd;
+	bool cancelled;
 	store_quota_admit_cb admit_cb;
 	store_quota_usage_cb usage_cb;
 	store_quota_get_cb get_cb;
@@ -176,43 +165,23 @@ struct store_quota_op {
 
 static void op_free(struct store_quota_op *op)
 {
-	if (op->timer)
-		event_free(op->timer);
-	for (int i = 0; i < op->argc; i++)
-		free(op->argv[i]);
+	store_cmd_clear(&op->cmd);
 	free(op);
 }
 
 static void op_arg(struct store_quota_op *op, const char *s)
 {
-	if (op->argc >= OP_MAX_ARGS)
-		abort(); /* a bug in this file: the ops are fixed */
-	op->lens[op->argc] = strlen(s);
-	op->argv[op->argc++] = xstrdup(s);
-}
-
-static void op_argf(struct store_quota_op *op, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void op_argf(struct store_quota_op *op, const char *fmt, ...)
-{
-	char *s = NULL;
-	va_list ap;
-	va_start(ap, fmt);
-	if (vasprintf(&s, fmt, ap) < 0)
-		abort();
-	va_end(ap);
-	op_arg(op, s);
-	free(s);
+	store_cmd_arg(&op->cmd, s);
 }
 
 static void op_key(struct store_quota_op *op, const char *tenant, const char *what)
 {
-	op_argf(op, "%squota:%s:%s", op->st->prefix, tenant, what);
+	store_cmd_argf(&op->cmd, "%squota:%s:%s", op->st->prefix, tenant, what);
 }
 
 static void op_int(struct store_quota_op *op, int64_t v)
 {
-	op_argf(op, "%lld", (long long)v);
+	store_cmd_argf(&op->cmd, "%lld", (long long)v);
 }
 
 /* A script's keys: their count, then each, the tenant's. */
@@ -232,18 +201,12 @@ static void op_keys(struct store_quota_op *op, const char *tenant, const char *c
 		op_key(op, tenant, names[i]);
 }
 
-static struct store_quota_op *op_new(struct store *st, enum op_kind kind, struct script *sc,
+static struct store_quota_op *op_new(struct store *st, enum op_kind kind, struct store_script *sc,
 				     void *arg)
 {
-	struct store_quota_op *op = xcalloc(1, sizeof(*op));
-	op->st = st;
-	op->kind = kind;
-	op->sc = sc;
-	op->arg = arg;
-	if (sc) {
-		op_arg(op, "EVAL"); /* argv[0..1] become EVALSHA and the digest when known */
-		op_arg(op, sc->text);
-	}
+	struct store_quota_op *op = xmalloc(sizeof(*op));
+	*op = (struct store_quota_op){.st = st, .kind = kind, .arg = arg};
+	store_cmd_init(&op->cmd, sc);
 	return op;
 }
 
@@ -270,39 +233,7 @@ static void unavailable_deferred(evutil_socket_t fd, short what, void *arg)
 	op_free(op);
 }
 
-static void script_loaded(redisAsyncContext *ac, void *reply, void *privdata)
-{
-	(void)ac;
-	struct script *sc = privdata;
-	redisReply *r = reply;
-	sc->loading = false;
-	if (r && r->type == REDIS_REPLY_STRING && r->len == 40)
-		memcpy(sc->sha, r->str, 41);
-}
-
 static void on_reply(redisAsyncContext *ac, void *reply, void *privdata);
-
-/* 0, or -1 when hiredis took nothing (the context is going away). */
-static int op_send(struct store_quota_op *op)
-{
-	struct store *st = op->st;
-	struct script *sc = op->sc;
-	if (sc && sc->sha[0] && !op->retried) {
-		free(op->argv[0]);
-		free(op->argv[1]);
-		op->argv[0] = xstrdup("EVALSHA");
-		op->argv[1] = xstrdup(sc->sha);
-		op->lens[0] = 7;
-		op->lens[1] = 40;
-	} else if (sc && !sc->loading) {
-		sc->loading = redisAsyncCommand(st->ac, script_loaded, sc, "SCRIPT LOAD %s",
-						sc->text) == REDIS_OK;
-	}
-	return redisAsyncCommandArgv(st->ac, on_reply, op, op->argc, (const char **)op->argv,
-				     op->lens) == REDIS_OK
-		   ? 0
-		   : -1;
-}
 
 /* A Redis that accepts commands but does not answer (frozen, a network
  * that drops everything) must not hold a caller for longer than this: it
@@ -332,12 +263,9 @@ static struct store_quota_op *op_start(struct store_quota_op *op)
 		defer_call(op->st->base, unavailable_deferred, op);
 		return op;
 	}
-	if (op->kind != OP_FIRE) {
-		op->timer = evtimer_new(op->st->base, op_timeout_cb, op);
-		struct timeval tv = {OP_TIMEOUT_S, 0};
-		evtimer_add(op->timer, &tv);
-	}
-	if (op_send(op) < 0) {
+	if (op->kind != OP_FIRE)
+		store_cmd_deadline(&op->cmd, op->st->base, OP_TIMEOUT_S, op_timeout_cb, op);
+	if (store_cmd_send(op->st->ac, &op->cmd, on_reply, op) < 0) {
 		if (op->kind == OP_FIRE) {
 			op_free(op);
 			return NULL;
@@ -423,34 +351,18 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *privdata)
 {
 	struct store_quota_op *op = privdata;
 	redisReply *r = reply;
-	if (r && r->type == REDIS_REPLY_ERROR && op->sc && !op->retried &&
-	    strncmp(r->str, "NOSCRIPT", 8) == 0 && ac && op->st->ac == ac) {
-		/* This Redis has not seen the script: send it whole. */
-		op->retried = true;
-		op->sc->sha[0] = '\0';
-		free(op->argv[0]);
-		free(op->argv[1]);
-		op->argv[0] = xstrdup("EVAL");
-		op->argv[1] = xstrdup(op->sc->text);
-		op->lens[0] = 4;
-		op->lens[1] = strlen(op->sc->text);
-		if (redisAsyncCommandArgv(ac, on_reply, op, op->argc, (const char **)op->argv,
-					  op->lens) == REDIS_OK)
-			return;
-		r = NULL; /* nothing sent: answered as a lost connection */
-	}
+	if (store_cmd_retry(op->st, ac, &op->cmd, &r, false, on_reply, op))
+		return; /* r is NULL when nothing could be sent: a lost connection */
 	if (op->cancelled || op->kind == OP_FIRE) {
 		if (r && r->type == REDIS_REPLY_ERROR)
 			log_warn("quota: redis: %s", r->str);
 		op_free(op);
 		return;
 	}
-	if (r == NULL) {
-		deliver_error(op, "redis: connection lost");
-	} else if (r->type == REDIS_REPLY_ERROR) {
-		char msg[300];
-		snprintf(msg, sizeof(msg), "redis: %.256s", r->str);
-		deliver_error(op, msg);
+	char msg[300];
+	const char *why = store_reply_error(r, msg, sizeof(msg));
+	if (why) {
+		deliver_error(op, why);
 	} else {
 		switch (op->kind) {
 		case OP_ADMIT: deliver_admit(op, r); break;
@@ -478,7 +390,7 @@ struct store_quota_op *store_quota_get(struct store *st, const char *tenant, sto
 	op->get_cb = cb;
 	snprintf(op->tenant, sizeof(op->tenant), "%s", tenant);
 	op_arg(op, "GET");
-	op_argf(op, "%stenant:%s:quota", st->prefix, tenant);
+	store_cmd_argf(&op->cmd, "%stenant:%s:quota", st->prefix, tenant);
 	return op_start(op);
 }
 
@@ -493,13 +405,13 @@ int store_quota_put(struct store *st, const char *tenant, const struct quota_ove
 	op->done_cb = cb;
 	if (o->set == 0) {
 		op_arg(op, "DEL");
-		op_argf(op, "%stenant:%s:quota", st->prefix, tenant);
+		store_cmd_argf(&op->cmd, "%stenant:%s:quota", st->prefix, tenant);
 	} else {
 		AUTOGEN yajl_gen g = json_gen_new();
 		quota_override_to_json(o, g);
 		size_t len;
 		op_arg(op, "SET");
-		op_argf(op, "%stenant:%s:quota", st->prefix, tenant);
+		store_cmd_argf(&op->cmd, "%stenant:%s:quota", st->prefix, tenant);
 		op_arg(op, jg_text(g, &len));
 	}
 	op = op_start(op);
@@ -617,7 +529,7 @@ void store_quota_exec_end(struct store *st, const char *tenant, const char *memb
 static void counted(redisAsyncContext *ac, void *reply, void *privdata)
 {
 	(void)ac;
-	struct script *sc = privdata;
+	struct store_script *sc = privdata;
 	redisReply *r = reply;
 	if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0)
 		sc->sha[0] = '\0';
@@ -627,7 +539,7 @@ static void counted(redisAsyncContext *ac, void *reply, void *privdata)
  * formatted straight into hiredis's buffer. */
 void store_quota_count(struct store *st, const char *tenant, int64_t n)
 {
-	struct script *sc = &s_request;
+	struct store_script *sc = &s_request;
 	if (st->ac == NULL || !st->connected || n <= 0)
 		return;
 	if (sc->sha[0]) {
@@ -635,9 +547,7 @@ void store_quota_count(struct store *st, const char *tenant, int64_t n)
 				  sc->sha, st->prefix, tenant, (long long)n);
 		return;
 	}
-	if (!sc->loading)
-		sc->loading = redisAsyncCommand(st->ac, script_loaded, sc, "SCRIPT LOAD %s",
-						sc->text) == REDIS_OK;
+	store_script_load(st->ac, sc);
 	redisAsyncCommand(st->ac, counted, sc, "EVAL %s 1 %squota:%s:requests 0 1 %lld", sc->text,
 			  st->prefix, tenant, (long long)n);
 }

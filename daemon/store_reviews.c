@@ -13,7 +13,6 @@
 
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,32 +138,20 @@ static const char lua_decide[] =
 	    "local h = redis.call('HMGET', KEYS[1], " LUA_FIELDS ")\n"
 	    "return {2, {ARGV[1], h[1], h[2], h[3], h[4], h[5], h[6], h[7], h[8]}}\n";
 
-struct script {
-	const char *text;
-	char sha[41]; /* "" until SCRIPT LOAD answered */
-	bool loading;
-};
-
-static struct script s_put = {lua_put, "", false};
-static struct script s_list = {lua_list, "", false};
-static struct script s_get = {lua_get, "", false};
-static struct script s_decide = {lua_decide, "", false};
+static struct store_script s_put = {.text = lua_put};
+static struct store_script s_list = {.text = lua_list};
+static struct store_script s_get = {.text = lua_get};
+static struct store_script s_decide = {.text = lua_decide};
 
 /* ---- ops ---- */
 
 enum op_kind { OP_PUT, OP_LIST, OP_DECIDE };
 
-#define OP_MAX_ARGS 12
-
 struct op {
 	struct store *st;
 	enum op_kind kind;
-	struct script *sc;
-	int argc;
-	char *argv[OP_MAX_ARGS];
-	size_t lens[OP_MAX_ARGS];
-	bool retried, answered;
-	struct event *timer;
+	struct store_cmd cmd;
+	bool answered;
 	store_done_cb done_cb;
 	store_reviews_cb list_cb;
 	store_review_decide_cb decide_cb;
@@ -173,51 +160,20 @@ struct op {
 
 static void op_free(struct op *op)
 {
-	if (op->timer)
-		event_free(op->timer);
-	for (int i = 0; i < op->argc; i++)
-		free(op->argv[i]);
+	store_cmd_clear(&op->cmd);
 	free(op);
-}
-
-static void op_argn(struct op *op, const char *s, size_t len)
-{
-	if (op->argc >= OP_MAX_ARGS)
-		abort(); /* a bug in this file: the ops are fixed */
-	char *p = xmalloc(len + 1);
-	memcpy(p, s, len);
-	p[len] = '\0';
-	op->lens[op->argc] = len;
-	op->argv[op->argc++] = p;
 }
 
 static void op_arg(struct op *op, const char *s)
 {
-	op_argn(op, s, strlen(s));
+	store_cmd_arg(&op->cmd, s);
 }
 
-static void op_argf(struct op *op, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void op_argf(struct op *op, const char *fmt, ...)
+static struct op *op_new(struct store *st, enum op_kind kind, struct store_script *sc, void *arg)
 {
-	char *s = NULL;
-	va_list ap;
-	va_start(ap, fmt);
-	if (vasprintf(&s, fmt, ap) < 0)
-		abort();
-	va_end(ap);
-	op_arg(op, s);
-	free(s);
-}
-
-static struct op *op_new(struct store *st, enum op_kind kind, struct script *sc, void *arg)
-{
-	struct op *op = xcalloc(1, sizeof(*op));
-	op->st = st;
-	op->kind = kind;
-	op->sc = sc;
-	op->arg = arg;
-	op_arg(op, "EVAL"); /* argv[0..1] become EVALSHA and the digest when known */
-	op_arg(op, sc->text);
+	struct op *op = xmalloc(sizeof(*op));
+	*op = (struct op){.st = st, .kind = kind, .arg = arg};
+	store_cmd_init(&op->cmd, sc);
 	return op;
 }
 
@@ -243,43 +199,7 @@ static void unavailable_deferred(evutil_socket_t fd, short what, void *arg)
 	op_free(op);
 }
 
-static void script_loaded(redisAsyncContext *ac, void *reply, void *privdata)
-{
-	(void)ac;
-	struct script *sc = privdata;
-	redisReply *r = reply;
-	sc->loading = false;
-	if (r && r->type == REDIS_REPLY_STRING && r->len == 40)
-		memcpy(sc->sha, r->str, 41);
-}
-
 static void on_reply(redisAsyncContext *ac, void *reply, void *privdata);
-
-static void op_use(struct op *op, const char *cmd, const char *text)
-{
-	free(op->argv[0]);
-	free(op->argv[1]);
-	op->argv[0] = xstrdup(cmd);
-	op->argv[1] = xstrdup(text);
-	op->lens[0] = strlen(cmd);
-	op->lens[1] = strlen(text);
-}
-
-/* 0, or -1 when hiredis took nothing (the context is going away). */
-static int op_send(struct op *op)
-{
-	struct store *st = op->st;
-	struct script *sc = op->sc;
-	if (sc->sha[0] && !op->retried)
-		op_use(op, "EVALSHA", sc->sha);
-	else if (!sc->loading)
-		sc->loading = redisAsyncCommand(st->ac, script_loaded, sc, "SCRIPT LOAD %s",
-						sc->text) == REDIS_OK;
-	return redisAsyncCommandArgv(st->ac, on_reply, op, op->argc, (const char **)op->argv,
-				     op->lens) == REDIS_OK
-		   ? 0
-		   : -1;
-}
 
 static void op_timeout_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -295,10 +215,8 @@ static void op_start(struct op *op)
 		defer_call(op->st->base, unavailable_deferred, op);
 		return;
 	}
-	op->timer = evtimer_new(op->st->base, op_timeout_cb, op);
-	struct timeval tv = {REVIEW_OP_TIMEOUT_S, 0};
-	evtimer_add(op->timer, &tv);
-	if (op_send(op) < 0)
+	store_cmd_deadline(&op->cmd, op->st->base, REVIEW_OP_TIMEOUT_S, op_timeout_cb, op);
+	if (store_cmd_send(op->st->ac, &op->cmd, on_reply, op) < 0)
 		defer_call(op->st->base, unavailable_deferred, op);
 }
 
@@ -429,27 +347,16 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *privdata)
 {
 	struct op *op = privdata;
 	redisReply *r = reply;
-	if (r && r->type == REDIS_REPLY_ERROR && !op->retried &&
-	    strncmp(r->str, "NOSCRIPT", 8) == 0 && ac && op->st->ac == ac) {
-		/* This Redis has not seen the script: send it whole. */
-		op->retried = true;
-		op->sc->sha[0] = '\0';
-		op_use(op, "EVAL", op->sc->text);
-		if (redisAsyncCommandArgv(ac, on_reply, op, op->argc, (const char **)op->argv,
-					  op->lens) == REDIS_OK)
-			return;
-		r = NULL;
-	}
+	if (store_cmd_retry(op->st, ac, &op->cmd, &r, false, on_reply, op))
+		return; /* r is NULL when nothing could be sent: a lost connection */
 	if (op->answered) {
 		op_free(op);
 		return;
 	}
-	if (r == NULL) {
-		deliver_error(op, ERR_UNAVAILABLE, "redis: connection lost");
-	} else if (r->type == REDIS_REPLY_ERROR) {
-		char msg[300];
-		snprintf(msg, sizeof(msg), "redis: %.256s", r->str);
-		deliver_error(op, ERR_UNAVAILABLE, msg);
+	char msg[300];
+	const char *why = store_reply_error(r, msg, sizeof(msg));
+	if (why) {
+		deliver_error(op, ERR_UNAVAILABLE, why);
 	} else {
 		switch (op->kind) {
 		case OP_PUT:
@@ -473,7 +380,7 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *privdata)
 
 static void key_case(struct op *op, const char *tenant, const char *id)
 {
-	op_argf(op, "%sreview:%s:%s", op->st->prefix, tenant, id);
+	store_cmd_argf(&op->cmd, "%sreview:%s:%s", op->st->prefix, tenant, id);
 }
 
 void store_review_put(struct store *st, const char *tenant, const char *id, const char *run_id,
@@ -484,13 +391,13 @@ void store_review_put(struct store *st, const char *tenant, const char *id, cons
 	op->done_cb = cb;
 	op_arg(op, "2");
 	key_case(op, tenant, id);
-	op_argf(op, "%sreviews:%s", st->prefix, tenant);
+	store_cmd_argf(&op->cmd, "%sreviews:%s", st->prefix, tenant);
 	op_arg(op, id);
 	op_arg(op, run_id);
-	op_argn(op, case_json, case_len);
-	op_argf(op, "%lld", (long long)(ttl_s > 0 ? ttl_s : 1));
-	op_argf(op, "%d", REVIEWS_KEEP_MAX);
-	op_argf(op, "%sreview:%s:", st->prefix, tenant);
+	store_cmd_argn(&op->cmd, case_json, case_len);
+	store_cmd_argf(&op->cmd, "%lld", (long long)(ttl_s > 0 ? ttl_s : 1));
+	store_cmd_argf(&op->cmd, "%d", REVIEWS_KEEP_MAX);
+	store_cmd_argf(&op->cmd, "%sreview:%s:", st->prefix, tenant);
 	op_start(op);
 }
 
@@ -500,12 +407,12 @@ void store_reviews_list(struct store *st, const char *tenant, bool pending_only,
 	struct op *op = op_new(st, OP_LIST, &s_list, arg);
 	op->list_cb = cb;
 	op_arg(op, "1");
-	op_argf(op, "%sreviews:%s", st->prefix, tenant);
-	op_argf(op, "%sreview:%s:", st->prefix, tenant);
+	store_cmd_argf(&op->cmd, "%sreviews:%s", st->prefix, tenant);
+	store_cmd_argf(&op->cmd, "%sreview:%s:", st->prefix, tenant);
 	op_arg(op, pending_only ? "1" : "0");
-	op_argf(op, "%zu", limit > 0 ? limit : 1);
-	op_argf(op, "%d", REVIEWS_SCAN_MAX);
-	op_argf(op, "%u", REVIEWS_LIST_BYTES);
+	store_cmd_argf(&op->cmd, "%zu", limit > 0 ? limit : 1);
+	store_cmd_argf(&op->cmd, "%d", REVIEWS_SCAN_MAX);
+	store_cmd_argf(&op->cmd, "%u", REVIEWS_LIST_BYTES);
 	op_start(op);
 }
 
@@ -531,7 +438,7 @@ void store_review_decide(struct store *st, const char *tenant, const char *id, b
 	op_arg(op, id);
 	op_arg(op, approve ? "approved" : "rejected");
 	op_arg(op, code ? "1" : "0");
-	op_argn(op, code ? code : "", code ? code_len : 0);
+	store_cmd_argn(&op->cmd, code ? code : "", code ? code_len : 0);
 	op_arg(op, comment ? comment : "");
 	op_arg(op, decided_by ? decided_by : "");
 	op_start(op);
