@@ -94,6 +94,33 @@ struct exec_result *exec_result_dup(const struct exec_result *r)
 	return d;
 }
 
+void exec_result_drop_outputs(struct exec_result *r)
+{
+	if (r == NULL)
+		return;
+	size_t cap = r->out.cap;
+	capbuf_release(&r->out);
+	capbuf_release(&r->err);
+	capbuf_init(&r->out, cap);
+	capbuf_init(&r->err, cap);
+	free(r->result);
+	r->result = NULL;
+	for (size_t i = 0; i < r->n_display; i++) {
+		free(r->display[i].mime);
+		free(r->display[i].b64);
+	}
+	free(r->display);
+	r->display = NULL;
+	r->n_display = 0;
+	for (size_t i = 0; i < r->n_files; i++) {
+		free(r->files[i].path);
+		free(r->files[i].change);
+	}
+	free(r->files);
+	r->files = NULL;
+	r->n_files = 0;
+}
+
 size_t exec_result_on_stream(struct exec_result *r, bool is_stderr, const char *data, size_t len,
 			     bool tail, uint64_t dropped)
 {

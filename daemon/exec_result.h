@@ -56,6 +56,12 @@ void exec_result_free(struct exec_result *r);
  * Caller frees (exec_result_free). */
 struct exec_result *exec_result_dup(const struct exec_result *r);
 
+/* Free what only the full answer needs (output, displays, files, the
+ * value), keeping the status, the error and its traceback, the duration
+ * and the reason: an earlier attempt of a run keeps only these, so a run
+ * of ten attempts holds one full result, not ten. */
+void exec_result_drop_outputs(struct exec_result *r);
+
 /* A stream frame. Returns the bytes kept (what a live stream may forward). */
 size_t exec_result_on_stream(struct exec_result *r, bool is_stderr, const char *data, size_t len,
 			     bool tail, uint64_t dropped);

@@ -181,6 +181,10 @@ static int exec_start(struct run *run, struct err **errp)
 		run_token_take(t);
 		return -1;
 	}
+	/* The attempt before keeps its error, not its output: the answer
+	 * shows only the last attempt's full result. */
+	if (run->n_att)
+		exec_result_drop_outputs(run->att[run->n_att - 1].result);
 	memset(a, 0, sizeof(*a));
 	a->n = (int)run->n_att + 1;
 	a->code = run->next_code;

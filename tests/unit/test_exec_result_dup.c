@@ -60,3 +60,23 @@ TEST(exec_result_dup_is_deep_and_equal)
 	check_copy(r);
 	check_copy(exec_result_new(8)); /* empty: no output, no arrays */
 }
+
+/* What an earlier attempt of a run keeps: the error and the ending, not
+ * the output (exec_result_drop_outputs). */
+TEST(exec_result_drop_outputs_keeps_the_error)
+{
+	struct exec_result *r = full_result();
+	exec_result_drop_outputs(r);
+	CHECK(r->out.head_len == 0 && r->out.tail == NULL && r->err.head_len == 0);
+	CHECK(r->n_display == 0 && r->display == NULL && r->n_files == 0 && r->result == NULL);
+	CHECK(r->has_error && strcmp(r->ename, "E") == 0 && strcmp(r->evalue, "v") == 0);
+	CHECK(r->n_traceback == 2 && strcmp(r->traceback[1], "b") == 0);
+	CHECK(r->status == EXEC_KILLED && strcmp(r->reason, "out of memory") == 0);
+	char *j = to_json(r);
+	CHECK(strstr(j, "\"stdout\":\"\"") && strstr(j, "\"display\":[]") &&
+	      strstr(j, "\"files\":[]"));
+	free(j);
+	exec_result_drop_outputs(r); /* twice is fine */
+	exec_result_drop_outputs(NULL);
+	exec_result_free(r);
+}
