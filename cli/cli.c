@@ -216,6 +216,25 @@ int cli_report(struct cli_ctx *ctx, const struct err *e, const struct client_res
 	return cli_exit_status(e);
 }
 
+int cli_delete(struct cli_ctx *ctx, const char *collection, const char *name, const char *what,
+	       const char *done)
+{
+	if (name[0] == '\0')
+		return cli_usage_error(ctx, "empty %s", what);
+	struct client_resp resp = {0};
+	char *esc = codec_url_escape(name, 0);
+	char *path = xasprintf("%s/%s", collection, esc);
+	int rc =
+	    cli_call(ctx, &(struct client_req){.method = "DELETE", .path = path, .timeout_s = 60},
+		     &resp, name);
+	if (rc == CLI_EXIT_OK && !ctx->json)
+		printf("%s %s\n", done, name);
+	client_resp_release(&resp);
+	free(path);
+	free(esc);
+	return rc;
+}
+
 int cli_call(struct cli_ctx *ctx, const struct client_req *req, struct client_resp *resp,
 	     const char *what)
 {

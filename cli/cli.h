@@ -152,6 +152,11 @@ struct client *cli_client(struct cli_ctx *ctx);
 int cli_call(struct cli_ctx *ctx, const struct client_req *req, struct client_resp *resp,
 	     const char *what);
 
+/* DELETE COLLECTION/NAME (escaped), printing "DONE NAME" on success (not
+ * with --json); an empty NAME is a usage error naming WHAT. */
+int cli_delete(struct cli_ctx *ctx, const char *collection, const char *name, const char *what,
+	       const char *done);
+
 /*
  * cli_call, then the answer, the same for every command that shows a JSON
  * object: with --json it is printed as is and *doc stays NULL; otherwise it

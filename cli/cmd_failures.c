@@ -88,22 +88,7 @@ out:
 
 static int failures_rm(struct cli_ctx *ctx, const char *sig)
 {
-	struct client_resp resp = {0};
-	char *esc, *path;
-	int rc;
-
-	if (sig[0] == '\0')
-		return cli_usage_error(ctx, "empty signature");
-	esc = codec_url_escape(sig, 0);
-	path = xasprintf("/v1/failures/%s", esc);
-	rc = cli_call(ctx, &(struct client_req){.method = "DELETE", .path = path, .timeout_s = 60},
-		      &resp, sig);
-	if (rc == CLI_EXIT_OK && !ctx->json)
-		printf("forgot %s\n", sig);
-	client_resp_release(&resp);
-	free(path);
-	free(esc);
-	return rc;
+	return cli_delete(ctx, "/v1/failures", sig, "signature", "forgot");
 }
 
 static int failures_run(struct cli_ctx *ctx, int argc, char **argv)

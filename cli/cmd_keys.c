@@ -120,22 +120,7 @@ out:
 
 static int keys_revoke(struct cli_ctx *ctx, const char *id)
 {
-	struct client_resp resp = {0};
-	char *esc, *path;
-	int rc;
-
-	if (id[0] == '\0')
-		return cli_usage_error(ctx, "empty key id");
-	esc = codec_url_escape(id, 0);
-	path = xasprintf("/v1/admin/keys/%s", esc);
-	rc = cli_call(ctx, &(struct client_req){.method = "DELETE", .path = path, .timeout_s = 60},
-		      &resp, id);
-	if (rc == CLI_EXIT_OK && !ctx->json)
-		printf("revoked %s\n", id);
-	client_resp_release(&resp);
-	free(path);
-	free(esc);
-	return rc;
+	return cli_delete(ctx, "/v1/admin/keys", id, "key id", "revoked");
 }
 
 static int keys_run(struct cli_ctx *ctx, int argc, char **argv)

@@ -116,6 +116,9 @@ struct call {
  * callback still owns then). */
 struct api_wait *api_wait_new(struct call *c, void *ctx);
 struct call *api_wait_done(struct api_wait *w, void **ctx);
+/* api_wait_done for a wait without ctx, which also answers e when the
+ * store failed: the call to go on with, or NULL (answered already). */
+struct call *api_wait_answered(struct api_wait *w, const struct err *e);
 void api_waits_stop(struct http_api *api);
 
 /* api_query.c: the query string (http_req_query). A parameter's decoded

@@ -39,13 +39,9 @@ static void record_to_json(yajl_gen g, const struct failure_record *r)
 
 static void listed(const struct err *e, const struct failure_record *recs, size_t n, void *arg)
 {
-	struct call *c = api_wait_done(arg, NULL);
+	struct call *c = api_wait_answered(arg, e);
 	if (c == NULL)
 		return;
-	if (e) {
-		api_reply(c, 0, NULL, e);
-		return;
-	}
 	AUTOGEN yajl_gen g = json_gen_new();
 	jg_obj(g);
 	jg_str(g, "failures");

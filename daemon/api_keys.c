@@ -171,13 +171,9 @@ void api_keys_create(struct call *c)
 
 static void keys_listed(const struct err *e, const struct store_key *keys, size_t n, void *arg)
 {
-	struct call *c = api_wait_done(arg, NULL);
+	struct call *c = api_wait_answered(arg, e);
 	if (c == NULL)
 		return;
-	if (e) {
-		api_reply(c, 0, NULL, e);
-		return;
-	}
 	AUTOGEN yajl_gen g = json_gen_new();
 	jg_obj(g);
 	jg_str(g, "keys");

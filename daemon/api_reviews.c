@@ -86,13 +86,9 @@ static void reply_not_found(struct call *c)
 static void reviews_listed(const struct err *e, const struct review_record *recs, size_t n,
 			   void *arg)
 {
-	struct call *c = api_wait_done(arg, NULL);
+	struct call *c = api_wait_answered(arg, e);
 	if (c == NULL)
 		return;
-	if (e) {
-		api_reply(c, 0, NULL, e);
-		return;
-	}
 	AUTOGEN yajl_gen g = json_gen_new();
 	jg_obj(g);
 	jg_str(g, "reviews");
@@ -134,13 +130,9 @@ void api_reviews_list(struct call *c)
 
 static void review_got(const struct err *e, const struct review_record *recs, size_t n, void *arg)
 {
-	struct call *c = api_wait_done(arg, NULL);
+	struct call *c = api_wait_answered(arg, e);
 	if (c == NULL)
 		return;
-	if (e) {
-		api_reply(c, 0, NULL, e);
-		return;
-	}
 	if (n == 0) {
 		reply_not_found(c);
 		return;

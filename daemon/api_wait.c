@@ -35,6 +35,16 @@ struct call *api_wait_done(struct api_wait *w, void **ctx)
 	return c;
 }
 
+struct call *api_wait_answered(struct api_wait *w, const struct err *e)
+{
+	struct call *c = api_wait_done(w, NULL);
+	if (c && e) {
+		api_reply(c, 0, NULL, e);
+		return NULL;
+	}
+	return c;
+}
+
 void api_waits_stop(struct http_api *api)
 {
 	while (!LIST_EMPTY(&api->waits)) {
