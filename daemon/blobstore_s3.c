@@ -519,6 +519,8 @@ static void send_step(struct s3_op *op)
 			free(id);
 		} else {
 			url = xstrdup(base_obj);
+			op->headers =
+			    curl_slist_append(op->headers, "Content-Type: application/octet-stream");
 		}
 		op->sent = 0;
 		rc |= curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
@@ -529,11 +531,14 @@ static void send_step(struct s3_op *op)
 	case SS_CREATE:
 		url = xasprintf("%s?uploads=", base_obj);
 		op->post = xstrdup("");
+		/* The object's type is given here, not by the XML of Complete. */
+		op->headers = curl_slist_append(op->headers, "Content-Type: application/octet-stream");
 		break;
 	case SS_COMPLETE: {
 		char *id = esc(e, op->upload_id);
 		url = xasprintf("%s?uploadId=%s", base_obj, id);
 		free(id);
+		op->headers = curl_slist_append(op->headers, "Content-Type: application/xml");
 		size_t cap = 128 + (size_t)op->part_no * 600;
 		char *x = xmalloc(cap);
 		size_t len = (size_t)snprintf(x, cap, "<CompleteMultipartUpload>");
@@ -579,9 +584,9 @@ static void send_step(struct s3_op *op)
 	if (op->post) {
 		rc |= curl_easy_setopt(e, CURLOPT_POSTFIELDS, op->post);
 		rc |= curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(op->post));
-		op->headers = curl_slist_append(op->headers, "Content-Type: application/xml");
 	}
 	op->headers = curl_slist_append(op->headers, "Expect:");
+	op->headers = curl_slist_append(op->headers, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
 	rc |= curl_easy_setopt(e, CURLOPT_URL, url);
 	free(url);
 #if LIBCURL_VERSION_NUM >= 0x075500

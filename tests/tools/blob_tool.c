@@ -13,7 +13,8 @@
  * store mid-upload). ls prints "KEY SIZE" lines, following the pages of
  * --page keys each. On success put and get print "bytes N"; on failure
  * "blob-tool: MESSAGE" goes to stderr and the exit status is 1 (2 for a
- * missing object, 3 for bad arguments). */
+ * missing object, 3 for bad arguments). It prints "vmhwm_kb N", its peak
+ * RSS, to stderr when an op ends. */
 #include <errno.h>
 #include <event2/event.h>
 #include <fcntl.h>
@@ -70,8 +71,22 @@ static int sink_write(void *arg, const void *buf, size_t len)
 	return 0;
 }
 
+/* Print this process's peak RSS (VmHWM of /proc/self/status): the test
+ * checks that a 100 MB object never was in memory. */
+static void print_hwm(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	while (f && fgets(line, sizeof(line), f))
+		if (strncmp(line, "VmHWM:", 6) == 0)
+			fprintf(stderr, "vmhwm_kb %lld\n", atoll(line + 6));
+	if (f)
+		fclose(f);
+}
+
 static void report(struct tool *t, const struct blob_result *r)
 {
+	print_hwm();
 	if (r->error) {
 		fprintf(stderr, "blob-tool: %s\n", r->error->message);
 		t->rc = r->error->code == ERR_NOT_FOUND ? 2 : 1;
