@@ -72,11 +72,13 @@ int blob_url_parse(const char *url, struct blob_url *out, struct err **errp)
 {
 	*out = (struct blob_url){0};
 	if (url == NULL || url[0] == '\0')
-		return err_set(errp, ERR_BAD_REQUEST, "store: empty URL (dir:PATH or s3://bucket/prefix)");
+		return err_set(errp, ERR_BAD_REQUEST,
+			       "store: empty URL (dir:PATH or s3://bucket/prefix)");
 	if (strncmp(url, "dir:", 4) == 0) {
 		const char *p = url + 4;
 		if (p[0] != '/')
-			return err_set(errp, ERR_BAD_REQUEST, "store: dir:PATH needs an absolute path");
+			return err_set(errp, ERR_BAD_REQUEST,
+				       "store: dir:PATH needs an absolute path");
 		if (strlen(p) > 1024)
 			return err_set(errp, ERR_BAD_REQUEST, "store: the path is too long");
 		out->kind = BLOB_DIR;
@@ -91,8 +93,9 @@ int blob_url_parse(const char *url, struct blob_url *out, struct err **errp)
 		const char *slash = strchr(b, '/');
 		size_t bn = slash ? (size_t)(slash - b) : strlen(b);
 		if (!bucket_valid(b, bn))
-			return err_set(errp, ERR_BAD_REQUEST,
-				       "store: bad bucket name in %s (3 to 63 of a-z, 0-9, '.', '-')", url);
+			return err_set(
+			    errp, ERR_BAD_REQUEST,
+			    "store: bad bucket name in %s (3 to 63 of a-z, 0-9, '.', '-')", url);
 		const char *pre = slash ? slash + 1 : "";
 		size_t pn = strlen(pre);
 		while (pn > 0 && pre[pn - 1] == '/')
@@ -103,7 +106,8 @@ int blob_url_parse(const char *url, struct blob_url *out, struct err **errp)
 		if (pn > 0 && !blobstore_key_valid(prefix)) {
 			free(prefix);
 			return err_set(errp, ERR_BAD_REQUEST,
-				       "store: bad prefix in %s (segments of A-Z a-z 0-9 . _ -)", url);
+				       "store: bad prefix in %s (segments of A-Z a-z 0-9 . _ -)",
+				       url);
 		}
 		if (pn > 0) {
 			prefix[pn] = '/';
@@ -114,8 +118,8 @@ int blob_url_parse(const char *url, struct blob_url *out, struct err **errp)
 		out->prefix = prefix;
 		return 0;
 	}
-	return err_set(errp, ERR_BAD_REQUEST, "store: %s is neither dir:PATH nor s3://bucket/prefix",
-		       url);
+	return err_set(errp, ERR_BAD_REQUEST,
+		       "store: %s is neither dir:PATH nor s3://bucket/prefix", url);
 }
 
 struct blobstore *blobstore_new(struct event_base *base, const struct blobstore_options *o,
@@ -216,4 +220,17 @@ void blob_cancel(struct blob_op *op)
 {
 	if (op)
 		op->s->be->cancel(op);
+}
+
+int blobstore_check_config(const char *url, const char *endpoint, const char *region,
+			   struct err **errp)
+{
+	if (url == NULL || url[0] == '\0')
+		return 0;
+	struct blob_url u;
+	if (blob_url_parse(url, &u, errp) < 0)
+		return -1;
+	int rc = u.kind == BLOB_S3 ? blobstore_s3_check_endpoint(endpoint, region, errp) : 0;
+	blob_url_clear(&u);
+	return rc;
 }

@@ -4,11 +4,13 @@
  *   dir:PATH               files under PATH (blobstore_dir.c)
  *   s3://bucket/prefix     an S3-compatible service (blobstore_s3.c)
  *
- * How the snapshot API uses it:
+ * How the snapshot API uses it (cfg->store "" means dir:<state-dir>/store):
  *
- *   struct blobstore_options o = {.url = cfg->store, .endpoint = cfg->store_endpoint,
+ *   struct blobstore_options o = {.url = url, .endpoint = cfg->store_endpoint,
  *                                 .region = cfg->store_region,
- *                                 .credentials_file = cfg->store_credentials_file};
+ *                                 .credentials_file = cfg->store_credentials_file,
+ *                                 .timeout_ms = cfg->store_timeout_ms,
+ *                                 .retries = (int)cfg->store_retries};
  *   struct blobstore *bs = blobstore_new(base, &o, &e);        // at start
  *   blobstore_reload(bs, &e);                                   // on SIGHUP
  *   struct blob_source src = {.fd = tar_fd};                    // or .read = fn
@@ -137,6 +139,12 @@ struct blob_op *blobstore_delete(struct blobstore *s, const char *key, blob_done
  * temporary file or multipart upload is removed). NULL-safe; op must not
  * have completed. */
 void blob_cancel(struct blob_op *op);
+
+/* The --store options checked at start (config_validate): url "" (the
+ * default dir:<state-dir>/store) or one that parses; an s3:// URL needs
+ * an http(s) endpoint; the region's charset. Nothing is opened. */
+int blobstore_check_config(const char *url, const char *endpoint, const char *region,
+			   struct err **errp);
 
 /* Pure helpers, exported for the tests. */
 bool blobstore_key_valid(const char *key);

@@ -39,8 +39,17 @@
 #define DIR_SCAN_MAX 100000 /* entries a list walks at most */
 
 enum dir_kind { DK_PUT, DK_GET, DK_LIST, DK_DEL };
-enum dir_step { DS_PUT_OPEN, DS_PUT_CHUNK, DS_PUT_COMMIT, DS_PUT_ABORT, DS_GET_OPEN,
-		DS_GET_CHUNK, DS_LIST, DS_DEL, DS_DONE };
+enum dir_step {
+	DS_PUT_OPEN,
+	DS_PUT_CHUNK,
+	DS_PUT_COMMIT,
+	DS_PUT_ABORT,
+	DS_GET_OPEN,
+	DS_GET_CHUNK,
+	DS_LIST,
+	DS_DEL,
+	DS_DONE
+};
 
 struct dir_store;
 
@@ -183,11 +192,11 @@ static void fsync_dir_of(const char *path)
 static void set_errno_err(struct dir_op *op, const char *what)
 {
 	int e = errno;
-	enum err_code code = e == ENOENT ? ERR_NOT_FOUND
+	enum err_code code = e == ENOENT                  ? ERR_NOT_FOUND
 			     : e == ENOSPC || e == EDQUOT ? ERR_UNAVAILABLE
-			     : ERR_INTERNAL;
-	err_give(&op->err, err_new(code, "store: %s %s: %s", what, op->key ? op->key : "",
-				   strerror(e)));
+							  : ERR_INTERNAL;
+	err_give(&op->err,
+		 err_new(code, "store: %s %s: %s", what, op->key ? op->key : "", strerror(e)));
 }
 
 static void put_abort(struct dir_op *op)
@@ -283,9 +292,9 @@ static void do_list(struct dir_op *op)
 	}
 	walk_dir(&w, fd, "");
 	if (w.overflow) {
-		err_give(&op->err, err_new(ERR_INTERNAL,
-					   "store: list: more than %d entries under the store",
-					   DIR_SCAN_MAX));
+		err_give(&op->err,
+			 err_new(ERR_INTERNAL, "store: list: more than %d entries under the store",
+				 DIR_SCAN_MAX));
 	} else {
 		size_t *idx = xmalloc((w.n ? w.n : 1) * sizeof(*idx));
 		for (size_t i = 0; i < w.n; i++)
@@ -381,9 +390,7 @@ static void dir_work(struct dir_op *op)
 		free(path);
 		return;
 	}
-	case DS_PUT_ABORT:
-		put_abort(op);
-		return;
+	case DS_PUT_ABORT: put_abort(op); return;
 	case DS_GET_OPEN: {
 		char *path = obj_path(ds, op->key);
 		op->obj_fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -398,11 +405,12 @@ static void dir_work(struct dir_op *op)
 		} else if (fstat(op->obj_fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 			err_give(&op->err, err_new(ERR_NOT_FOUND, "store: no object %s", op->key));
 		} else if (op->max_bytes && (uint64_t)st.st_size > op->max_bytes) {
-			err_give(&op->err, err_new(ERR_PAYLOAD_TOO_LARGE,
-						   "store: object %s is %lld bytes, over the cap of "
-						   "%llu",
-						   op->key, (long long)st.st_size,
-						   (unsigned long long)op->max_bytes));
+			err_give(&op->err,
+				 err_new(ERR_PAYLOAD_TOO_LARGE,
+					 "store: object %s is %lld bytes, over the cap of "
+					 "%llu",
+					 op->key, (long long)st.st_size,
+					 (unsigned long long)op->max_bytes));
 		}
 		return;
 	}
@@ -429,14 +437,9 @@ static void dir_work(struct dir_op *op)
 		}
 		return;
 	}
-	case DS_LIST:
-		do_list(op);
-		return;
-	case DS_DEL:
-		do_delete(op);
-		return;
-	case DS_DONE:
-		return;
+	case DS_LIST: do_list(op); return;
+	case DS_DEL: do_delete(op); return;
+	case DS_DONE: return;
 	}
 }
 
@@ -514,9 +517,9 @@ static void advance(struct dir_op *op)
 		if (op->io_fd < 0) {
 			ssize_t n = op->read(op->io_arg, op->buf, DIR_CHUNK);
 			if (n < 0 || n > DIR_CHUNK) {
-				err_give(&op->err, err_new(ERR_INTERNAL,
-							   "store: put %s: its source failed",
-							   op->key));
+				err_give(&op->err,
+					 err_new(ERR_INTERNAL, "store: put %s: its source failed",
+						 op->key));
 				submit(op, DS_PUT_ABORT);
 				return;
 			}
@@ -528,15 +531,13 @@ static void advance(struct dir_op *op)
 		}
 		submit(op, DS_PUT_CHUNK);
 		return;
-	case DS_GET_OPEN:
-		submit(op, DS_GET_CHUNK);
-		return;
+	case DS_GET_OPEN: submit(op, DS_GET_CHUNK); return;
 	case DS_GET_CHUNK:
 		if (op->io_fd < 0 && op->buf_len > 0) {
 			if (op->write(op->io_arg, op->buf, op->buf_len) < 0) {
-				err_give(&op->err, err_new(ERR_INTERNAL,
-							   "store: get %s: its sink failed",
-							   op->key));
+				err_give(&op->err,
+					 err_new(ERR_INTERNAL, "store: get %s: its sink failed",
+						 op->key));
 				finish(op);
 				return;
 			}
@@ -548,9 +549,7 @@ static void advance(struct dir_op *op)
 		else
 			submit(op, DS_GET_CHUNK);
 		return;
-	default:
-		finish(op);
-		return;
+	default: finish(op); return;
 	}
 }
 
@@ -719,7 +718,8 @@ int blobstore_dir_open(struct blobstore *s, const struct blob_url *u, struct err
 	if (mkdir_p(tmpdir) < 0) {
 		int e = errno;
 		free(tmpdir);
-		return err_set(errp, ERR_INTERNAL, "store: cannot make %s: %s", u->path, strerror(e));
+		return err_set(errp, ERR_INTERNAL, "store: cannot make %s: %s", u->path,
+			       strerror(e));
 	}
 	sweep_tmp(tmpdir);
 	struct dir_store *ds = xmalloc(sizeof(*ds));

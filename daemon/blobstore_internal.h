@@ -49,6 +49,8 @@ int blobstore_dir_open(struct blobstore *s, const struct blob_url *u, struct err
 int blobstore_s3_open(struct blobstore *s, const struct blob_url *u,
 		      const struct blobstore_options *o, struct err **errp);
 
+int blobstore_s3_check_endpoint(const char *ep, const char *region, struct err **errp);
+
 /* The S3 pieces the tests reach: a ListObjectsV2 answer (body, len) into
  * keys (with the store's prefix stripped; a key outside it or invalid is
  * skipped), at most max entries. Caller frees with blob_s3_list_clear. */

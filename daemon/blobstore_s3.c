@@ -45,8 +45,17 @@
 #define S3_CRED_MAX 4096
 
 enum s3_kind { SK_PUT, SK_GET, SK_LIST, SK_DEL };
-enum s3_step { SS_FILL, SS_PUT_ONE, SS_CREATE, SS_PART, SS_COMPLETE, SS_ABORT, SS_GET, SS_LIST,
-	       SS_DEL };
+enum s3_step {
+	SS_FILL,
+	SS_PUT_ONE,
+	SS_CREATE,
+	SS_PART,
+	SS_COMPLETE,
+	SS_ABORT,
+	SS_GET,
+	SS_LIST,
+	SS_DEL
+};
 
 struct s3_store {
 	struct blobstore *s;
@@ -117,8 +126,11 @@ static void xml_unescape(char *s)
 			static const struct {
 				const char *ent;
 				char c;
-			} ents[] = {{"&amp;", '&'}, {"&lt;", '<'}, {"&gt;", '>'},
-				    {"&quot;", '"'}, {"&apos;", '\''}};
+			} ents[] = {{"&amp;", '&'},
+				    {"&lt;", '<'},
+				    {"&gt;", '>'},
+				    {"&quot;", '"'},
+				    {"&apos;", '\''}};
 			bool done = false;
 			for (size_t i = 0; i < sizeof(ents) / sizeof(ents[0]); i++) {
 				size_t n = strlen(ents[i].ent);
@@ -133,7 +145,8 @@ static void xml_unescape(char *s)
 				/* &#NN; / &#xNN;: kept only for ASCII (a key outside it is
 				 * invalid anyway) */
 				char *end;
-				long v = r[2] == 'x' ? strtol(r + 3, &end, 16) : strtol(r + 2, &end, 10);
+				long v =
+				    r[2] == 'x' ? strtol(r + 3, &end, 16) : strtol(r + 2, &end, 10);
 				if (*end == ';' && v > 0 && v < 128) {
 					*w++ = (char)v;
 					r = end + 1;
@@ -190,7 +203,8 @@ int blob_s3_parse_list(const char *body, size_t len, const char *prefix, size_t 
 	*out = (struct blob_s3_list){0};
 	const char *end = body + len;
 	if (memmem(body, len, "<ListBucketResult", 17) == NULL)
-		return err_set(errp, ERR_UNAVAILABLE, "store: the list answer is not a ListBucketResult");
+		return err_set(errp, ERR_UNAVAILABLE,
+			       "store: the list answer is not a ListBucketResult");
 	size_t pn = strlen(prefix);
 	const char *p = body;
 	for (;;) {
@@ -515,12 +529,13 @@ static void send_step(struct s3_op *op)
 	case SS_PART:
 		if (op->step == SS_PART) {
 			char *id = esc(e, op->upload_id);
-			url = xasprintf("%s?partNumber=%d&uploadId=%s", base_obj, op->part_no + 1, id);
+			url = xasprintf("%s?partNumber=%d&uploadId=%s", base_obj, op->part_no + 1,
+					id);
 			free(id);
 		} else {
 			url = xstrdup(base_obj);
-			op->headers =
-			    curl_slist_append(op->headers, "Content-Type: application/octet-stream");
+			op->headers = curl_slist_append(op->headers,
+							"Content-Type: application/octet-stream");
 		}
 		op->sent = 0;
 		rc |= curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
@@ -532,7 +547,8 @@ static void send_step(struct s3_op *op)
 		url = xasprintf("%s?uploads=", base_obj);
 		op->post = xstrdup("");
 		/* The object's type is given here, not by the XML of Complete. */
-		op->headers = curl_slist_append(op->headers, "Content-Type: application/octet-stream");
+		op->headers =
+		    curl_slist_append(op->headers, "Content-Type: application/octet-stream");
 		break;
 	case SS_COMPLETE: {
 		char *id = esc(e, op->upload_id);
@@ -543,9 +559,10 @@ static void send_step(struct s3_op *op)
 		char *x = xmalloc(cap);
 		size_t len = (size_t)snprintf(x, cap, "<CompleteMultipartUpload>");
 		for (int i = 0; i < op->part_no; i++)
-			len += (size_t)snprintf(x + len, cap - len,
-						"<Part><PartNumber>%d</PartNumber><ETag>%s</ETag></Part>",
-						i + 1, op->etags[i]);
+			len += (size_t)snprintf(
+			    x + len, cap - len,
+			    "<Part><PartNumber>%d</PartNumber><ETag>%s</ETag></Part>", i + 1,
+			    op->etags[i]);
 		snprintf(x + len, cap - len, "</CompleteMultipartUpload>");
 		op->post = x;
 		break;
@@ -557,9 +574,7 @@ static void send_step(struct s3_op *op)
 		rc |= curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, "DELETE");
 		break;
 	}
-	case SS_GET:
-		url = xstrdup(base_obj);
-		break;
+	case SS_GET: url = xstrdup(base_obj); break;
 	case SS_DEL:
 		url = xstrdup(base_obj);
 		rc |= curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, "DELETE");
@@ -571,19 +586,19 @@ static void send_step(struct s3_op *op)
 		free(full);
 		char *t = op->token ? esc(e, op->token) : NULL;
 		url = xasprintf("%s/%s?%s%s%slist-type=2&max-keys=%zu&prefix=%s", ss->endpoint,
-				ss->bucket, t ? "continuation-token=" : "", t ? t : "", t ? "&" : "",
-				op->max_keys, p);
+				ss->bucket, t ? "continuation-token=" : "", t ? t : "",
+				t ? "&" : "", op->max_keys, p);
 		free(p);
 		free(t);
 		break;
 	}
-	case SS_FILL:
-		abort();
+	case SS_FILL: abort();
 	}
 	free(obj);
 	if (op->post) {
 		rc |= curl_easy_setopt(e, CURLOPT_POSTFIELDS, op->post);
-		rc |= curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(op->post));
+		rc |=
+		    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(op->post));
 	}
 	op->headers = curl_slist_append(op->headers, "Expect:");
 	op->headers = curl_slist_append(op->headers, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
@@ -617,24 +632,15 @@ static void send_step(struct s3_op *op)
 static const char *step_name(enum s3_step st)
 {
 	switch (st) {
-	case SS_PUT_ONE:
-		return "put";
-	case SS_CREATE:
-		return "put (create multipart upload)";
-	case SS_PART:
-		return "put (upload part)";
-	case SS_COMPLETE:
-		return "put (complete multipart upload)";
-	case SS_ABORT:
-		return "put (abort multipart upload)";
-	case SS_GET:
-		return "get";
-	case SS_LIST:
-		return "list";
-	case SS_DEL:
-		return "delete";
-	case SS_FILL:
-		break;
+	case SS_PUT_ONE: return "put";
+	case SS_CREATE: return "put (create multipart upload)";
+	case SS_PART: return "put (upload part)";
+	case SS_COMPLETE: return "put (complete multipart upload)";
+	case SS_ABORT: return "put (abort multipart upload)";
+	case SS_GET: return "get";
+	case SS_LIST: return "list";
+	case SS_DEL: return "delete";
+	case SS_FILL: break;
 	}
 	return "put";
 }
@@ -651,12 +657,12 @@ static struct err *answer_err(struct s3_op *op)
 {
 	char *code = op->answer ? blob_s3_xml_value(op->answer, op->answer_len, "Code") : NULL;
 	char *msg = op->answer ? blob_s3_xml_value(op->answer, op->answer_len, "Message") : NULL;
-	enum err_code ec = op->status == 404 ? ERR_NOT_FOUND
+	enum err_code ec = op->status == 404   ? ERR_NOT_FOUND
 			   : op->status == 403 ? ERR_FORBIDDEN
-			   : ERR_UNAVAILABLE;
+					       : ERR_UNAVAILABLE;
 	struct err *e = err_new(ec, "store: %s %s: HTTP %ld%s%s%s%s", step_name(op->step),
-				op->key ? op->key : "", op->status, code ? " " : "", code ? code : "",
-				msg ? ": " : "", msg ? msg : "");
+				op->key ? op->key : "", op->status, code ? " " : "",
+				code ? code : "", msg ? ": " : "", msg ? msg : "");
 	free(code);
 	free(msg);
 	return e;
@@ -690,9 +696,10 @@ static void transfer_done(CURL *easy, CURLcode res, void *arg)
 		return;
 	}
 	if (res != CURLE_OK) {
-		const char *why = res == CURLE_COULDNT_CONNECT	    ? "unreachable (connection refused)"
-				  : res == CURLE_OPERATION_TIMEDOUT ? "no answer within the deadline"
-								    : curl_easy_strerror(res);
+		const char *why = res == CURLE_COULDNT_CONNECT ? "unreachable (connection refused)"
+				  : res == CURLE_OPERATION_TIMEDOUT
+				      ? "no answer within the deadline"
+				      : curl_easy_strerror(res);
 		err_give(&op->err, err_new(ERR_UNAVAILABLE, "store: %s %s: %s (after %d attempts)",
 					   step_name(op->step), op->key ? op->key : "", why,
 					   op->attempt + 1));
@@ -711,13 +718,15 @@ static void transfer_done(CURL *easy, CURLcode res, void *arg)
 	case SS_CREATE:
 		if (st != 200)
 			break;
-		op->upload_id = op->answer ? blob_s3_xml_value(op->answer, op->answer_len, "UploadId")
-					   : NULL;
-		if (op->upload_id == NULL || op->upload_id[0] == '\0' || strlen(op->upload_id) > 1024) {
+		op->upload_id =
+		    op->answer ? blob_s3_xml_value(op->answer, op->answer_len, "UploadId") : NULL;
+		if (op->upload_id == NULL || op->upload_id[0] == '\0' ||
+		    strlen(op->upload_id) > 1024) {
 			free(op->upload_id);
 			op->upload_id = NULL;
-			err_give(&op->err, err_new(ERR_UNAVAILABLE,
-						   "store: put %s: no UploadId in the answer", op->key));
+			err_give(&op->err,
+				 err_new(ERR_UNAVAILABLE,
+					 "store: put %s: no UploadId in the answer", op->key));
 			fail(op);
 			return;
 		}
@@ -728,9 +737,9 @@ static void transfer_done(CURL *easy, CURLcode res, void *arg)
 		if (st != 200)
 			break;
 		if (op->etag == NULL) {
-			err_give(&op->err, err_new(ERR_UNAVAILABLE,
-						   "store: put %s: no ETag for part %d", op->key,
-						   op->part_no + 1));
+			err_give(&op->err,
+				 err_new(ERR_UNAVAILABLE, "store: put %s: no ETag for part %d",
+					 op->key, op->part_no + 1));
 			fail(op);
 			return;
 		}
@@ -768,8 +777,7 @@ static void transfer_done(CURL *easy, CURLcode res, void *arg)
 		finish(op);
 		return;
 	}
-	case SS_FILL:
-		break;
+	case SS_FILL: break;
 	}
 	err_give(&op->err, answer_err(op));
 	fail(op);
@@ -810,8 +818,8 @@ static void fill_turn(evutil_socket_t fd, short what, void *arg)
 		n = op->read(op->io_arg, op->part + op->part_len, want);
 	}
 	if (n < 0 || (size_t)n > want) {
-		err_give(&op->err, err_new(ERR_INTERNAL, "store: put %s: its source failed",
-					   op->key));
+		err_give(&op->err,
+			 err_new(ERR_INTERNAL, "store: put %s: its source failed", op->key));
 		fail(op);
 		return;
 	}
@@ -829,8 +837,8 @@ static void fill_turn(evutil_socket_t fd, short what, void *arg)
 	} else if (op->part_len == 0) { /* the source ended on a part boundary */
 		op->step = SS_COMPLETE;
 	} else if (op->part_no >= S3_MAX_PARTS) {
-		err_give(&op->err, err_new(ERR_PAYLOAD_TOO_LARGE,
-					   "store: put %s: over %d parts", op->key, S3_MAX_PARTS));
+		err_give(&op->err, err_new(ERR_PAYLOAD_TOO_LARGE, "store: put %s: over %d parts",
+					   op->key, S3_MAX_PARTS));
 		fail(op);
 		return;
 	} else {
@@ -1005,10 +1013,8 @@ static bool region_valid(const char *r)
 	return true;
 }
 
-int blobstore_s3_open(struct blobstore *s, const struct blob_url *u,
-		      const struct blobstore_options *o, struct err **errp)
+int blobstore_s3_check_endpoint(const char *ep, const char *region, struct err **errp)
 {
-	const char *ep = o->endpoint;
 	if (ep == NULL || ep[0] == '\0')
 		return err_set(errp, ERR_BAD_REQUEST,
 			       "store: an s3:// store needs --store-endpoint (http://HOST:PORT)");
@@ -1018,9 +1024,19 @@ int blobstore_s3_open(struct blobstore *s, const struct blob_url *u,
 	if (strlen(ep) > 512 || strchr(ep + 8, '?') || strchr(ep, '#') || strchr(ep, '@'))
 		return err_set(errp, ERR_BAD_REQUEST,
 			       "store: --store-endpoint is scheme://host[:port][/path] only");
+	if (region && region[0] && !region_valid(region))
+		return err_set(errp, ERR_BAD_REQUEST, "store: bad region %s (a-z, 0-9, '-')",
+			       region);
+	return 0;
+}
+
+int blobstore_s3_open(struct blobstore *s, const struct blob_url *u,
+		      const struct blobstore_options *o, struct err **errp)
+{
+	const char *ep = o->endpoint;
 	const char *region = o->region && o->region[0] ? o->region : "us-east-1";
-	if (!region_valid(region))
-		return err_set(errp, ERR_BAD_REQUEST, "store: bad region %s (a-z, 0-9, '-')", region);
+	if (blobstore_s3_check_endpoint(ep, region, errp) < 0)
+		return -1;
 	size_t part = o->part_size ? o->part_size : 8 * 1024 * 1024;
 	if (part < 5 * 1024 * 1024 || part > 512 * 1024 * 1024)
 		return err_set(errp, ERR_BAD_REQUEST, "store: the part size is 5 MiB to 512 MiB");
@@ -1030,7 +1046,8 @@ int blobstore_s3_open(struct blobstore *s, const struct blob_url *u,
 				.bucket = xstrdup(u->bucket),
 				.prefix = xstrdup(u->prefix),
 				.region = xstrdup(region),
-				.cred_file = o->credentials_file ? xstrdup(o->credentials_file) : NULL,
+				.cred_file =
+				    o->credentials_file ? xstrdup(o->credentials_file) : NULL,
 				.sigv4 = xasprintf("aws:amz:%s:s3", region),
 				.timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 60000,
 				.retries = o->retries > 0 ? o->retries : 4,

@@ -146,8 +146,17 @@ int main(int argc, char **argv)
 	bool via_cb = false;
 	long long max_bytes = 0;
 	struct tool t = {.fd = -1, .page = 1000, .next_note = 8u << 20};
-	enum { O_ENDPOINT = 256, O_REGION, O_CRED, O_PART, O_RETRIES, O_TIMEOUT, O_VIA, O_PAGE,
-	       O_MAX };
+	enum {
+		O_ENDPOINT = 256,
+		O_REGION,
+		O_CRED,
+		O_PART,
+		O_RETRIES,
+		O_TIMEOUT,
+		O_VIA,
+		O_PAGE,
+		O_MAX
+	};
 	static const struct option longopts[] = {
 	    {"store", required_argument, NULL, 's'},
 	    {"store-endpoint", required_argument, NULL, O_ENDPOINT},
@@ -163,38 +172,17 @@ int main(int argc, char **argv)
 	int c;
 	while ((c = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
 		switch (c) {
-		case 's':
-			o.url = optarg;
-			break;
-		case O_ENDPOINT:
-			o.endpoint = optarg;
-			break;
-		case O_REGION:
-			o.region = optarg;
-			break;
-		case O_CRED:
-			o.credentials_file = optarg;
-			break;
-		case O_PART:
-			o.part_size = (size_t)strtoull(optarg, NULL, 10);
-			break;
-		case O_RETRIES:
-			o.retries = atoi(optarg);
-			break;
-		case O_TIMEOUT:
-			o.timeout_ms = atoll(optarg);
-			break;
-		case O_VIA:
-			via_cb = true;
-			break;
-		case O_PAGE:
-			t.page = (size_t)strtoull(optarg, NULL, 10);
-			break;
-		case O_MAX:
-			max_bytes = atoll(optarg);
-			break;
-		default:
-			usage();
+		case 's': o.url = optarg; break;
+		case O_ENDPOINT: o.endpoint = optarg; break;
+		case O_REGION: o.region = optarg; break;
+		case O_CRED: o.credentials_file = optarg; break;
+		case O_PART: o.part_size = (size_t)strtoull(optarg, NULL, 10); break;
+		case O_RETRIES: o.retries = atoi(optarg); break;
+		case O_TIMEOUT: o.timeout_ms = atoll(optarg); break;
+		case O_VIA: via_cb = true; break;
+		case O_PAGE: t.page = (size_t)strtoull(optarg, NULL, 10); break;
+		case O_MAX: max_bytes = atoll(optarg); break;
+		default: usage();
 		}
 	}
 	if (o.url == NULL || optind >= argc)
