@@ -216,6 +216,12 @@ struct blob_op *blobstore_delete(struct blobstore *s, const char *key, blob_done
 	return s->be->del(s, key, cb, arg);
 }
 
+void blob_resume(struct blob_op *op)
+{
+	if (op)
+		op->s->be->resume(op);
+}
+
 void blob_cancel(struct blob_op *op)
 {
 	if (op)

@@ -59,9 +59,14 @@ struct blobstore_options {
 
 /* Where a put reads from: fd when >= 0 (borrowed: the store dup()s it, so
  * the caller may close its own at once; read from its current offset to
- * its end; a regular file or a blocking pipe), else read(arg, buf, cap),
- * pulled from the loop: it returns the bytes it put in buf (> 0), 0 at the
- * end, -1 on failure. */
+ * its end). The fd must be a regular file: the S3 store reads it on the
+ * loop and the dir store on its one worker thread, so a pipe that waits
+ * would stall one or the other. A stream (a container's tar on a socket)
+ * is given as read(arg, buf, cap) instead, pulled from the loop: it
+ * returns the bytes it put in buf (> 0), 0 at the end, -1 on failure, or
+ * BLOB_READ_AGAIN when it has nothing yet: the store then waits, without
+ * calling it, until the caller says blob_resume(op). */
+#define BLOB_READ_AGAIN (-2)
 typedef ssize_t (*blob_read_fn)(void *arg, void *buf, size_t cap);
 struct blob_source {
 	int fd;
@@ -145,6 +150,10 @@ void blob_cancel(struct blob_op *op);
  * an http(s) endpoint; the region's charset. Nothing is opened. */
 int blobstore_check_config(const char *url, const char *endpoint, const char *region,
 			   struct err **errp);
+
+/* A put whose read callback said BLOB_READ_AGAIN pulls again, from the
+ * loop (never inside this call). A no-op when it is not waiting. */
+void blob_resume(struct blob_op *op);
 
 /* Pure helpers, exported for the tests. */
 bool blobstore_key_valid(const char *key);

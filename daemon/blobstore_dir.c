@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "blobstore_internal.h"
+#include "defer.h"
 #include "xalloc.h"
 
 #define DIR_CHUNK (1024 * 1024)
@@ -78,6 +79,8 @@ struct dir_op {
 	char *next_token;
 	struct err *err;
 	bool cancelled;
+	bool parked;             /* on the loop: its source said BLOB_READ_AGAIN */
+	struct event *resume_ev; /* pulls again, after blob_resume */
 	blob_done_cb cb;
 	void *arg;
 	TAILQ_ENTRY(dir_op) qlink;
@@ -100,6 +103,8 @@ struct dir_store {
 static void op_free(struct dir_op *op)
 {
 	LIST_REMOVE(op, link);
+	if (op->resume_ev)
+		event_free(op->resume_ev);
 	if (op->io_fd >= 0)
 		close(op->io_fd);
 	if (op->obj_fd >= 0)
@@ -516,6 +521,10 @@ static void advance(struct dir_op *op)
 		}
 		if (op->io_fd < 0) {
 			ssize_t n = op->read(op->io_arg, op->buf, DIR_CHUNK);
+			if (n == BLOB_READ_AGAIN) {
+				op->parked = true; /* back on blob_resume */
+				return;
+			}
 			if (n < 0 || n > DIR_CHUNK) {
 				err_give(&op->err,
 					 err_new(ERR_INTERNAL, "store: put %s: its source failed",
@@ -638,11 +647,39 @@ static struct blob_op *dir_del(struct blobstore *s, const char *key, blob_done_c
 	return &op->base;
 }
 
+static void resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	advance(arg); /* the same step again: it pulls from the source */
+}
+
+static void dir_resume(struct blob_op *bop)
+{
+	struct dir_op *op = (struct dir_op *)bop;
+	if (!op->parked)
+		return;
+	op->parked = false;
+	if (op->resume_ev == NULL)
+		op->resume_ev = evtimer_new(op->ds->s->base, resume_cb, op);
+	defer_event(op->resume_ev);
+}
+
 static void dir_cancel(struct blob_op *bop)
 {
-	/* The op is on the thread (it always is between the loop's steps):
-	 * it is freed when it comes back, its temporary file removed. */
-	((struct dir_op *)bop)->cancelled = true;
+	/* The op is on the thread (it is between the loop's steps), and is
+	 * freed when it comes back, its temporary file removed. A put waiting
+	 * for its source (or about to pull again) is on the loop: it is sent
+	 * to the thread to remove its temporary file. */
+	struct dir_op *op = (struct dir_op *)bop;
+	op->cancelled = true;
+	bool pending = op->resume_ev && evtimer_pending(op->resume_ev, NULL);
+	if (op->parked || pending) {
+		op->parked = false;
+		if (op->resume_ev)
+			event_del(op->resume_ev);
+		submit(op, DS_PUT_ABORT);
+	}
 }
 
 static void dir_free(struct blobstore *s)
@@ -675,6 +712,7 @@ static const struct blob_backend dir_backend = {
     .list = dir_list,
     .del = dir_del,
     .cancel = dir_cancel,
+    .resume = dir_resume,
     .free = dir_free,
     .reload = NULL,
 };

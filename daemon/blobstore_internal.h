@@ -33,6 +33,7 @@ struct blob_backend {
 				size_t max_keys, blob_done_cb cb, void *arg);
 	struct blob_op *(*del)(struct blobstore *s, const char *key, blob_done_cb cb, void *arg);
 	void (*cancel)(struct blob_op *op);
+	void (*resume)(struct blob_op *op);
 	void (*free)(struct blobstore *s);
 	int (*reload)(struct blobstore *s, struct err **errp);
 };

@@ -107,6 +107,7 @@ struct s3_op {
 	struct event *timer;   /* backoff, the first request, an early failure */
 	struct event *fill_ev; /* a put's next turn of reading its source */
 	uint64_t bytes;
+	bool parked; /* its source said BLOB_READ_AGAIN: waits for blob_resume */
 	struct err *err;
 	blob_done_cb cb;
 	void *arg;
@@ -816,6 +817,10 @@ static void fill_turn(evutil_socket_t fd, short what, void *arg)
 		while (n < 0 && errno == EINTR);
 	} else {
 		n = op->read(op->io_arg, op->part + op->part_len, want);
+		if (n == BLOB_READ_AGAIN) {
+			op->parked = true;
+			return;
+		}
 	}
 	if (n < 0 || (size_t)n > want) {
 		err_give(&op->err,
@@ -946,6 +951,15 @@ static void orphan_done(const struct blob_result *r, void *arg)
 	(void)arg;
 }
 
+static void s3_resume(struct blob_op *bop)
+{
+	struct s3_op *op = (struct s3_op *)bop;
+	if (op->parked) {
+		op->parked = false;
+		defer_event(op->fill_ev);
+	}
+}
+
 static void s3_cancel(struct blob_op *bop)
 {
 	struct s3_op *op = (struct s3_op *)bop;
@@ -955,6 +969,7 @@ static void s3_cancel(struct blob_op *bop)
 			event_del(op->timer);
 		if (op->fill_ev)
 			event_del(op->fill_ev);
+		op->parked = false;
 		op->cb = orphan_done;
 		op->step = SS_ABORT;
 		op->attempt = op->ss->retries; /* one try */
@@ -998,6 +1013,7 @@ static const struct blob_backend s3_backend = {
     .list = s3_list,
     .del = s3_del,
     .cancel = s3_cancel,
+    .resume = s3_resume,
     .free = s3_free,
     .reload = s3_reload,
 };

@@ -7,7 +7,9 @@
  *             [--timeout-ms N] [--via-callback] [--page N] [--max-bytes N]
  *             put FILE KEY | get KEY FILE | ls [PREFIX] | rm KEY
  *
- * FILE "-" is stdin or stdout. --via-callback streams through the read and
+ * FILE "-" is stdin or stdout. --again (implies --via-callback): the
+ * source answers BLOB_READ_AGAIN every other call and resumes the put
+ * from a timer, as a stream that is not ready would. --via-callback streams through the read and
  * write callbacks instead of handing the store the fd, and prints
  * "read N" to stderr at every 8 MiB it fed (a test waits on it to kill the
  * store mid-upload). ls prints "KEY SIZE" lines, following the pages of
@@ -30,6 +32,10 @@
 struct tool {
 	struct event_base *base;
 	struct blobstore *bs;
+	struct blob_op *op;
+	bool again; /* --again: the source says BLOB_READ_AGAIN every other call */
+	unsigned calls;
+	struct event *resume;
 	int fd;
 	uint64_t fed, next_note;
 	const char *prefix;
@@ -41,6 +47,11 @@ struct tool {
 static ssize_t src_read(void *arg, void *buf, size_t cap)
 {
 	struct tool *t = arg;
+	if (t->again && ++t->calls % 2 == 0) {
+		struct timeval soon = {0, 100};
+		evtimer_add(t->resume, &soon);
+		return BLOB_READ_AGAIN;
+	}
 	ssize_t n;
 	do
 		n = read(t->fd, buf, cap);
@@ -82,6 +93,14 @@ static void print_hwm(void)
 			fprintf(stderr, "vmhwm_kb %lld\n", atoll(line + 6));
 	if (f)
 		fclose(f);
+}
+
+static void resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct tool *t = arg;
+	blob_resume(t->op);
 }
 
 static void report(struct tool *t, const struct blob_result *r)
@@ -155,7 +174,8 @@ int main(int argc, char **argv)
 		O_TIMEOUT,
 		O_VIA,
 		O_PAGE,
-		O_MAX
+		O_MAX,
+		O_AGAIN
 	};
 	static const struct option longopts[] = {
 	    {"store", required_argument, NULL, 's'},
@@ -168,6 +188,7 @@ int main(int argc, char **argv)
 	    {"via-callback", no_argument, NULL, O_VIA},
 	    {"page", required_argument, NULL, O_PAGE},
 	    {"max-bytes", required_argument, NULL, O_MAX},
+	    {"again", no_argument, NULL, O_AGAIN},
 	    {NULL, 0, NULL, 0}};
 	int c;
 	while ((c = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
@@ -182,6 +203,7 @@ int main(int argc, char **argv)
 		case O_VIA: via_cb = true; break;
 		case O_PAGE: t.page = (size_t)strtoull(optarg, NULL, 10); break;
 		case O_MAX: max_bytes = atoll(optarg); break;
+		case O_AGAIN: t.again = via_cb = true; break;
 		default: usage();
 		}
 	}
@@ -207,7 +229,8 @@ int main(int argc, char **argv)
 			return 3;
 		}
 		struct blob_source src = {.fd = via_cb ? -1 : t.fd, .read = src_read, .arg = &t};
-		op = blobstore_put(t.bs, args[1], &src, bytes_done, &t, &e);
+		t.resume = evtimer_new(t.base, resume_cb, &t);
+		op = t.op = blobstore_put(t.bs, args[1], &src, bytes_done, &t, &e);
 	} else if (strcmp(cmd, "get") == 0 && nargs == 2) {
 		t.fd = strcmp(args[1], "-") == 0
 			   ? dup(1)
@@ -246,6 +269,8 @@ out:
 	if (t.fd >= 0)
 		close(t.fd);
 	free(t.token);
+	if (t.resume)
+		event_free(t.resume);
 	event_base_free(t.base);
 	return t.rc;
 }
