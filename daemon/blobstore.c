@@ -216,6 +216,11 @@ struct blob_op *blobstore_delete(struct blobstore *s, const char *key, blob_done
 	return s->be->del(s, key, cb, arg);
 }
 
+size_t blobstore_ops(const struct blobstore *s)
+{
+	return s->be->count(s);
+}
+
 void blob_resume(struct blob_op *op)
 {
 	if (op)

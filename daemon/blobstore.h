@@ -141,9 +141,15 @@ struct blob_op *blobstore_delete(struct blobstore *s, const char *key, blob_done
 				 struct err **errp);
 
 /* op's callback will not run, and what it started is undone (a put's
- * temporary file or multipart upload is removed). NULL-safe; op must not
- * have completed. */
+ * temporary file or multipart upload is removed; the S3 abort is a request
+ * the store finishes on its own, counted by blobstore_ops). NULL-safe; op
+ * must not have completed, and this is not called from inside op's own
+ * read or write callback (defer it to the loop). */
 void blob_cancel(struct blob_op *op);
+
+/* Ops the store holds: in flight, and cancelled ones still undoing what
+ * they started. A clean shutdown waits for 0 before blobstore_free. */
+size_t blobstore_ops(const struct blobstore *s);
 
 /* The --store options checked at start (config_validate): url "" (the
  * default dir:<state-dir>/store) or one that parses; an s3:// URL needs

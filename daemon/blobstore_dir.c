@@ -706,6 +706,15 @@ static void dir_free(struct blobstore *s)
 	free(ds);
 }
 
+static size_t dir_count(const struct blobstore *s)
+{
+	const struct dir_store *ds = s->impl;
+	size_t n = 0;
+	for (const struct dir_op *op = LIST_FIRST(&ds->ops); op; op = LIST_NEXT(op, link))
+		n++;
+	return n;
+}
+
 static const struct blob_backend dir_backend = {
     .put = dir_put,
     .get = dir_get,
@@ -714,6 +723,7 @@ static const struct blob_backend dir_backend = {
     .cancel = dir_cancel,
     .resume = dir_resume,
     .free = dir_free,
+    .count = dir_count,
     .reload = NULL,
 };
 

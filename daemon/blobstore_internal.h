@@ -35,6 +35,7 @@ struct blob_backend {
 	void (*cancel)(struct blob_op *op);
 	void (*resume)(struct blob_op *op);
 	void (*free)(struct blobstore *s);
+	size_t (*count)(const struct blobstore *s);
 	int (*reload)(struct blobstore *s, struct err **errp);
 };
 

@@ -1007,6 +1007,15 @@ static int s3_reload(struct blobstore *s, struct err **errp)
 	return load_credentials(s->impl, errp);
 }
 
+static size_t s3_count(const struct blobstore *s)
+{
+	const struct s3_store *ds = s->impl;
+	size_t n = 0;
+	for (const struct s3_op *op = LIST_FIRST(&ds->ops); op; op = LIST_NEXT(op, link))
+		n++;
+	return n;
+}
+
 static const struct blob_backend s3_backend = {
     .put = s3_put,
     .get = s3_get,
@@ -1015,6 +1024,7 @@ static const struct blob_backend s3_backend = {
     .cancel = s3_cancel,
     .resume = s3_resume,
     .free = s3_free,
+    .count = s3_count,
     .reload = s3_reload,
 };
 

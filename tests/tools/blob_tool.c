@@ -12,7 +12,9 @@
  * from a timer, as a stream that is not ready would. --via-callback streams through the read and
  * write callbacks instead of handing the store the fd, and prints
  * "read N" to stderr at every 8 MiB it fed (a test waits on it to kill the
- * store mid-upload). ls prints "KEY SIZE" lines, following the pages of
+ * store mid-upload). --cancel-after BYTES (implies --via-callback)
+ * cancels the put once it fed that much, prints "cancelled after N" and
+ * waits until the store holds no op. ls prints "KEY SIZE" lines, following the pages of
  * --page keys each. On success put and get print "bytes N"; on failure
  * "blob-tool: MESSAGE" goes to stderr and the exit status is 1 (2 for a
  * missing object, 3 for bad arguments). It prints "vmhwm_kb N", its peak
@@ -36,6 +38,8 @@ struct tool {
 	bool again; /* --again: the source says BLOB_READ_AGAIN every other call */
 	unsigned calls;
 	struct event *resume;
+	uint64_t cancel_after; /* --cancel-after: cancel the put once it fed this much */
+	struct event *cancel_ev, *poll_ev;
 	int fd;
 	uint64_t fed, next_note;
 	const char *prefix;
@@ -58,6 +62,10 @@ static ssize_t src_read(void *arg, void *buf, size_t cap)
 	while (n < 0 && errno == EINTR);
 	if (n > 0) {
 		t->fed += (uint64_t)n;
+		/* not from inside the callback: blob_cancel's rule */
+		if (t->cancel_after && t->fed >= t->cancel_after &&
+		    !evtimer_pending(t->cancel_ev, NULL))
+			event_active(t->cancel_ev, EV_TIMEOUT, 0);
 		while (t->fed >= t->next_note) {
 			fprintf(stderr, "read %llu\n", (unsigned long long)t->next_note);
 			t->next_note += 8u << 20;
@@ -101,6 +109,35 @@ static void resume_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	struct tool *t = arg;
 	blob_resume(t->op);
+}
+
+/* After a cancel: wait until the store holds no op (the S3 abort went
+ * out), then end. */
+static void poll_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct tool *t = arg;
+	if (blobstore_ops(t->bs) == 0) {
+		print_hwm();
+		event_base_loopbreak(t->base);
+		return;
+	}
+	struct timeval tick = {0, 10000};
+	evtimer_add(t->poll_ev, &tick);
+}
+
+static void cancel_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct tool *t = arg;
+	if (t->op == NULL)
+		return;
+	blob_cancel(t->op);
+	t->op = NULL;
+	printf("cancelled after %llu\n", (unsigned long long)t->fed);
+	poll_cb(-1, EV_TIMEOUT, t);
 }
 
 static void report(struct tool *t, const struct blob_result *r)
@@ -175,7 +212,8 @@ int main(int argc, char **argv)
 		O_VIA,
 		O_PAGE,
 		O_MAX,
-		O_AGAIN
+		O_AGAIN,
+		O_CANCEL
 	};
 	static const struct option longopts[] = {
 	    {"store", required_argument, NULL, 's'},
@@ -189,6 +227,7 @@ int main(int argc, char **argv)
 	    {"page", required_argument, NULL, O_PAGE},
 	    {"max-bytes", required_argument, NULL, O_MAX},
 	    {"again", no_argument, NULL, O_AGAIN},
+	    {"cancel-after", required_argument, NULL, O_CANCEL},
 	    {NULL, 0, NULL, 0}};
 	int c;
 	while ((c = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
@@ -204,6 +243,10 @@ int main(int argc, char **argv)
 		case O_PAGE: t.page = (size_t)strtoull(optarg, NULL, 10); break;
 		case O_MAX: max_bytes = atoll(optarg); break;
 		case O_AGAIN: t.again = via_cb = true; break;
+		case O_CANCEL:
+			t.cancel_after = strtoull(optarg, NULL, 10);
+			via_cb = true;
+			break;
 		default: usage();
 		}
 	}
@@ -230,6 +273,8 @@ int main(int argc, char **argv)
 		}
 		struct blob_source src = {.fd = via_cb ? -1 : t.fd, .read = src_read, .arg = &t};
 		t.resume = evtimer_new(t.base, resume_cb, &t);
+		t.cancel_ev = evtimer_new(t.base, cancel_cb, &t);
+		t.poll_ev = evtimer_new(t.base, poll_cb, &t);
 		op = t.op = blobstore_put(t.bs, args[1], &src, bytes_done, &t, &e);
 	} else if (strcmp(cmd, "get") == 0 && nargs == 2) {
 		t.fd = strcmp(args[1], "-") == 0
@@ -271,6 +316,10 @@ out:
 	free(t.token);
 	if (t.resume)
 		event_free(t.resume);
+	if (t.cancel_ev)
+		event_free(t.cancel_ev);
+	if (t.poll_ev)
+		event_free(t.poll_ev);
 	event_base_free(t.base);
 	return t.rc;
 }
