@@ -613,7 +613,16 @@ static void send_step(struct s3_op *op)
 	rc |= curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
 	rc |= curl_easy_setopt(e, CURLOPT_PROXY, "");
 	rc |= curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-	rc |= curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)ss->timeout_ms);
+	if (op->step == SS_GET) {
+		/* A get is one request however large the object: its deadline
+		 * is on progress (under 1 KiB/s for the timeout), not on the
+		 * whole transfer, or a big snapshot could never be read. */
+		long secs = (long)(ss->timeout_ms / 1000);
+		rc |= curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+		rc |= curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, secs > 0 ? secs : 1L);
+	} else {
+		rc |= curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)ss->timeout_ms);
+	}
 	rc |= curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
 	rc |= curl_easy_setopt(e, CURLOPT_AWS_SIGV4, ss->sigv4);
 	rc |= curl_easy_setopt(e, CURLOPT_USERPWD, ss->userpwd);
@@ -654,22 +663,38 @@ static void retry_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 /* The error the service said, or the status. */
-static struct err *answer_err(struct s3_op *op)
+static struct err *answer_err(struct s3_op *op, int tries)
 {
 	char *code = op->answer ? blob_s3_xml_value(op->answer, op->answer_len, "Code") : NULL;
 	char *msg = op->answer ? blob_s3_xml_value(op->answer, op->answer_len, "Message") : NULL;
 	enum err_code ec = op->status == 404   ? ERR_NOT_FOUND
 			   : op->status == 403 ? ERR_FORBIDDEN
 					       : ERR_UNAVAILABLE;
-	struct err *e = err_new(ec, "store: %s %s: HTTP %ld%s%s%s%s", step_name(op->step),
+	char after[48] = "";
+	if (tries > 1)
+		snprintf(after, sizeof(after), " (after %d attempts)", tries);
+	struct err *e = err_new(ec, "store: %s %s: HTTP %ld%s%s%s%s%s", step_name(op->step),
 				op->key ? op->key : "", op->status, code ? " " : "",
-				code ? code : "", msg ? ": " : "", msg ? msg : "");
+				code ? code : "", msg ? ": " : "", msg ? msg : "", after);
 	free(code);
 	free(msg);
 	return e;
 }
 
 static void after_put_part(struct s3_op *op);
+
+/* An ETag goes back into the XML of CompleteMultipartUpload: printable,
+ * nothing that could close or open markup there. */
+static bool etag_valid(const char *t)
+{
+	if (t[0] == '\0')
+		return false;
+	for (; *t; t++)
+		if ((unsigned char)*t < 0x20 || (unsigned char)*t > 0x7e || *t == '<' ||
+		    *t == '>' || *t == '&')
+			return false;
+	return true;
+}
 
 static void transfer_done(CURL *easy, CURLcode res, void *arg)
 {
@@ -707,6 +732,7 @@ static void transfer_done(CURL *easy, CURLcode res, void *arg)
 		fail(op);
 		return;
 	}
+	int tries = op->attempt + 1;
 	op->attempt = 0;
 	long st = op->status;
 	switch (op->step) {
@@ -737,10 +763,10 @@ static void transfer_done(CURL *easy, CURLcode res, void *arg)
 	case SS_PART:
 		if (st != 200)
 			break;
-		if (op->etag == NULL) {
-			err_give(&op->err,
-				 err_new(ERR_UNAVAILABLE, "store: put %s: no ETag for part %d",
-					 op->key, op->part_no + 1));
+		if (op->etag == NULL || !etag_valid(op->etag)) {
+			err_give(&op->err, err_new(ERR_UNAVAILABLE,
+						   "store: put %s: no usable ETag for part %d",
+						   op->key, op->part_no + 1));
 			fail(op);
 			return;
 		}
@@ -780,7 +806,7 @@ static void transfer_done(CURL *easy, CURLcode res, void *arg)
 	}
 	case SS_FILL: break;
 	}
-	err_give(&op->err, answer_err(op));
+	err_give(&op->err, answer_err(op, tries));
 	fail(op);
 }
 

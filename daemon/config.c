@@ -241,7 +241,9 @@ static const struct opt opt_table[] = {
      "AWS_SECRET_ACCESS_KEY",
      OPT_RESTART},
     {"store-timeout-ms", OPT_INT, O(store_timeout_ms), "60000", 1000, 3600000,
-     "deadline of one request to an s3:// store (one part of an upload)", OPT_RESTART},
+     "deadline of one request to an s3:// store (one part of an upload); a get fails when "
+     "under 1 KiB/s for that long",
+     OPT_RESTART},
     {"store-retries", OPT_INT, O(store_retries), "4", 1, 10,
      "retries of a request to an s3:// store on a 5xx or a connection failure (backoff 250 ms "
      "doubling, at most 8 s)",

@@ -446,6 +446,8 @@ class SigV4Front:
     def __init__(self, backend_port, secret="S3RVER"):
         front = self
         self.checked, self.refused = 0, 0
+        self.fail_next = 0  # answer this many requests 503 SlowDown first
+        self.failed = 0
 
         class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
@@ -456,6 +458,15 @@ class SigV4Front:
             def _any(self):
                 n = int(self.headers.get("content-length") or 0)
                 body = self.rfile.read(n) if n else b""
+                if front.fail_next > 0:
+                    front.fail_next -= 1
+                    front.failed += 1
+                    out = b"<Error><Code>SlowDown</Code><Message>busy</Message></Error>"
+                    self.send_response(503)
+                    self.send_header("Content-Length", str(len(out)))
+                    self.end_headers()
+                    self.wfile.write(out)
+                    return
                 hdrs = {k.lower(): v for k, v in self.headers.items()}
                 why = sigv4_check(self.command, self.path, hdrs, body, secret)
                 front.checked += 1
@@ -575,3 +586,25 @@ def test_s3_cancelled_put_aborts_its_upload(s3, tmp_path):
                     what="s3rver logged the AbortMultipartUpload")
     assert not [l for l in s3.lines if re.search(r"k/obj\?uploadId=\S+ 200 ", l)]  # no Complete
     assert "k/obj" not in ls(store)
+
+
+@needs_s3
+def test_s3_retries_5xx_then_gives_up_clearly(s3, front, tmp_path):
+    """A 503 is retried with backoff: two of them and the put, the get and
+    the list still work; more than the retries allow and the op fails
+    naming the step, the service's code and the attempts."""
+    store = ["--store", "s3://%s/retry" % BUCKET, "--store-endpoint", front.endpoint,
+             "--store-credentials-file", creds_file(tmp_path), "--retries", "2"]
+    src = tmp_path / "src"
+    make_file(src, 100000)
+    for args in (("put", str(src), "k"), ("get", "k", str(tmp_path / "out")), ("ls",)):
+        front.fail_next, front.failed = 2, 0
+        tool(store, *args)
+        assert front.failed == 2
+    assert sha(tmp_path / "out") == sha(src)
+    front.fail_next = 100
+    p = tool(store, "put", str(src), "k2", check=False)
+    assert p.returncode == 1
+    assert "store: put retry/k2: HTTP 503 SlowDown: busy (after 3 attempts)" in p.stderr
+    front.fail_next = 0
+    assert "k2" not in ls(store)
