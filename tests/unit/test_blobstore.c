@@ -411,3 +411,38 @@ TEST(blobstore_dir_ops)
 	free(url);
 	event_base_free(base);
 }
+
+TEST(blobstore_s3_credentials_reload)
+{
+	char path[] = "/tmp/ci-blob-cred-XXXXXX";
+	int fd = mkstemp(path);
+	CHECK(fd >= 0);
+	CHECK(write(fd, "AK\nSK\n", 6) == 6);
+	close(fd);
+	struct event_base *base = event_base_new();
+	struct blobstore_options o = {
+	    .url = "s3://bucket/p", .endpoint = "http://127.0.0.1:1", .credentials_file = path};
+	struct err *e = NULL;
+	struct blobstore *bs = blobstore_new(base, &o, &e);
+	CHECK(bs != NULL && e == NULL);
+	CHECK_STR(blobstore_describe(bs), "s3://bucket/p/");
+	/* a file that no longer parses: the reload says so (the old keys stay) */
+	FILE *f = fopen(path, "w");
+	fputs("only-one-line\n", f);
+	fclose(f);
+	CHECK(blobstore_reload(bs, &e) < 0);
+	CHECK(e && strstr(e->message, path));
+	err_free(e);
+	e = NULL;
+	f = fopen(path, "w");
+	fputs("aws_access_key_id=A2\naws_secret_access_key=S2\n", f);
+	fclose(f);
+	CHECK(blobstore_reload(bs, &e) == 0);
+	blobstore_free(bs);
+	/* no file and no environment: refused at open */
+	unlink(path);
+	CHECK(blobstore_new(base, &o, &e) == NULL);
+	CHECK(e && strstr(e->message, "credentials file"));
+	err_free(e);
+	event_base_free(base);
+}
