@@ -710,6 +710,14 @@ static void transfer_done(CURL *easy, CURLcode res, void *arg)
 		fail(op);
 		return;
 	}
+	if (op->answer_over) { /* not worth a retry: it would be as large again */
+		err_give(&op->err,
+			 err_new(ERR_UNAVAILABLE,
+				 "store: %s %s: the answer is larger than the cap of %d bytes",
+				 step_name(op->step), op->key ? op->key : "", S3_ANSWER_MAX));
+		fail(op);
+		return;
+	}
 	bool transient = res != CURLE_OK || op->status >= 500 || op->status == 429;
 	if (transient && op->attempt < ss->retries && !(op->step == SS_GET && op->sink_started)) {
 		int64_t ms = 250LL << (op->attempt < 5 ? op->attempt : 5);
@@ -726,9 +734,12 @@ static void transfer_done(CURL *easy, CURLcode res, void *arg)
 				  : res == CURLE_OPERATION_TIMEDOUT
 				      ? "no answer within the deadline"
 				      : curl_easy_strerror(res);
-		err_give(&op->err, err_new(ERR_UNAVAILABLE, "store: %s %s: %s (after %d attempts)",
-					   step_name(op->step), op->key ? op->key : "", why,
-					   op->attempt + 1));
+		char after[48] = "";
+		if (op->attempt > 0)
+			snprintf(after, sizeof(after), " (after %d attempts)", op->attempt + 1);
+		err_give(&op->err,
+			 err_new(ERR_UNAVAILABLE, "store: %s %s: %s%s", step_name(op->step),
+				 op->key ? op->key : "", why, after));
 		fail(op);
 		return;
 	}

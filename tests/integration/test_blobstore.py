@@ -608,3 +608,96 @@ def test_s3_retries_5xx_then_gives_up_clearly(s3, front, tmp_path):
     assert "store: put retry/k2: HTTP 503 SlowDown: busy (after 3 attempts)" in p.stderr
     front.fail_next = 0
     assert "k2" not in ls(store)
+
+
+# ---- a hostile S3 service ----
+
+class HostileS3:
+    """127.0.0.1: answers by the request's path, as a broken or hostile
+    service might."""
+
+    def __init__(self):
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def _send(self, status, body, length=None):
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(body) if length is None else length))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self):
+                if "list-type=2" in self.path and "prefix=h%2Fhuge" in self.path:
+                    return self._send(200, b"<ListBucketResult>" + b"<Contents>" * 300000)
+                if "list-type=2" in self.path and "prefix=h%2Fnotoken" in self.path:
+                    return self._send(200, b"<ListBucketResult><Contents><Key>h/notoken/a</Key>"
+                                      b"<Size>1</Size></Contents><IsTruncated>true</IsTruncated>"
+                                      b"</ListBucketResult>")
+                if "list-type=2" in self.path:
+                    return self._send(200, b"<ListBucketResult><Contents><Key>h/../../etc</Key>"
+                                      b"<Size>1</Size></Contents><Contents><Key>h/ok</Key>"
+                                      b"<Size>2</Size></Contents></ListBucketResult>")
+                if self.path.endswith("/endless"):  # says 10 GB, sends 3 MB then stops
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(10 << 30))
+                    self.end_headers()
+                    for _ in range(3):
+                        self.wfile.write(b"x" * MB)
+                    self.close_connection = True
+                    return
+                return self._send(404, b"<Error><Code>NoSuchKey</Code></Error>")
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("content-length") or 0))
+                return self._send(200, b"<InitiateMultipartUploadResult><Bucket>b</Bucket>"
+                                  b"</InitiateMultipartUploadResult>")
+
+            def do_PUT(self):
+                n = int(self.headers.get("content-length") or 0)
+                while n > 0:
+                    n -= len(self.rfile.read(min(n, MB)))
+                self.send_response(200)  # no ETag
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.endpoint = "http://127.0.0.1:%d" % self.server.server_address[1]
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def hostile():
+    h = HostileS3()
+    yield h
+    h.stop()
+
+
+def test_s3_hostile_service(hostile, tmp_path):
+    store = ["--store", "s3://%s/h" % BUCKET, "--store-endpoint", hostile.endpoint,
+             "--store-credentials-file", creds_file(tmp_path), "--retries", "1"]
+    # keys that are not ours or not valid are not passed on
+    assert ls(store) == {"ok": 2}
+    p = tool(store, "ls", "huge", check=False)
+    assert p.returncode == 1 and "larger than the cap" in p.stderr
+    p = tool(store, "ls", "notoken", check=False)
+    assert p.returncode == 1 and "without a usable token" in p.stderr
+    # an object larger than the caller's cap stops at the cap
+    p = tool(store, "--max-bytes", str(2 * MB), "get", "endless", str(tmp_path / "o"),
+             check=False)
+    assert p.returncode == 1 and "over the cap" in p.stderr
+    # an answer cut short is an error, not a short object
+    p = tool(store, "get", "endless", str(tmp_path / "o"), check=False)
+    assert p.returncode == 1 and "store: get h/endless" in p.stderr
+    # a CreateMultipartUpload answer without an UploadId
+    big = tmp_path / "big"
+    make_file(big, 9 * MB)
+    p = tool(store, "put", str(big), "k", check=False)
+    assert p.returncode == 1 and "no UploadId in the answer" in p.stderr
