@@ -13,7 +13,7 @@
  *                                 .retries = (int)cfg->store_retries};
  *   struct blobstore *bs = blobstore_new(base, &o, &e);        // at start
  *   blobstore_reload(bs, &e);                                   // on SIGHUP
- *   struct blob_source src = {.fd = tar_fd};                    // or .read = fn
+ *   struct blob_source src = {.fd = tar_fd};       // or {.read = fn, .arg = ctx}
  *   op = blobstore_put(bs, "t/tenant/snap/abc.tar", &src, put_done, ctx, &e);
  *   ...  blob_cancel(op) when the session ends first (put_done never runs)
  *
@@ -57,13 +57,12 @@ struct blobstore_options {
 	size_t part_size;             /* s3: multipart part size; 0 = 8 MiB (min 5 MiB) */
 };
 
-/* Where a put reads from: fd when >= 0 (borrowed: the store dup()s it, so
- * the caller may close its own at once; read from its current offset to
- * its end). The fd must be a regular file: the S3 store reads it on the
- * loop and the dir store on its one worker thread, so a pipe that waits
- * would stall one or the other. A stream (a container's tar on a socket)
- * is given as read(arg, buf, cap) instead, pulled from the loop: it
- * returns the bytes it put in buf (> 0), 0 at the end, -1 on failure, or
+/* Where a put reads from: read when set (then fd is not looked at), else
+ * fd (borrowed: the store dup()s it, so the caller may close its own at
+ * once; read from its current offset to its end). The fd must be a regular file: the S3 store reads
+ * it on the loop and the dir store on its one worker thread, so a pipe that waits would stall one
+ * or the other. A stream (a container's tar on a socket) is given as read(arg, buf, cap) instead,
+ * pulled from the loop: it returns the bytes it put in buf (> 0), 0 at the end, -1 on failure, or
  * BLOB_READ_AGAIN when it has nothing yet: the store then waits, without
  * calling it, until the caller says blob_resume(op). */
 #define BLOB_READ_AGAIN (-2)
@@ -74,8 +73,9 @@ struct blob_source {
 	void *arg;
 };
 
-/* Where a get writes to: fd when >= 0 (dup()ed, as above), else
- * write(arg, buf, len) from the loop, 0 or -1 to stop with an error.
+/* Where a get writes to: write when set, else fd (dup()ed, as above);
+ * write(arg, buf, len) is called from the loop and returns 0, or -1 to
+ * stop the get with an error.
  * max_bytes > 0 caps the object (more is ERR_PAYLOAD_TOO_LARGE). A failed
  * get may have written a part: the caller discards what it got. */
 typedef int (*blob_write_fn)(void *arg, const void *buf, size_t len);

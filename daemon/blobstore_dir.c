@@ -605,7 +605,7 @@ static struct blob_op *dir_put(struct blobstore *s, const char *key, const struc
 {
 	struct dir_op *op = op_new(s, DK_PUT, key, cb, arg);
 	op->buf = xmalloc(DIR_CHUNK);
-	if (src->fd >= 0)
+	if (src->read == NULL)
 		op->io_fd = dup_fd(op, src->fd);
 	op->read = src->read;
 	op->io_arg = src->arg;
@@ -620,7 +620,7 @@ static struct blob_op *dir_get(struct blobstore *s, const char *key, const struc
 {
 	struct dir_op *op = op_new(s, DK_GET, key, cb, arg);
 	op->buf = xmalloc(DIR_CHUNK);
-	if (sink->fd >= 0)
+	if (sink->write == NULL)
 		op->io_fd = dup_fd(op, sink->fd);
 	op->write = sink->write;
 	op->io_arg = sink->arg;

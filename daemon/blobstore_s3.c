@@ -922,7 +922,7 @@ static struct blob_op *s3_put(struct blobstore *s, const char *key, const struct
 	op->step = SS_FILL;
 	op->read = src->read;
 	op->io_arg = src->arg;
-	if (src->fd >= 0 && !take_fd(op, src->fd))
+	if (src->read == NULL && !take_fd(op, src->fd))
 		return &op->base;
 	op->part = xmalloc(op->ss->part_size);
 	op->fill_ev = evtimer_new(s->base, fill_turn, op);
@@ -954,7 +954,7 @@ static struct blob_op *s3_get(struct blobstore *s, const char *key, const struct
 	op->write = sink->write;
 	op->io_arg = sink->arg;
 	op->max_bytes = sink->max_bytes;
-	if (sink->fd >= 0 && !take_fd(op, sink->fd))
+	if (sink->write == NULL && !take_fd(op, sink->fd))
 		return &op->base;
 	start_soon(op);
 	return &op->base;

@@ -271,7 +271,8 @@ int main(int argc, char **argv)
 			perror(args[0]);
 			return 3;
 		}
-		struct blob_source src = {.fd = via_cb ? -1 : t.fd, .read = src_read, .arg = &t};
+		struct blob_source src = {
+		    .fd = via_cb ? -1 : t.fd, .read = via_cb ? src_read : NULL, .arg = &t};
 		t.resume = evtimer_new(t.base, resume_cb, &t);
 		t.cancel_ev = evtimer_new(t.base, cancel_cb, &t);
 		t.poll_ev = evtimer_new(t.base, poll_cb, &t);
@@ -285,7 +286,7 @@ int main(int argc, char **argv)
 			return 3;
 		}
 		struct blob_sink sink = {.fd = via_cb ? -1 : t.fd,
-					 .write = sink_write,
+					 .write = via_cb ? sink_write : NULL,
 					 .arg = &t,
 					 .max_bytes = (uint64_t)max_bytes};
 		op = blobstore_get(t.bs, args[0], &sink, bytes_done, &t, &e);
