@@ -708,3 +708,21 @@ def test_s3_hostile_service(hostile, tmp_path):
     make_file(big, 9 * MB)
     p = tool(store, "put", str(big), "k", check=False)
     assert p.returncode == 1 and "no UploadId in the answer" in p.stderr
+
+
+# ---- the daemon's options ----
+
+@pytest.mark.parametrize("args,why", [
+    (["--store", "bogus"], "neither dir:PATH nor s3://bucket/prefix"),
+    (["--store", "dir:relative"], "needs an absolute path"),
+    (["--store", "s3://snap/x"], "needs --store-endpoint"),
+    (["--store", "s3://snap/../x", "--store-endpoint", "http://127.0.0.1:1"], "bad prefix"),
+    (["--store", "s3://snap/x", "--store-endpoint", "ftp://127.0.0.1:1"], "http:// or https://"),
+    (["--store", "s3://snap/x", "--store-endpoint", "http://127.0.0.1:1", "--store-region",
+      "Bad Region"], "bad region"),
+])
+def test_daemon_refuses_a_bad_store_at_start(args, why):
+    daemon = os.path.join(ROOT, os.environ.get("CITEST_DAEMON", "build/ci-daemon"))
+    p = subprocess.run([daemon, *args], capture_output=True, text=True, timeout=30)
+    assert p.returncode != 0
+    assert why in p.stderr, p.stderr
