@@ -58,7 +58,8 @@ DAEMON_LIB_SRCS := daemon/log.c daemon/config.c \
 	daemon/api_query.c daemon/api_wait.c daemon/runs.c daemon/run_flow.c daemon/run_ladder.c daemon/run_json.c daemon/store_runs.c daemon/api_runs.c \
 	daemon/failure_sig.c daemon/fix_rules.c daemon/store_failures.c daemon/store_script.c daemon/api_failures.c \
 	daemon/stateless.c daemon/stateless_seccomp.c \
-	daemon/store_reviews.c daemon/api_reviews.c daemon/reviews.c daemon/webhook.c daemon/workflow.c
+	daemon/store_reviews.c daemon/api_reviews.c daemon/reviews.c daemon/webhook.c daemon/workflow.c \
+	daemon/blobstore.c daemon/blobstore_dir.c daemon/blobstore_s3.c
 DAEMON_SRCS := $(DAEMON_LIB_SRCS) daemon/main.c
 include cli/cli.mk
 UNIT_SRCS := $(wildcard tests/unit/*.c)

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "blobstore.h"
 #include "fixer_target.h"
 #include "log.h"
 #include "resolver.h"
@@ -225,6 +226,27 @@ static const struct opt opt_table[] = {
     {"stateless-max-running", OPT_INT, O(stateless_max_running), "4", 1, 32,
      "stateless runs at once; more are refused (each runs as its own host uid, just below "
      "sandbox-uid-base)",
+     OPT_RESTART},
+    /* The snapshot stores (blobstore.h). */
+    {"store", OPT_STR, O(store), "", 0, 0,
+     "where snapshots go: dir:PATH or s3://bucket/prefix (empty = dir:<state-dir>/store)",
+     OPT_RESTART},
+    {"store-endpoint", OPT_STR, O(store_endpoint), "", 0, 0,
+     "an s3:// store's endpoint, http(s)://host[:port], addressed path-style", OPT_RESTART},
+    {"store-region", OPT_STR, O(store_region), "us-east-1", 0, 0,
+     "an s3:// store's signing region (SigV4)", OPT_RESTART},
+    {"store-credentials-file", OPT_STR, O(store_credentials_file), "", 0, 0,
+     "an s3:// store's keys: two lines (access key, secret) or aws_access_key_id= and "
+     "aws_secret_access_key=; re-read on SIGHUP; empty = AWS_ACCESS_KEY_ID and "
+     "AWS_SECRET_ACCESS_KEY",
+     OPT_RESTART},
+    {"store-timeout-ms", OPT_INT, O(store_timeout_ms), "60000", 1000, 3600000,
+     "deadline of one request to an s3:// store (one part of an upload); a get fails when "
+     "under 1 KiB/s for that long",
+     OPT_RESTART},
+    {"store-retries", OPT_INT, O(store_retries), "4", 1, 10,
+     "retries of a request to an s3:// store on a 5xx or a connection failure (backoff 250 ms "
+     "doubling, at most 8 s)",
      OPT_RESTART},
 };
 
@@ -596,6 +618,8 @@ int config_validate(const struct config *cfg, struct err **errp)
 			       cfg->state_dir);
 	if (resolver_parse_spec(cfg->egress_resolver, &(enum resolver_mode){0},
 				&(struct sockaddr_storage){0}, errp) < 0)
+		return -1;
+	if (blobstore_check_config(cfg->store, cfg->store_endpoint, cfg->store_region, errp) < 0)
 		return -1;
 	if (fixer_target_check_config(cfg, errp) < 0)
 		return -1;

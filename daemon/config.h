@@ -80,6 +80,9 @@ struct config {
 	/* The stateless tier (stateless.h). */
 	char *stateless_bwrap, *stateless_python;
 	int64_t stateless_timeout_s, stateless_memory_mb, stateless_max_running;
+	/* The snapshot stores (blobstore.h). */
+	char *store, *store_endpoint, *store_region, *store_credentials_file;
+	int64_t store_timeout_ms, store_retries;
 };
 
 /* Defaults in *cfg. Strings are owned by cfg (config_free). */

@@ -1,13 +1,13 @@
 /* curl_loop.h: libcurl's multi interface on a libevent loop, shared by the
- * daemon's two HTTP clients (docker.c to the engine's socket, httpc.c to
- * the daemon's own peers), so the wiring of sockets, the timer and the
+ * daemon's HTTP clients (docker.c to the engine's socket, httpc.c to the
+ * daemon's own peers, blobstore_s3.c to an S3 store), so the wiring of sockets, the timer and the
  * dispatch of finished transfers is written once.
  *
  * The owner makes and configures its easy handles, adds them here, and is
  * told once per handle when its transfer finished: the handle has already
  * been taken out of the multi, so the owner may clean it up (or reuse it)
- * inside the callback. curl is included from curl_loop.c, docker.c and
- * httpc.c only. */
+ * inside the callback. curl is included from curl_loop.c, docker.c,
+ * httpc.c and blobstore_s3.c only. */
 #ifndef CI_CURL_LOOP_H
 #define CI_CURL_LOOP_H
 

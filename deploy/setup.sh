@@ -138,8 +138,29 @@ install_browser_test() {
 	printf '%s\n' "$want" >"$stamp"
 }
 
+# The S3 peers of tests/integration/test_blobstore.py (s3rver, and the
+# official @aws-sdk/client-s3 for the interop check), at the exact versions
+# of tests/s3/package-lock.json, the same way: npm ci only when the lock
+# changed.
+install_s3_test() {
+	local dir=$here/tests/s3 stamp want
+	[ -f "$dir/package-lock.json" ] || return 0
+	stamp=$dir/node_modules/.ci-lock-sha256
+	want=$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1)
+	if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$dir/node_modules/.bin/s3rver" ]; then
+		say "s3 test: s3rver and @aws-sdk/client-s3 present"
+		return
+	fi
+	command -v npm >/dev/null || die "npm is missing (install_browser_test installs it)"
+	say "s3 test: npm ci in tests/s3"
+	(cd "$dir" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error >/dev/null) ||
+		die "npm ci in tests/s3 failed"
+	printf '%s\n' "$want" >"$stamp"
+}
+
 install_packages
 install_browser_test
+install_s3_test
 start_docker
 [ "${SETUP_SKIP_REDIS:-0}" = 1 ] || start_redis
 "$here/images/python/build.sh"

@@ -55,6 +55,7 @@ for s in $suites; do
 	runner) run runner /usr/bin/python3 -m pytest -q -p no:cacheprovider images/python/runner ${PYTEST_ARGS:-} ;;
 	integration) run integration env CITEST_DAEMON=build/asan/ci-daemon CITEST_CTL=build/asan/ci-ctl \
 		CITEST_FIXER_PROBE=build/asan/tools/fixer-probe \
+		CITEST_BLOB_TOOL=build/asan/tools/blob-tool \
 		/usr/bin/python3 -m pytest -q -p no:cacheprovider tests/integration ${PYTEST_ARGS:-} ;;
 	hostile) run hostile env CITEST_DAEMON=build/asan/ci-daemon CITEST_CTL=build/asan/ci-ctl \
 		/usr/bin/python3 -m pytest -q -p no:cacheprovider tests/hostile ${PYTEST_ARGS:-} ;;
