@@ -31,7 +31,7 @@ import zipfile
 
 import pytest
 
-from harness import Daemon
+from harness import Daemon, wait_for
 
 ADMIN = "admin-" + "p" * 40
 BASE_IMAGE = "ci/python:latest"
@@ -293,21 +293,37 @@ def test_kernel_restart_keeps_the_site_on_sys_path(pkgd, tenant, session, index)
 
 
 def test_slow_index_hits_the_window_and_egress_closes(pkgd, tenant, session, index):
+    """The index holds pip's request: the window ends with that proxy
+    connection open, the daemon closes it, and the answer says timeout."""
     sid = session["id"]
     mark = pkgd.log_mark()
     closed_before = pkgd.metric("ci_egress_closed_total", 0)
+    seen = len(index.requests)
     index.slow = True
+    answer = {}
+    # Long enough for pip to start and reach the index inside the window
+    # (checked below: the index saw the request), short for a test.
+    window = 20
+
+    def run():
+        answer["r"] = install(tenant, sid, ["tinypkg==1.2"], timeout_s=window)
+
+    t = threading.Thread(target=run)
+    t.start()
     try:
-        st, doc = install(tenant, sid, ["tinypkg==1.2"], timeout_s=3)
-        # pip's request is held by the index, inside a proxy connection that
-        # the window's end closes.
+        wait_for(lambda: any("/simple/tinypkg/" in r for r in index.requests[seen:]), window,
+                 what="pip's request at the (slow) index, inside the window")
+        t.join(window + 30)
+        st, doc = answer["r"]
         assert st == 504, (st, doc)
         assert doc["error"]["code"] == "timeout", doc
-        assert "install window of 3 s ended" in doc["error"]["message"], doc
+        assert "install window of %d s ended" % window in doc["error"]["message"], doc
         pkgd.wait_log("session %s: install window closed (the window ended)" % sid, since=mark)
-        assert pkgd.metric("ci_egress_closed_total", 0) > closed_before
+        # The held connection was closed by the window's end.
+        assert pkgd.metric("ci_egress_closed_total", 0) >= closed_before + 1
     finally:
         index.slow = False
+        t.join(60)
     # After it: refused by the proxy, nothing reaches the index.
     seen = len(index.requests)
     assert probe(tenant, sid, index.port).startswith("HTTP/1.1 403")
@@ -360,7 +376,6 @@ def test_a_busy_session_is_409(tenant, session):
     t = threading.Thread(target=run)
     t.start()
     try:
-        from harness import wait_for
         wait_for(lambda: tenant.state(sid) == "busy", 15, what="the execution to run")
         st, doc = install(tenant, sid, ["tinypkg==1.2"])
         assert st == 409 and doc["error"]["code"] == "busy", (st, doc)
