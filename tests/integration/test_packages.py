@@ -206,8 +206,13 @@ def pkgd(redis_server, tmpdir_session, pip_image, index):
 
 
 @pytest.fixture(scope="module")
-def tenant(pkgd):
-    return pkgd.client(pkgd.key("pkg-a")["key"])
+def tenant_key(pkgd):
+    return pkgd.key("pkg-a")["key"]
+
+
+@pytest.fixture(scope="module")
+def tenant(pkgd, tenant_key):
+    return pkgd.client(tenant_key)
 
 
 @pytest.fixture
@@ -394,3 +399,18 @@ def test_no_index_configured_is_503_naming_the_option(redis_server, tmpdir_sessi
         assert "--pip-index-url" in doc["error"]["message"], doc
     finally:
         d.finish()
+
+
+def test_ctl_install_prints_names_and_versions(pkgd, tenant_key, session):
+    env = {"CICTL_API_KEY": tenant_key}
+    r = pkgd.ctl("install", "--timeout", "60", session["id"], "tinydep==0.3", env=env)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert r.stdout.splitlines() == ["tinydep 0.3"], r.stdout
+    r = pkgd.ctl("install", session["id"], "tinydep @ http://evil.test/x.whl", env=env)
+    assert r.returncode == 5 and "bad_request" in r.stderr and "URLs" in r.stderr, (
+        r.returncode, r.stderr)
+    # an option-looking spec never reaches the server
+    r = pkgd.ctl("install", session["id"], "--index-url=http://evil.test/", env=env)
+    assert r.returncode == 2 and "unknown option" in r.stderr, (r.returncode, r.stderr)
+    r = pkgd.ctl("install", session["id"], env=env)
+    assert r.returncode == 2, (r.returncode, r.stderr)
