@@ -10,6 +10,8 @@
  *   manager_recovery.c  restarts (adoption), Redis write-back, orphans and
  *                       leftovers, shutdown
  *   manager_oneshot.c   the one-shot execution (create, exec, delete)
+ *   manager_install.c   a time-boxed package install: the egress window
+ *                       and pip as one execution (install.h)
  * A flow's op is owned by its session (ms->create, ms->exec, ms->teardown);
  * ending a session cancels what is in flight rather than detaching it. */
 #ifndef CI_MANAGER_INTERNAL_H
