@@ -70,6 +70,7 @@ extern const struct cli_cmd cmd_run;
 extern const struct cli_cmd cmd_runs;
 extern const struct cli_cmd cmd_failures;
 extern const struct cli_cmd cmd_reviews;
+extern const struct cli_cmd cmd_install;
 
 /* getopt values of the global options; above any short option char. */
 enum {

@@ -35,6 +35,7 @@ const struct api_route api_routes[] = {
     {"POST", "/v1/sessions/{id}/exec", api_exec_run, API_AUTH_TENANT},
     {"POST", "/v1/sessions/{id}/keepalive", api_sessions_keepalive, API_AUTH_TENANT},
     {"POST", "/v1/sessions/{id}/interrupt", api_exec_interrupt, API_AUTH_TENANT},
+    {"POST", "/v1/sessions/{id}/packages", api_packages_install, API_AUTH_TENANT},
     {"GET", "/v1/sessions/{id}/files", api_files_list, API_AUTH_TENANT},
     {"PUT", "/v1/sessions/{id}/files/{path...}", api_files_put, API_AUTH_TENANT},
     {"GET", "/v1/sessions/{id}/files/{path...}", api_files_get, API_AUTH_TENANT},

@@ -156,6 +156,9 @@ void api_read_body(struct call *c, api_body_fn fn);
  * api_missing does. */
 void api_fail_session(struct call *c, struct err *e);
 
+/* api_packages.c: POST /v1/sessions/{id}/packages (install.h). */
+void api_packages_install(struct call *c);
+
 /* Free c without answering: its streamed reply is over, or the server has
  * answered (a refused body). */
 void api_call_free(struct call *c);

@@ -1,5 +1,6 @@
 /* config.c: the option table, and loading it from file, environment and flags. */
 #include "config.h"
+#include "install.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -118,6 +119,13 @@ static const struct opt opt_table[] = {
      OPT_LIVE},
     {"max-exec-timeout-s", OPT_INT, O(max_exec_timeout_s), "60", 1, 86400,
      "largest execution limit", OPT_LIVE},
+    {"pip-index-url", OPT_STR, O(pip_index_url), "", 0, 0,
+     "package index for POST /v1/sessions/{id}/packages (http:// or https://, PEP 503 "
+     "simple); its host is opened to the session for the install window only; empty: "
+     "installs are off (503)",
+     OPT_LIVE},
+    {"install-max-timeout-s", OPT_INT, O(install_max_timeout_s), "300", 1, 3600,
+     "longest install window (timeout_s of a package install; also its default)", OPT_LIVE},
     {"pool-size", OPT_INT, O(pool_size), "2", 0, 256,
      "warm sandboxes kept started for the default image and limits", OPT_LIVE},
     {"pool-network-size", OPT_INT, O(pool_network_size), "0", 0, 256,
@@ -580,6 +588,12 @@ static int validate_listener(const struct config *cfg, struct err **errp)
 
 int config_validate(const struct config *cfg, struct err **errp)
 {
+	if (cfg->pip_index_url && cfg->pip_index_url[0]) {
+		char authority[300];
+		if (install_index_authority(cfg->pip_index_url, authority, sizeof(authority),
+					    errp) < 0)
+			return -1;
+	}
 	if (cfg->idle_timeout_s > cfg->max_idle_timeout_s)
 		return err_set(errp, ERR_BAD_REQUEST,
 			       "idle-timeout-s %lld exceeds max-idle-timeout-s %lld",

@@ -23,7 +23,9 @@ struct config {
 	char *log_level;
 	char *log_format;
 	char *config_file;
-	char *image;              /* the default image profile */
+	char *image;         /* the default image profile */
+	char *pip_index_url; /* package installs' index; "" = off */
+	int64_t install_max_timeout_s;
 	char *images;             /* "python=ci/python:latest,..." profile → Docker tag */
 	char *runtime;            /* Docker runtime for session containers ("" = engine default) */
 	char *gvisor_runtime;     /* the Docker runtime name behind runtime "gvisor" */

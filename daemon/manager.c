@@ -502,8 +502,7 @@ bool manager_egress_lookup(const char *src_ip, struct egress_peer *peer, void *a
 	TAILQ_FOREACH (ms, &m->all, all) {
 		if (ms->s->net_ip[0] && !ms->teardown && strcmp(ms->s->net_ip, src_ip) == 0) {
 			peer->session_id = ms->s->id;
-			peer->allow = ms->s->allow;
-			peer->n_allow = ms->s->n_allow;
+			install_effective_allow(ms, &peer->allow, &peer->n_allow);
 			return true;
 		}
 	}
@@ -531,7 +530,12 @@ int manager_patch(struct manager *m, const char *id, const char *tenant,
 	for (size_t i = 0; i < req->n_allow; i++)
 		ms->s->allow[i] = xstrdup(req->allow[i]);
 	log_info("session %s: allowlist now has %zu entries", id, ms->s->n_allow);
-	egress_session_allow_changed(net_egress(m->net), id, ms->s->allow, ms->s->n_allow);
+	char *const *eff;
+	size_t n_eff;
+	if (ms->install)
+		install_on_allow_changed(ms->install);
+	install_effective_allow(ms, &eff, &n_eff);
+	egress_session_allow_changed(net_egress(m->net), id, eff, n_eff);
 	msession_touch(ms);
 	msession_persist(ms);
 	return 0;
@@ -589,6 +593,8 @@ void manager_free(struct manager *m)
 		table_remove(m, ms);
 		if (ms->create)
 			create_free_at_exit(ms->create);
+		if (ms->install)
+			install_abort_at_exit(ms->install);
 		if (ms->exec)
 			exec_abort_at_exit(ms->exec);
 		free(ms->teardown);

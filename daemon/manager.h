@@ -18,6 +18,7 @@
 #include "err.h"
 #include "exec_result.h"
 #include "files.h"
+#include "install.h"
 #include "session.h"
 #include "store.h"
 
@@ -46,6 +47,15 @@ bool manager_egress_lookup(const char *src_ip, struct egress_peer *peer, void *a
  * with the create rules, becomes the session's. */
 int manager_patch(struct manager *m, const char *id, const char *tenant,
 		  const struct session_request *req, struct err **errp);
+
+/* A time-boxed package install in session id (install.h): req is only
+ * read during the call; cb runs once with the result (borrowed) or why
+ * there is none (503 no index configured, 400 a bad spec or a session
+ * without network, 409 busy, 504 the window ended first). */
+typedef void (*manager_install_cb)(const struct install_result *r, const struct err *e, void *arg);
+int manager_install(struct manager *m, const char *id, const char *tenant,
+		    const struct install_request *req, manager_install_cb cb, void *arg,
+		    struct err **errp);
 
 /* Free every session's runtime state. Containers are left running for the
  * next daemon to adopt (or removed by the caller first, per config). */

@@ -264,11 +264,21 @@ int manager_exec(struct manager *m, const char *id, const char *tenant, const ch
 	if (m->draining)
 		return err_set(errp, ERR_UNAVAILABLE,
 			       "the daemon is draining; retry shortly (the session survives)");
-	if (session_check_exec(ms->s, errp) < 0)
-		return -1;
 	int64_t cap = ms->s->limits.exec_timeout_s;
 	if (timeout_s <= 0 || timeout_s > cap)
 		timeout_s = cap;
+	return exec_start(ms, code, len, timeout_s, on_event, cb, arg, errp);
+}
+
+int exec_start(struct msession *ms, const char *code, size_t len, int64_t timeout_s,
+	       manager_event_cb on_event, manager_exec_cb cb, void *arg, struct err **errp)
+{
+	struct manager *m = ms->m;
+	if (session_check_exec(ms->s, errp) < 0)
+		return -1;
+	if (ms->install)
+		return err_set(errp, ERR_BUSY, "session %s is busy: a package install is running",
+			       ms->s->id);
 	struct exec_op *op = xcalloc(1, sizeof(*op));
 	op->ms = ms;
 	op->id = ++ms->next_exec_id;

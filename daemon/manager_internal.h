@@ -10,6 +10,8 @@
  *   manager_recovery.c  restarts (adoption), Redis write-back, orphans and
  *                       leftovers, shutdown
  *   manager_oneshot.c   the one-shot execution (create, exec, delete)
+ *   manager_install.c   a time-boxed package install: the egress window
+ *                       and pip as one execution (install.h)
  * A flow's op is owned by its session (ms->create, ms->exec, ms->teardown);
  * ending a session cancels what is in flight rather than detaching it. */
 #ifndef CI_MANAGER_INTERNAL_H
@@ -32,6 +34,7 @@
 struct create_op;
 struct exec_op;
 struct teardown_op;
+struct install_op;
 struct shutdown_op;
 
 struct kernel_exit_info {
@@ -50,6 +53,7 @@ struct msession {
 	struct create_op *create;
 	struct exec_op *exec;
 	struct teardown_op *teardown;
+	struct install_op *install; /* a package install's window is open */
 	struct kernel_exit_info last_exit;
 	char *end_reason;
 	int64_t clock_written_ms; /* when the clock last went to Redis */
@@ -148,6 +152,19 @@ void exec_on_done(struct msession *ms, uint64_t id, yajl_val header);
 void exec_abort(struct exec_op *op, const char *reason);
 /* The daemon exits: answered without touching the session. */
 void exec_abort_at_exit(struct exec_op *op);
+/* Start an execution in ms with this deadline (no cap applied: the caller
+ * decided it), for manager_exec and the install flow. */
+int exec_start(struct msession *ms, const char *code, size_t len, int64_t timeout_s,
+	       manager_event_cb on_event, manager_exec_cb cb, void *arg, struct err **errp);
+
+/* manager_install.c: the install window (install.h) */
+/* The allowlist the proxy applies to ms now: its own, plus the index's
+ * entry while an install window is open. Borrowed. */
+void install_effective_allow(struct msession *ms, char *const **allow, size_t *n);
+/* ms's own allowlist changed (PATCH): the window's list follows. */
+void install_on_allow_changed(struct install_op *op);
+/* The daemon exits: the window's timer goes, the proxy is not touched. */
+void install_abort_at_exit(struct install_op *op);
 
 /* manager_teardown.c */
 /* End ms (why: the metrics' reason; reason: the words of its tombstone). */

@@ -23,6 +23,7 @@ static const struct {
     [ERR_PAYLOAD_TOO_LARGE] = {"payload_too_large", 413},
     [ERR_UNAVAILABLE] = {"unavailable", 503},
     [ERR_INTERNAL] = {"internal", 500},
+    [ERR_TIMEOUT] = {"timeout", 504},
 };
 
 #define ERR_NCODES (sizeof(err_table) / sizeof(err_table[0]))

@@ -30,6 +30,7 @@ enum err_code {
 	ERR_PAYLOAD_TOO_LARGE,
 	ERR_UNAVAILABLE,
 	ERR_INTERNAL,
+	ERR_TIMEOUT, /* a time window ended before the work did (504) */
 };
 
 struct err {

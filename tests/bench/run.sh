@@ -97,6 +97,13 @@ if [[ "${BENCH_RUNS:-1}" != 0 ]]; then
 	timeout --signal=TERM --kill-after=60 300 /usr/bin/python3 tests/bench/runs.py \
 		"$CITEST_DAEMON" || rc=$?
 fi
+# Time-boxed installs (issue 13): the window's overhead over pip's own run.
+if [[ "${BENCH_INSTALL:-1}" != 0 ]]; then
+	echo
+	echo "bench: install-window overhead (BENCH_INSTALL=0 skips it)"
+	timeout --signal=TERM --kill-after=60 600 /usr/bin/python3 tests/bench/install.py \
+		"$CITEST_DAEMON" || rc=$?
+fi
 timeout --signal=TERM --kill-after=120 "$limit" /usr/bin/python3 tests/bench/bench.py || rc=$?
 if [[ $rc == 124 || $rc == 143 || $rc == 137 ]]; then
 	echo "bench: stopped after the ${limit}s limit (BENCH_TIMEOUT_S)" >&2

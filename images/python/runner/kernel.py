@@ -158,7 +158,12 @@ class Kernel:
         if here not in sys.path:
             sys.path.insert(0, here)
         at = sys.path.index(here) + 1
-        extra = [self.root] + os.environ.get("PYTHONPATH", "").split(os.pathsep)
+        # Packages installed by POST /v1/sessions/{id}/packages (pip
+        # --target) live under the workspace, so a snapshot carries them
+        # and a restored session imports them without reinstalling.
+        site = os.path.join(self.root, ".ci", "site")
+        extra = ([self.root, site]
+                 + os.environ.get("PYTHONPATH", "").split(os.pathsep))
         for p in extra:                # -I ignores PYTHONPATH; honour it here
             if p and p not in sys.path:
                 sys.path.insert(at, p)
