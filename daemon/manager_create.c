@@ -2,7 +2,8 @@
  *
  * A create is an explicit state machine, one op per session (ms->create):
  *
- *   cold:   STORE → NETWORK → DOCKER_CREATE → DOCKER_START → INSPECT → WAIT_RUNNER
+ *   cold:   STORE → WORKSPACE → NETWORK → DOCKER_CREATE → DOCKER_START → INSPECT →
+ *           WAIT_RUNNER
  *   claim:  CLAIM_STORE → CLAIM_UPDATE
  *
  * Each step starts one call and keeps its handle; its callback moves to the
@@ -27,6 +28,7 @@
 
 enum create_step {
 	CREATE_STORE,
+	CREATE_WORKSPACE,
 	CREATE_NETWORK,
 	CREATE_DOCKER_CREATE,
 	CREATE_DOCKER_START,
@@ -38,6 +40,7 @@ enum create_step {
 
 static const char *const step_names[] = {
     [CREATE_STORE] = "writing the registry",
+    [CREATE_WORKSPACE] = "making the workspace disk",
     [CREATE_NETWORK] = "setting up the network",
     [CREATE_DOCKER_CREATE] = "creating the container",
     [CREATE_DOCKER_START] = "starting the container",
@@ -67,6 +70,10 @@ static void op_free(struct create_op *op)
 {
 	docker_cancel(op->docker);
 	store_cancel(op->store);
+	/* The image may still be in the making: the teardown removes it once
+	 * made (workspace_vol_remove waits for it). */
+	if (op->step == CREATE_WORKSPACE)
+		workspace_vol_cancel_make(op->ms->wsvol);
 	if (op->net)
 		net_cancel(op->ms->m->net, op->net);
 	if (op->timeout)
@@ -157,10 +164,33 @@ static void stored(const struct err *e, void *arg)
 		create_finish(op, err_new(ERR_UNAVAILABLE, "registry: %s", e->message));
 		return;
 	}
-	op->step = op->step == CREATE_CLAIM_STORE ? CREATE_CLAIM_UPDATE
-		   : op->ms->s->networked         ? CREATE_NETWORK
-						  : CREATE_DOCKER_CREATE;
+	op->step = op->step == CREATE_CLAIM_STORE ? CREATE_CLAIM_UPDATE : CREATE_WORKSPACE;
 	create_step(op);
+}
+
+static void workspace_made(const struct err *e, void *arg)
+{
+	struct create_op *op = arg;
+	if (e) {
+		create_finish(op, err_new(e->code, "%s", e->message));
+		return;
+	}
+	op->step = op->ms->s->networked ? CREATE_NETWORK : CREATE_DOCKER_CREATE;
+	create_step(op);
+}
+
+/* The session's own disk, made before its container (a warm sandbox's
+ * too, so a claim finds it ready); with the tmpfs backend, nothing to do. */
+static void make_workspace(struct create_op *op)
+{
+	struct msession *ms = op->ms;
+	if (!workspace_disk_is_loop(ms->m->wsdisk)) {
+		op->step = ms->s->networked ? CREATE_NETWORK : CREATE_DOCKER_CREATE;
+		create_step(op);
+		return;
+	}
+	ms->wsvol = workspace_vol_make(ms->m->wsdisk, ms->s->id, ms->s->limits.disk_mb, ms->s->uid,
+				       workspace_made, op);
 }
 
 static void network_ready(const struct err *e, void *arg)
@@ -251,14 +281,16 @@ static void start_container(struct create_op *op)
 	struct manager *m = ms->m;
 	bool networked = ms->s->networked;
 	AUTOFREE char *tag = config_image_tag(m->cfg, ms->s->image);
-	char dir[512], name[CONTAINER_NAME_SIZE];
+	char dir[512], name[CONTAINER_NAME_SIZE], wsdir[512];
 	snprintf(dir, sizeof(dir), "%s/%s", m->sessions_dir, ms->s->id);
+	bool ws = ms->wsvol && workspace_disk_path(m->wsdisk, ms->s->id, wsdir, sizeof(wsdir)) == 0;
 	struct container_spec_args args = {
 	    .image_tag = tag,
 	    .ipc_dir = dir,
 	    .network = networked ? net_name(m->net) : NULL,
 	    .proxy_url = networked ? net_proxy_url(m->net) : NULL,
 	    .seccomp = m->seccomp,
+	    .workspace_dir = ws ? wsdir : NULL,
 	};
 	struct container_spec spec;
 	container_spec_build(&spec, ms->s, m->cfg, &args);
@@ -299,6 +331,7 @@ static void create_step(struct create_op *op)
 		}
 		op->store = store_session_put(m->store, ms->s, stored, op);
 		return;
+	case CREATE_WORKSPACE: make_workspace(op); return;
 	case CREATE_NETWORK: op->net = net_ensure(m->net, network_ready, op); return;
 	case CREATE_DOCKER_CREATE: start_container(op); return;
 	case CREATE_DOCKER_START:
@@ -340,7 +373,7 @@ void create_start(struct msession *ms, manager_session_cb cb, void *arg, bool re
 
 /* ---- the warm pool ---- */
 
-/* The disk size (a tmpfs size), environment, network and runtime are fixed
+/* The disk size (a tmpfs or image size), environment, network and runtime are fixed
  * when a container is created, so requests that set those are created
  * cold; memory, CPU and processes can be changed live. */
 static bool pool_can_serve(const struct manager *m, const struct session *s)
