@@ -138,7 +138,8 @@ static void recovery_reconcile(struct recovery *r)
 	/* What a daemon killed with SIGKILL leaves of its warm pool: the
 	 * containers went as orphans above, their directories go here. */
 	size_t dirs = sweep_state_dirs(m, true, NULL);
-	size_t images = workspace_disk_sweep(m->wsdisk, dir_is_live, m, true, NULL, NULL);
+	size_t images =
+	    workspace_disk_sweep(m->wsdisk, dir_is_live, m, true, NULL, NULL, NULL, NULL);
 	log_info("recovery: %zu adopted, %zu containers removed, %zu sessions tombstoned, %zu "
 		 "stale state directories and %zu workspace images removed",
 		 adopted, orphans, dead, dirs, images);
@@ -404,6 +405,14 @@ static void orphan_removed(const struct docker_result *r, void *arg)
 	orphans_step_done(op);
 }
 
+static void orphan_workspace_removed(const struct err *e, void *arg)
+{
+	struct orphans_op *op = arg;
+	if (e)
+		op->m->orphans_suspected = true; /* logged by workspace_disk.c */
+	orphans_step_done(op);
+}
+
 static void orphans_net_collected(const struct err *e, const struct net_leftovers *found, void *arg)
 {
 	struct orphans_op *op = arg;
@@ -462,11 +471,14 @@ static void orphans_listed(const struct docker_result *res,
 	jg_arr_end(g);
 	if (op->remove && dirs)
 		log_info("gc: removed %zu stale state directories", dirs);
-	/* Workspace images of sessions that are not here (their removal runs on;
-	 * the listing names them). */
+	/* Workspace images of sessions that are not here: answered once they
+	 * are unmounted too. */
 	jg_str(g, "workspaces");
 	jg_arr(g);
-	workspace_disk_sweep(m->wsdisk, dir_is_live, m, op->remove, dir_listed, g);
+	size_t images = workspace_disk_sweep(m->wsdisk, dir_is_live, m, op->remove, dir_listed, g,
+					     orphan_workspace_removed, op);
+	if (op->remove)
+		op->pending += (int)images;
 	jg_arr_end(g);
 	if (m->net == NULL) {
 		struct net_leftovers none = {0};

@@ -214,7 +214,7 @@ static bool vol_known(const struct workspace_disk *wd, const char *id)
 
 size_t workspace_disk_sweep(struct workspace_disk *wd, bool (*keep)(const char *id, void *arg),
 			    void *arg, bool remove, void (*fn)(const char *id, void *arg),
-			    void *fn_arg)
+			    void *fn_arg, workspace_disk_cb removed, void *removed_arg)
 {
 	if (wd == NULL)
 		return 0;
@@ -245,6 +245,8 @@ size_t workspace_disk_sweep(struct workspace_disk *wd, bool (*keep)(const char *
 			log_info("gc: removing the workspace image of session %s", id);
 			struct workspace_vol *v = vol_new(wd, id);
 			v->remove_wanted = true;
+			v->rcb = removed;
+			v->rarg = removed_arg;
 			vol_run(v, remove_sh, vol_removed);
 		}
 	}

@@ -83,11 +83,12 @@ void workspace_vol_remove(struct workspace_vol *v, workspace_disk_cb cb, void *a
 void workspace_vol_forget(struct workspace_vol *v);
 
 /* Workspaces in <state-dir>/w whose session keep() does not claim, and no
- * vol of this node: unmounted and deleted with remove (asynchronously; the
- * count is of those found), fn (may be NULL) told each id. Only names
+ * vol of this node: fn (may be NULL) is told each id, and with remove each
+ * is unmounted and deleted, asynchronously: removed (may be NULL) runs once
+ * per removal, from the loop. Returns how many were found. Only names
  * shaped like session ids are touched. */
 size_t workspace_disk_sweep(struct workspace_disk *wd, bool (*keep)(const char *id, void *arg),
 			    void *arg, bool remove, void (*fn)(const char *id, void *arg),
-			    void *fn_arg);
+			    void *fn_arg, workspace_disk_cb removed, void *removed_arg);
 
 #endif
