@@ -79,7 +79,7 @@ void container_spec_build(struct container_spec *spec, const struct session *s,
 	d->binds = (const char *const *)spec->binds;
 	d->n_binds = 1;
 	if (a->workspace_dir) {
-		/* The session's own file system (nosuid and nodev come from its
+		/* The session's own file system (nosuid, nodev and noexec come from its
 		 * mount on the host); its size is its budget, apart from memory. */
 		n = strlen(a->workspace_dir) + sizeof("/workspace") + 8;
 		spec->binds[1] = xmalloc(n);

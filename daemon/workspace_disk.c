@@ -25,10 +25,12 @@ extern char **environ;
 /* $1 image, $2 mount point, $3 MiB, $4 uid. No journal: a workspace does
  * not outlive a host crash (the restart sweeps it), and a journal would
  * cost 8-32 MiB of every budget. Nothing reserved for root (-m 0): the
- * budget is the sandbox's. discard: a deleted file gives its blocks back to
- * the host's disk (the image stays sparse). mount -o loop sets autoclear,
- * so the unmount frees the loop device. lost+found goes: the sandbox
- * cannot remove it and would see it in every listing. */
+ * budget is the sandbox's. discard: a deleted file gives its blocks back
+ * to the host's disk (the image stays sparse). nosuid,nodev,noexec: what
+ * Docker gives the tmpfs it replaces (noexec is no boundary: security.md).
+ * mount -o loop sets autoclear, so the unmount frees the loop device.
+ * lost+found goes: the sandbox cannot remove it and would see it in every
+ * listing. */
 static const char make_sh[] =
     "set -e\n"
     "umask 077\n"
@@ -37,7 +39,7 @@ static const char make_sh[] =
     "mkfs.ext4 -F -q -m 0 -O ^has_journal -E nodiscard,root_owner=\"$4:$4\" "
     "\"$1\"\n"
     "mkdir -p \"$2\"\n"
-    "mount -t ext4 -o loop,nosuid,nodev,discard \"$1\" \"$2\"\n"
+    "mount -t ext4 -o loop,nosuid,nodev,noexec,discard \"$1\" \"$2\"\n"
     "rmdir \"$2/lost+found\"\n"
     "chmod 0700 \"$2\"\n";
 

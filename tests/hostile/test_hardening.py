@@ -73,7 +73,7 @@ def test_docker_inspect_shows_every_hardening_field(hostile):
             with open("/proc/self/mountinfo") as f:
                 (line,) = [x.split() for x in f if x.split()[4] == os.path.realpath(wsrc)]
             opts = line[5].split(",")
-            assert "nosuid" in opts and "nodev" in opts, line
+            assert "nosuid" in opts and "nodev" in opts and "noexec" in opts, line
             assert os.path.getsize(wsrc + ".img") == limits["disk_mb"] * mb
         # Docker's masked and read-only /proc paths are in place.
         assert "/proc/kcore" in (hc.get("MaskedPaths") or []), hc.get("MaskedPaths")

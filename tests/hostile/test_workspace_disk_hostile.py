@@ -70,8 +70,9 @@ def test_the_sandbox_cannot_reach_the_image_or_remount_it(loop_backend):
                         " capture_output=True)\n"
                         "print(p.returncode != 0)\n"
                         "st = os.statvfs('/workspace')\n"
-                        "print(bool(st.f_flag & os.ST_NOSUID), bool(st.f_flag & os.ST_NODEV))")
-        assert r["status"] == "ok" and r["stdout"] == "[]\nTrue\nTrue True\n", r
+                        "print(bool(st.f_flag & os.ST_NOSUID), bool(st.f_flag & os.ST_NODEV),"
+                        " bool(st.f_flag & os.ST_NOEXEC))")
+        assert r["status"] == "ok" and r["stdout"] == "[]\nTrue\nTrue True True\n", r
         # A link in the workspace to a host path means nothing on the host:
         # the daemon never walks the image's files, it unmounts the image.
         r = h.exec(sid, "import os\nos.symlink('/etc', '/workspace/etc')\n"
