@@ -141,7 +141,7 @@ static void recovery_reconcile(struct recovery *r)
 	size_t images =
 	    workspace_disk_sweep(m->wsdisk, dir_is_live, m, true, NULL, NULL, NULL, NULL);
 	log_info("recovery: %zu adopted, %zu containers removed, %zu sessions tombstoned, %zu "
-		 "stale state directories and %zu workspace images removed",
+		 "stale state directories removed, %zu workspace images removed",
 		 adopted, orphans, dead, dirs, images);
 	m->recovered = true;
 	/* A sandbox network that no adopted session uses, and that no warm pool
