@@ -12,11 +12,11 @@
  * pool's. The one exception to one call at a time: with the loop backend
  * the workspace image (workspace_disk.h, ~70 ms of helpers) is made from
  * the start, beside STORE, NETWORK and DOCKER_CREATE, which do not need it;
- * WORKSPACE waits for it before the container starts and binds it. When the
- * session ends under it (delete, expiry, shutdown), the
- * call in flight is cancelled and the op freed at once: the driver removes a
- * container whose create it cancelled. The warm pool's bookkeeping is
- * pool.c's; which requests it may serve is decided here. */
+ * WORKSPACE waits for it before the container starts and binds it. When
+ * the session ends under it (delete, expiry, shutdown), the call in flight
+ * is cancelled and the op freed at once: the driver removes a container
+ * whose create it cancelled, and the teardown the image once it is made. The warm pool's
+ * bookkeeping is pool.c's; which requests it may serve is decided here. */
 #include <stdio.h>
 #include <string.h>
 
@@ -32,9 +32,9 @@
 
 enum create_step {
 	CREATE_STORE,
-	CREATE_WORKSPACE,
 	CREATE_NETWORK,
 	CREATE_DOCKER_CREATE,
+	CREATE_WORKSPACE,
 	CREATE_DOCKER_START,
 	CREATE_INSPECT,
 	CREATE_WAIT_RUNNER,
@@ -44,9 +44,9 @@ enum create_step {
 
 static const char *const step_names[] = {
     [CREATE_STORE] = "writing the registry",
-    [CREATE_WORKSPACE] = "making the workspace disk",
     [CREATE_NETWORK] = "setting up the network",
     [CREATE_DOCKER_CREATE] = "creating the container",
+    [CREATE_WORKSPACE] = "making the workspace disk",
     [CREATE_DOCKER_START] = "starting the container",
     [CREATE_INSPECT] = "inspecting the container",
     [CREATE_WAIT_RUNNER] = "waiting for the kernel",
@@ -406,8 +406,8 @@ void create_start(struct msession *ms, manager_session_cb cb, void *arg, bool re
 
 /* ---- the warm pool ---- */
 
-/* The disk size (a tmpfs or image size), environment, network and runtime are fixed
- * when a container is created, so requests that set those are created
+/* The disk size (a tmpfs's or an image's), environment, network and runtime
+ * are fixed when a container is created, so requests that set those are created
  * cold; memory, CPU and processes can be changed live. */
 static bool pool_can_serve(const struct manager *m, const struct session *s)
 {
