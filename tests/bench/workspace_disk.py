@@ -89,7 +89,8 @@ MAKE = ("set -e; truncate -s \"$3\"M \"$1\"; "
         "mkfs.ext4 -F -q -m 0 -O ^has_journal -E nodiscard,root_owner=\"$4:$4\" \"$1\"; "
         "mkdir -p \"$2\"; mount -t ext4 -o loop,nosuid,nodev,noexec,discard \"$1\" \"$2\"; "
         "rmdir \"$2/lost+found\"; chmod 0700 \"$2\"")
-REMOVE = "set -e; umount \"$2\"; rmdir \"$2\"; rm -f \"$1\""
+REMOVE = ("if ! umount \"$2\" 2>/dev/null && mountpoint -q \"$2\"; then exit 1; fi\n"
+          "rm -f -d -- \"$1\" \"$2\"\n")
 
 
 def helper_times(mb, reps=5):
