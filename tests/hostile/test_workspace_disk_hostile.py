@@ -93,7 +93,8 @@ def test_a_writer_left_running_does_not_keep_the_mount(loop_backend):
                         "subprocess.Popen(['sh', '-c', 'while :; do echo x >> /workspace/log;"
                         " done'], start_new_session=True)\nprint('started')")
         assert r["stdout"] == "started\n", r
-        h.wait_for(lambda: os.path.getsize(os.path.join(ws_dir(h), sid, "log")) > 0, 10,
+        log = os.path.join(ws_dir(h), sid, "log")
+        h.wait_for(lambda: os.path.exists(log) and os.path.getsize(log) > 0, 10,
                    what="the writer to write")
     assert_gone(h, sid)
     h.assert_daemon_fine()
