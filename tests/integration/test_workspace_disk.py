@@ -300,3 +300,21 @@ def test_gc_lists_and_removes_a_leftover_workspace(make_daemon):
     finally:
         if mounts_under(mnt):
             subprocess.run(["umount", mnt], capture_output=True, timeout=60)
+
+
+def test_a_node_that_cannot_loop_mount_falls_back_to_tmpfs(make_daemon):
+    # No mkfs.ext4 on the daemon's PATH (it is in /usr/sbin): the start-up
+    # probe fails, the daemon says why and serves tmpfs workspaces; the
+    # probe leaves nothing behind.
+    d = make_daemon("--pool-size", "0", env={"PATH": "/usr/bin:/bin"})
+    d.wait_log("workspace: loop backend unavailable: a probe image could not be made")
+    assert ws_entries(d) == [] and not mounts_under(ws_dir(d))
+    s = d.api.create(limits={"disk_mb": 16})
+    try:
+        r = d.api.exec(s["id"], "import subprocess\n"
+                                "print(subprocess.run(['stat', '-f', '-c', '%T', '/workspace'],"
+                                " capture_output=True, text=True).stdout)")
+        assert r["stdout"].strip() == "tmpfs", r
+        assert ws_entries(d) == []
+    finally:
+        d.api.delete(s["id"])
