@@ -293,6 +293,9 @@ def test_gc_lists_and_removes_a_leftover_workspace(make_daemon):
         status, doc = d.api.request("GET", "/v1/admin/orphans")
         assert status == 200 and doc["workspaces"] == [fake], doc
         assert mounts_under(mnt)  # listing removes nothing
+        r = d.ctl("gc")
+        assert r.returncode == 0 and "found 1 stale workspace image: " + fake in r.stdout, r
+        assert mounts_under(mnt)
         status, doc = d.api.request("POST", "/v1/admin/gc")
         assert status == 200 and doc["workspaces"] == [fake], doc
         assert_workspace_gone(d, fake)
