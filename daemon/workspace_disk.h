@@ -20,11 +20,21 @@
  * The helpers (truncate, mkfs.ext4, mount, umount) run through proc_run, off
  * the loop, as one /bin/sh script each with the paths as arguments.
  *
- * For the snapshots (next issue): workspace_disk_path() gives the host path
- * of a session's mounted workspace, so a snapshot can read, and a restore
- * write, the files from the host (as root: chown to the session's uid)
- * without going through the sandbox; with the tmpfs backend it returns -1
- * and the files are only reachable through the runner. */
+ * For the snapshots (next issue): workspace_disk_path(wd, id, buf, size)
+ * gives the host path of session id's mounted workspace (ms->wsvol != NULL
+ * says it is mounted; it stays so until the teardown's workspace_vol_remove
+ * after the container is gone), so a snapshot can read, and a restore
+ * write, the files from the host without going through the sandbox; with
+ * the tmpfs backend it returns -1 and the files are reachable only through
+ * the runner (daemon/files.c). Reading it from the host, three rules:
+ *  - its contents are the sandbox's: walk it with openat2(RESOLVE_BENEATH |
+ *    RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS) or O_NOFOLLOW at every
+ *    step, never follow a link, and cap sizes and counts (a sandbox can
+ *    make millions of inodes and files that change while read);
+ *  - file I/O there can block (a loop device, up to disk_mb of dirty pages):
+ *    do it in a helper or a thread, never on the loop;
+ *  - files a restore writes are chown'ed to the session's uid (s->uid) and
+ *    keep within disk_mb (ENOSPC is the budget speaking). */
 #ifndef CI_WORKSPACE_DISK_H
 #define CI_WORKSPACE_DISK_H
 
