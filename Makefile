@@ -43,7 +43,7 @@ LIB_SRCS := lib/err.c lib/xalloc.c lib/clock.c lib/json.c lib/buf.c lib/codec.c 
 # One file per responsibility; see docs/architecture.md.
 DAEMON_LIB_SRCS := daemon/log.c daemon/config.c \
 	daemon/session.c daemon/session_json.c daemon/digest.c daemon/api_requests.c daemon/frame.c daemon/capbuf.c daemon/exec_result.c \
-	daemon/container_spec.c daemon/seccomp.c daemon/uid_range.c daemon/ipc_dir.c daemon/kernel_frame.c daemon/kernel.c daemon/files.c \
+	daemon/container_spec.c daemon/seccomp.c daemon/uid_range.c daemon/ipc_dir.c daemon/workspace_disk.c daemon/kernel_frame.c daemon/kernel.c daemon/files.c \
 	daemon/netpolicy.c daemon/resolver.c daemon/egress_head.c daemon/egress.c daemon/proc.c daemon/network.c \
 	daemon/curl_loop.c daemon/httpc.c daemon/fixer_prompt.c daemon/fixer.c daemon/fixer_target.c daemon/docker.c daemon/docker_api.c daemon/docker_json.c daemon/store.c daemon/http_head_scan.c daemon/http_reply.c \
 	daemon/http_request.c daemon/http_server.c daemon/manager.c daemon/manager_create.c \

@@ -28,8 +28,9 @@ static const struct option gc_options[] = {
     {NULL, 0, NULL, 0},
 };
 
-/* The other kinds of leftovers: state directories of sessions that are gone,
- * and sandbox networks (with their firewall chains) that nothing uses. */
+/* The other kinds of leftovers: state directories and workspace images of
+ * sessions that are gone, and sandbox networks (with their firewall chains)
+ * that nothing uses. */
 static void print_leftovers(yajl_val doc, int force)
 {
 	yajl_val dirs = json_path_arr(doc, "state_dirs"), nets = json_path_arr(doc, "networks");
@@ -47,6 +48,18 @@ static void print_leftovers(yajl_val doc, int force)
 		       nd == 1 ? "y" : "ies");
 		for (i = 0; i < nd; i++) {
 			yajl_val v = json_arr_at(dirs, i);
+
+			printf(" %s", YAJL_IS_STRING(v) ? v->u.string : "?");
+		}
+		printf("\n");
+	}
+	yajl_val ws = json_path_arr(doc, "workspaces");
+	size_t nw = json_arr_len(ws);
+	if (nw > 0) {
+		printf("%s %zu stale workspace image%s:", force ? "removed" : "found", nw,
+		       nw == 1 ? "" : "s");
+		for (i = 0; i < nw; i++) {
+			yajl_val v = json_arr_at(ws, i);
 
 			printf(" %s", YAJL_IS_STRING(v) ? v->u.string : "?");
 		}
@@ -133,7 +146,8 @@ const struct cli_cmd cmd_gc = {
 	    "Prints a table: CONTAINER (short id), SESSION ('-' when unlabelled) and STATE,\n"
 	    "or 'no orphan containers'; with --force, 'removed N orphan containers' first.\n"
 	    "--json prints the answer: {\"orphans\":[{\"container\":...,\"session\":...,\n"
-	    "\"state\":...}],\"state_dirs\":[...],\"networks\":[{\"network\":...,\"bridge\":...,\n"
+	    "\"state\":...}],\"state_dirs\":[...],\"workspaces\":[...],\"networks\":[{\"network\":."
+	    "..,\"bridge\":...,\n"
 	    "\"chain\":...}]}.\n",
     .run = gc_run,
 };

@@ -154,6 +154,10 @@ static const struct opt opt_table[] = {
      "mount a tmpfs for the sessions' IPC directories (hides the state-dir path from "
      "sandboxes)",
      OPT_RESTART},
+    {"workspace-backend", OPT_STR, O(workspace_backend), "loop", 0, 0,
+     "where /workspace lives: loop (an ext4 image of disk_mb on the host's disk, its own "
+     "budget; falls back to tmpfs where the node cannot) or tmpfs (charged to memory)",
+     OPT_RESTART},
     {"remove-on-exit", OPT_BOOL, O(remove_on_exit), "false", 0, 0,
      "remove session containers when the daemon exits", OPT_LIVE},
     {"http-head-timeout-s", OPT_INT, O(http_head_timeout_s), "10", 1, 3600,
@@ -613,6 +617,9 @@ int config_validate(const struct config *cfg, struct err **errp)
 			       "log-level: expected debug, info, warn or error");
 	if (validate_listener(cfg, errp) < 0)
 		return -1;
+	if (strcmp(cfg->workspace_backend, "loop") != 0 &&
+	    strcmp(cfg->workspace_backend, "tmpfs") != 0)
+		return err_set(errp, ERR_BAD_REQUEST, "workspace-backend: expected loop or tmpfs");
 	if (log_format_parse(cfg->log_format) < 0)
 		return err_set(errp, ERR_BAD_REQUEST, "log-format: expected text or json");
 	if (cfg->sandbox_uid_base + cfg->sandbox_uid_count > INT32_MAX)

@@ -58,6 +58,7 @@ struct config {
 	int64_t max_body_bytes;
 	int64_t drain_timeout_s;
 	bool remove_on_exit;
+	char *workspace_backend;     /* loop or tmpfs (workspace_disk.h) */
 	bool ipc_tmpfs;              /* the sessions' IPC directories on a tmpfs of their own */
 	int64_t http_head_timeout_s; /* a request head, from its first byte */
 	int64_t http_idle_timeout_s; /* waiting for a request */

@@ -74,10 +74,18 @@ void container_spec_build(struct container_spec *spec, const struct session *s,
 
 	/* The only host path in the sandbox: its own IPC directory, read-only. */
 	size_t n = strlen(a->ipc_dir) + sizeof(CONTAINER_IPC_DIR) + 8;
-	spec->bind = xmalloc(n);
-	snprintf(spec->bind, n, "%s:%s:ro", a->ipc_dir, CONTAINER_IPC_DIR);
-	d->binds = (const char *const *)&spec->bind;
+	spec->binds[0] = xmalloc(n);
+	snprintf(spec->binds[0], n, "%s:%s:ro", a->ipc_dir, CONTAINER_IPC_DIR);
+	d->binds = (const char *const *)spec->binds;
 	d->n_binds = 1;
+	if (a->workspace_dir) {
+		/* The session's own file system (nosuid, nodev and noexec come from its
+		 * mount on the host); its size is its budget, apart from memory. */
+		n = strlen(a->workspace_dir) + sizeof("/workspace") + 8;
+		spec->binds[1] = xmalloc(n);
+		snprintf(spec->binds[1], n, "%s:/workspace:rw", a->workspace_dir);
+		d->n_binds = 2;
+	}
 	d->network_mode = a->network ? a->network : "none";
 	d->readonly_rootfs = true;
 	d->cap_drop = cap_drop;
@@ -93,16 +101,18 @@ void container_spec_build(struct container_spec *spec, const struct session *s,
 	d->security_opt = (const char *const *)spec->security_opt;
 
 	/* Disk quota: --storage-opt size is refused on overlay2 here, so the
-	 * writable places are size-capped tmpfs (charged to the memory cgroup). */
+	 * writable places are a loop-mounted image (/workspace, when the node
+	 * can: workspace_disk.h) and size-capped tmpfs (charged to the memory
+	 * cgroup: /tmp always, /workspace otherwise). */
 	snprintf(spec->tmpfs_workspace, sizeof(spec->tmpfs_workspace),
 		 "rw,nosuid,nodev,size=%lldm,uid=%lld,gid=%lld,mode=0700",
 		 (long long)s->limits.disk_mb, (long long)s->uid, (long long)s->uid);
 	snprintf(spec->tmpfs_tmp, sizeof(spec->tmpfs_tmp), "rw,nosuid,nodev,size=%lldm,mode=1777",
 		 (long long)s->limits.disk_mb);
-	spec->tmpfs[0] = (struct docker_kv){"/workspace", spec->tmpfs_workspace};
-	spec->tmpfs[1] = (struct docker_kv){"/tmp", spec->tmpfs_tmp};
+	spec->tmpfs[0] = (struct docker_kv){"/tmp", spec->tmpfs_tmp};
+	spec->tmpfs[1] = (struct docker_kv){"/workspace", spec->tmpfs_workspace};
 	d->tmpfs = spec->tmpfs;
-	d->n_tmpfs = 2;
+	d->n_tmpfs = a->workspace_dir ? 1 : 2;
 
 	d->memory = mem;
 	d->memory_swap = mem; /* equal: no swap */
@@ -131,7 +141,8 @@ void container_spec_release(struct container_spec *spec)
 {
 	for (size_t i = 0; i < spec->n_env; i++)
 		free(spec->env[i]);
-	free(spec->bind);
+	free(spec->binds[0]);
+	free(spec->binds[1]);
 	free(spec->security_opt[0]);
 	free(spec->security_opt[1]);
 	memset(spec, 0, sizeof(*spec));

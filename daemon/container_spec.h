@@ -24,6 +24,9 @@ struct container_spec_args {
 	const char *network;
 	const char *proxy_url;
 	const char *seccomp; /* profile JSON; NULL: the engine's default */
+	/* Host directory bind-mounted read-write at /workspace (a loop-mounted
+	 * image, workspace_disk.h); NULL: /workspace is a tmpfs. */
+	const char *workspace_dir;
 };
 
 #define CONTAINER_SPEC_MAX_ENV (SESSION_MAX_KV + 16)
@@ -38,7 +41,7 @@ struct container_spec {
 	size_t n_env;
 	struct docker_kv labels[4];
 	char user[64];
-	char *bind;
+	char *binds[2];
 	char *security_opt[2];
 	char tmpfs_workspace[160], tmpfs_tmp[96];
 	struct docker_kv tmpfs[2];

@@ -60,6 +60,12 @@ static bool same_mount_ns(pid_t pid)
 	return a > 0 && b > 0 && strcmp(mine, theirs) == 0;
 }
 
+bool ipc_dir_engine_shares_mounts(const char *docker_socket)
+{
+	pid_t engine = docker_pid(docker_socket);
+	return engine > 0 && same_mount_ns(engine);
+}
+
 int ipc_dir_prepare(const char *dir, const char *docker_socket, bool want_tmpfs, bool *tmpfs,
 		    struct err **errp)
 {
@@ -73,8 +79,7 @@ int ipc_dir_prepare(const char *dir, const char *docker_socket, bool want_tmpfs,
 	chmod(dir, 0711);
 	if (!want_tmpfs)
 		return 0;
-	pid_t engine = docker_pid(docker_socket);
-	if (engine <= 0 || !same_mount_ns(engine)) {
+	if (!ipc_dir_engine_shares_mounts(docker_socket)) {
 		log_info("ipc: %s stays a plain directory: the engine does not share this daemon's "
 			 "mount namespace (sandboxes see its path in /proc/self/mountinfo)",
 			 dir);

@@ -24,6 +24,10 @@
 int ipc_dir_prepare(const char *dir, const char *docker_socket, bool want_tmpfs, bool *tmpfs,
 		    struct err **errp);
 
+/* Whether dockerd (found through docker_socket) shares our mount namespace,
+ * so that a mount the daemon makes is what a bind mount of it shows. */
+bool ipc_dir_engine_shares_mounts(const char *docker_socket);
+
 /* Remove the session directories under dir that keep(name) does not claim:
  * what a daemon killed with SIGKILL left of its warm-pool sandboxes, or of
  * sessions whose containers are gone. Only names shaped like session ids are

@@ -99,6 +99,7 @@ bool manager_any_networked(const struct manager *m)
 static void msession_free(struct msession *ms)
 {
 	uid_range_release(ms->m->uids, ms->s->uid);
+	workspace_vol_forget(ms->wsvol); /* an ended one gave it to its teardown */
 	files_free(ms->files, "the daemon is shutting down");
 	/* A session still in the table at this point outlives the daemon (its
 	 * container is kept for adoption); an ended one has link NULL already. */
@@ -565,7 +566,15 @@ struct manager *manager_new(struct event_base *base, const struct config *cfg,
 		*errp = se;
 		return NULL;
 	}
+	struct workspace_disk *wsdisk =
+	    workspace_disk_new(base, cfg->state_dir, cfg->workspace_backend, cfg->docker, errp);
+	if (wsdisk == NULL) {
+		free(seccomp);
+		err_wrap(errp, "state-dir");
+		return NULL;
+	}
 	struct manager *m = xcalloc(1, sizeof(*m));
+	m->wsdisk = wsdisk;
 	m->seccomp = seccomp;
 	m->uids = uid_range_new(cfg->sandbox_uid_base, cfg->sandbox_uid_count);
 	m->base = base;
@@ -601,6 +610,7 @@ void manager_free(struct manager *m)
 		msession_free(ms);
 	}
 	pool_free(m->pool);
+	workspace_disk_free(m->wsdisk);
 	manager_shutdown_free(m); /* the loop stopped before it ended: nobody waits */
 	event_free(m->sweep);
 	manager_tombs_free(m);

@@ -2,16 +2,21 @@
  *
  * A create is an explicit state machine, one op per session (ms->create):
  *
- *   cold:   STORE → NETWORK → DOCKER_CREATE → DOCKER_START → INSPECT → WAIT_RUNNER
+ *   cold:   STORE → NETWORK → DOCKER_CREATE → WORKSPACE → DOCKER_START → INSPECT →
+ *           WAIT_RUNNER
  *   claim:  CLAIM_STORE → CLAIM_UPDATE
  *
  * Each step starts one call and keeps its handle; its callback moves to the
  * next step. Only a networked session visits NETWORK and INSPECT, and a
  * claim visits CLAIM_UPDATE only when the client's limits differ from the
- * pool's. When the session ends under it (delete, expiry, shutdown), the
- * call in flight is cancelled and the op freed at once: the driver removes a
- * container whose create it cancelled. The warm pool's bookkeeping is
- * pool.c's; which requests it may serve is decided here. */
+ * pool's. The one exception to one call at a time: with the loop backend
+ * the workspace image (workspace_disk.h, ~70 ms of helpers) is made from
+ * the start, beside STORE, NETWORK and DOCKER_CREATE, which do not need it;
+ * WORKSPACE waits for it before the container starts and binds it. When
+ * the session ends under it (delete, expiry, shutdown), the call in flight
+ * is cancelled and the op freed at once: the driver removes a container
+ * whose create it cancelled, and the teardown the image once it is made. The warm pool's
+ * bookkeeping is pool.c's; which requests it may serve is decided here. */
 #include <stdio.h>
 #include <string.h>
 
@@ -29,6 +34,7 @@ enum create_step {
 	CREATE_STORE,
 	CREATE_NETWORK,
 	CREATE_DOCKER_CREATE,
+	CREATE_WORKSPACE,
 	CREATE_DOCKER_START,
 	CREATE_INSPECT,
 	CREATE_WAIT_RUNNER,
@@ -40,6 +46,7 @@ static const char *const step_names[] = {
     [CREATE_STORE] = "writing the registry",
     [CREATE_NETWORK] = "setting up the network",
     [CREATE_DOCKER_CREATE] = "creating the container",
+    [CREATE_WORKSPACE] = "making the workspace disk",
     [CREATE_DOCKER_START] = "starting the container",
     [CREATE_INSPECT] = "inspecting the container",
     [CREATE_WAIT_RUNNER] = "waiting for the kernel",
@@ -58,6 +65,9 @@ struct create_op {
 	struct docker_call *docker;
 	struct store_op *store;
 	struct net_waiter *net;
+	/* The workspace image, made beside the steps until WORKSPACE. */
+	bool ws_making;     /* the make is in flight */
+	struct err *ws_err; /* it failed, before WORKSPACE was reached */
 };
 
 static void create_step(struct create_op *op);
@@ -67,6 +77,11 @@ static void op_free(struct create_op *op)
 {
 	docker_cancel(op->docker);
 	store_cancel(op->store);
+	/* The image may still be in the making: the teardown removes it once
+	 * made (workspace_vol_remove waits for it). */
+	if (op->ws_making)
+		workspace_vol_cancel_make(op->ms->wsvol);
+	err_free(op->ws_err);
 	if (op->net)
 		net_cancel(op->ms->m->net, op->net);
 	if (op->timeout)
@@ -163,6 +178,51 @@ static void stored(const struct err *e, void *arg)
 	create_step(op);
 }
 
+static void workspace_made(const struct err *e, void *arg)
+{
+	struct create_op *op = arg;
+	op->ws_making = false;
+	if (op->step != CREATE_WORKSPACE) { /* the steps before it are still going */
+		if (e)
+			op->ws_err = err_new(e->code, "%s", e->message);
+		return;
+	}
+	if (e) {
+		create_finish(op, err_new(e->code, "%s", e->message));
+		return;
+	}
+	op->step = CREATE_DOCKER_START;
+	create_step(op);
+}
+
+/* The session's own disk, made before its container starts (a warm
+ * sandbox's too, so a claim finds it ready); with the tmpfs backend,
+ * nothing to do. */
+static void make_workspace(struct create_op *op)
+{
+	struct msession *ms = op->ms;
+	if (!workspace_disk_is_loop(ms->m->wsdisk))
+		return;
+	op->ws_making = true;
+	ms->wsvol = workspace_vol_make(ms->m->wsdisk, ms->s->id, ms->s->limits.disk_mb, ms->s->uid,
+				       workspace_made, op);
+}
+
+/* Reached after the container is created: go on once the image is made. */
+static void wait_workspace(struct create_op *op)
+{
+	if (op->ws_err) {
+		struct err *e = op->ws_err;
+		op->ws_err = NULL;
+		create_finish(op, e);
+		return;
+	}
+	if (op->ws_making)
+		return; /* workspace_made moves on */
+	op->step = CREATE_DOCKER_START;
+	create_step(op);
+}
+
 static void network_ready(const struct err *e, void *arg)
 {
 	struct create_op *op = arg;
@@ -203,7 +263,7 @@ static void container_created(const struct docker_result *r, const char *id, voi
 	kernel_link_set_container(ms->link, id); /* before start: no hello can come earlier */
 	if (!ms->pooled)
 		msession_persist(ms); /* the record now names its container */
-	op->step = CREATE_DOCKER_START;
+	op->step = CREATE_WORKSPACE;
 	create_step(op);
 }
 
@@ -251,14 +311,18 @@ static void start_container(struct create_op *op)
 	struct manager *m = ms->m;
 	bool networked = ms->s->networked;
 	AUTOFREE char *tag = config_image_tag(m->cfg, ms->s->image);
-	char dir[512], name[CONTAINER_NAME_SIZE];
+	char dir[512], name[CONTAINER_NAME_SIZE], wsdir[512];
 	snprintf(dir, sizeof(dir), "%s/%s", m->sessions_dir, ms->s->id);
+	/* The image's mount point: the path is known before the make ends, and
+	 * only the start needs the mount. */
+	bool ws = ms->wsvol && workspace_disk_path(m->wsdisk, ms->s->id, wsdir, sizeof(wsdir)) == 0;
 	struct container_spec_args args = {
 	    .image_tag = tag,
 	    .ipc_dir = dir,
 	    .network = networked ? net_name(m->net) : NULL,
 	    .proxy_url = networked ? net_proxy_url(m->net) : NULL,
 	    .seccomp = m->seccomp,
+	    .workspace_dir = ws ? wsdir : NULL,
 	};
 	struct container_spec spec;
 	container_spec_build(&spec, ms->s, m->cfg, &args);
@@ -299,6 +363,7 @@ static void create_step(struct create_op *op)
 		}
 		op->store = store_session_put(m->store, ms->s, stored, op);
 		return;
+	case CREATE_WORKSPACE: wait_workspace(op); return;
 	case CREATE_NETWORK: op->net = net_ensure(m->net, network_ready, op); return;
 	case CREATE_DOCKER_CREATE: start_container(op); return;
 	case CREATE_DOCKER_START:
@@ -335,13 +400,14 @@ void create_start(struct msession *ms, manager_session_cb cb, void *arg, bool re
 	op->timeout = evtimer_new(ms->m->base, create_timeout_cb, op);
 	struct timeval tv = {ms->m->cfg->start_timeout_s, 0};
 	evtimer_add(op->timeout, &tv);
+	make_workspace(op); /* beside the first steps: WORKSPACE waits for it */
 	create_step(op);
 }
 
 /* ---- the warm pool ---- */
 
-/* The disk size (a tmpfs size), environment, network and runtime are fixed
- * when a container is created, so requests that set those are created
+/* The disk size (a tmpfs's or an image's), environment, network and runtime
+ * are fixed when a container is created, so requests that set those are created
  * cold; memory, CPU and processes can be changed live. */
 static bool pool_can_serve(const struct manager *m, const struct session *s)
 {

@@ -28,6 +28,7 @@
 #include "manager.h"
 #include "pool.h"
 #include "session.h"
+#include "workspace_disk.h"
 
 #define BUCKETS 4096
 
@@ -63,6 +64,7 @@ struct msession {
 	uint64_t next_exec_id;
 	bool pooled;                   /* a warm sandbox, not yet anybody's session */
 	struct pool_entry *pool_entry; /* ... ready in the pool (NULL while starting) */
+	struct workspace_vol *wsvol;   /* its loop-mounted /workspace (NULL: a tmpfs) */
 	struct msession *hnext;
 	TAILQ_ENTRY(msession) all;
 };
@@ -80,7 +82,8 @@ struct manager {
 	struct uid_range *uids; /* one host uid per session */
 	char *seccomp;          /* the sandboxes' seccomp profile (JSON), NULL = engine's */
 	struct pool *pool;
-	struct shutdown_op *shutdown; /* in progress */
+	struct workspace_disk *wsdisk; /* where /workspace lives (workspace_disk.h) */
+	struct shutdown_op *shutdown;  /* in progress */
 	bool draining;
 	bool recovering, recovered;
 	manager_event_fn listener;

@@ -18,6 +18,7 @@
 
 static struct docker_call *list_containers(struct manager *m, docker_list_cb cb, void *arg);
 static size_t sweep_state_dirs(struct manager *m, bool remove, yajl_gen list);
+static bool dir_is_live(const char *name, void *arg);
 
 /* ---- recovery after a restart ----
  *
@@ -75,6 +76,7 @@ static void adopt(struct manager *m, struct session *s)
 		return;
 	}
 	kernel_link_set_container(ms->link, s->container_id);
+	ms->wsvol = workspace_vol_adopt(m->wsdisk, s->id); /* it keeps its files */
 	if (s->net_ip[0])
 		net_ensure(m->net, NULL, NULL); /* its proxy must listen again */
 	msession_arm_idle(ms);
@@ -136,9 +138,11 @@ static void recovery_reconcile(struct recovery *r)
 	/* What a daemon killed with SIGKILL leaves of its warm pool: the
 	 * containers went as orphans above, their directories go here. */
 	size_t dirs = sweep_state_dirs(m, true, NULL);
+	size_t images =
+	    workspace_disk_sweep(m->wsdisk, dir_is_live, m, true, NULL, NULL, NULL, NULL);
 	log_info("recovery: %zu adopted, %zu containers removed, %zu sessions tombstoned, %zu "
-		 "stale state directories removed",
-		 adopted, orphans, dead, dirs);
+		 "stale state directories removed, %zu workspace images removed",
+		 adopted, orphans, dead, dirs, images);
 	m->recovered = true;
 	/* A sandbox network that no adopted session uses, and that no warm pool
 	 * will use, is a previous run's leftover (with its firewall chain). */
@@ -401,6 +405,14 @@ static void orphan_removed(const struct docker_result *r, void *arg)
 	orphans_step_done(op);
 }
 
+static void orphan_workspace_removed(const struct err *e, void *arg)
+{
+	struct orphans_op *op = arg;
+	if (e)
+		op->m->orphans_suspected = true; /* logged by workspace_disk.c */
+	orphans_step_done(op);
+}
+
 static void orphans_net_collected(const struct err *e, const struct net_leftovers *found, void *arg)
 {
 	struct orphans_op *op = arg;
@@ -459,6 +471,15 @@ static void orphans_listed(const struct docker_result *res,
 	jg_arr_end(g);
 	if (op->remove && dirs)
 		log_info("gc: removed %zu stale state directories", dirs);
+	/* Workspace images of sessions that are not here: answered once they
+	 * are unmounted too. */
+	jg_str(g, "workspaces");
+	jg_arr(g);
+	size_t images = workspace_disk_sweep(m->wsdisk, dir_is_live, m, op->remove, dir_listed, g,
+					     orphan_workspace_removed, op);
+	if (op->remove)
+		op->pending += (int)images;
+	jg_arr_end(g);
 	if (m->net == NULL) {
 		struct net_leftovers none = {0};
 		orphans_net_collected(NULL, &none, op);

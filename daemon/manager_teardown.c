@@ -17,7 +17,7 @@
 
 struct teardown_op {
 	struct msession *ms;
-	int pending; /* the container's removal and the tombstone's write */
+	int pending; /* the container's removal, the workspace's, the tombstone's write */
 	manager_done_cb cb;
 	void *arg;
 };
@@ -115,6 +115,28 @@ static void teardown_deferred_cb(evutil_socket_t fd, short what, void *arg)
 	teardown_step_done(op);
 }
 
+static void workspace_removed(const struct err *e, void *arg)
+{
+	struct teardown_op *op = arg;
+	if (e)
+		op->ms->m->orphans_suspected = true; /* logged by workspace_disk.c */
+	teardown_step_done(op);
+}
+
+/* The loop-mounted workspace goes after the container (which holds a bind
+ * of it), whether or not the container's removal worked: the host's mount
+ * and image go now, the device when the last holder lets go. */
+static void teardown_workspace(struct teardown_op *op)
+{
+	struct msession *ms = op->ms;
+	if (ms->wsvol == NULL)
+		return;
+	struct workspace_vol *v = ms->wsvol;
+	ms->wsvol = NULL;
+	op->pending++;
+	workspace_vol_remove(v, workspace_removed, op);
+}
+
 static void container_removed(const struct docker_result *r, void *arg)
 {
 	struct teardown_op *op = arg;
@@ -123,6 +145,7 @@ static void container_removed(const struct docker_result *r, void *arg)
 			 r->error->message);
 		op->ms->m->orphans_suspected = true;
 	}
+	teardown_workspace(op);
 	teardown_step_done(op);
 }
 
@@ -174,8 +197,10 @@ void msession_end(struct msession *ms, enum session_state st, enum manager_end w
 	ms->link = NULL;
 	if (ms->s->container_id)
 		docker_container_remove(m->docker, ms->s->container_id, container_removed, op);
-	else
+	else {
+		teardown_workspace(op);
 		op->pending--;
+	}
 	if (was_pooled) {
 		op->pending--;        /* nobody's session: no record, no tombstone */
 		if (op->pending == 0) /* nothing was in flight: finish from the loop */

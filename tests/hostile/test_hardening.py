@@ -25,7 +25,11 @@ def test_docker_inspect_shows_every_hardening_field(hostile):
         assert hc["ReadonlyRootfs"] is True
         mb = 1024 * 1024
         tmpfs = hc["Tmpfs"]
-        assert set(tmpfs) == {"/workspace", "/tmp"}, tmpfs
+        binds = hc["Binds"] or []
+        # /workspace: the session's own loop-mounted image (workspace-backend
+        # loop, where the node can), else a tmpfs like /tmp.
+        loop_ws = len(binds) == 2
+        assert set(tmpfs) == ({"/tmp"} if loop_ws else {"/workspace", "/tmp"}), tmpfs
         for path, opts in tmpfs.items():
             o = opts.split(",")
             assert "nosuid" in o and "nodev" in o, (path, opts)
@@ -49,16 +53,28 @@ def test_docker_inspect_shows_every_hardening_field(hostile):
         assert not hc.get("PortBindings") and not hc.get("PublishAllPorts")
         assert not hc.get("Devices") and not hc.get("DeviceCgroupRules")
         assert hc.get("RestartPolicy", {}).get("Name") in ("no", "", None), hc["RestartPolicy"]
-        # Binds: only the session's IPC directory, read-only.
-        binds = hc["Binds"] or []
-        assert len(binds) == 1, binds
+        # Binds: the session's IPC directory, read-only, and with the loop
+        # backend its workspace image's mount point, nosuid and nodev on the
+        # host (a bind keeps the flags of its source).
+        assert len(binds) in (1, 2), binds
         src, dst, mode = binds[0].split(":")
         assert src == os.path.join(h.d.state_dir, "s", s["id"]), binds
         assert dst == "/run/ci" and mode == "ro", binds
         mounts = doc["Mounts"]
         assert all("docker.sock" not in (m.get("Source") or "") for m in mounts), mounts
-        assert [m["Destination"] for m in mounts if m["Type"] == "bind"] == ["/run/ci"], mounts
-        assert all(m["RW"] is False for m in mounts if m["Type"] == "bind"), mounts
+        want = ["/run/ci", "/workspace"] if loop_ws else ["/run/ci"]
+        assert sorted(m["Destination"] for m in mounts if m["Type"] == "bind") == want, mounts
+        assert all(m["RW"] is (m["Destination"] == "/workspace") for m in mounts
+                   if m["Type"] == "bind"), mounts
+        if loop_ws:
+            wsrc, wdst, wmode = binds[1].split(":")
+            assert wsrc == os.path.join(h.d.state_dir, "w", s["id"]), binds
+            assert wdst == "/workspace" and wmode == "rw", binds
+            with open("/proc/self/mountinfo") as f:
+                (line,) = [x.split() for x in f if x.split()[4] == os.path.realpath(wsrc)]
+            opts = line[5].split(",")
+            assert "nosuid" in opts and "nodev" in opts and "noexec" in opts, line
+            assert os.path.getsize(wsrc + ".img") == limits["disk_mb"] * mb
         # Docker's masked and read-only /proc paths are in place.
         assert "/proc/kcore" in (hc.get("MaskedPaths") or []), hc.get("MaskedPaths")
         assert "/proc/sys" in (hc.get("ReadonlyPaths") or []), hc.get("ReadonlyPaths")

@@ -245,3 +245,22 @@ TEST(config_image_profiles)
 	CHECK(config_image_tag(&c, "nope") == NULL);
 	config_free(&c);
 }
+
+TEST(config_workspace_backend_is_loop_or_tmpfs)
+{
+	struct config c;
+	config_defaults(&c);
+	free(c.node);
+	c.node = strdup("n1");
+	struct err *e = NULL;
+	CHECK_STR(c.workspace_backend, "loop");
+	free(c.workspace_backend);
+	c.workspace_backend = strdup("tmpfs");
+	CHECK(config_validate(&c, &e) == 0);
+	free(c.workspace_backend);
+	c.workspace_backend = strdup("xfs-quota");
+	CHECK(config_validate(&c, &e) < 0);
+	CHECK(e && strstr(e->message, "workspace-backend: expected loop or tmpfs"));
+	err_free(e);
+	config_free(&c);
+}

@@ -194,6 +194,42 @@ TEST(container_spec_is_hardened)
 	config_free(&cfg);
 }
 
+/* With a loop-mounted workspace, /workspace is a read-write bind of the
+ * session's image and not a tmpfs (which the memory cgroup would charge);
+ * /tmp stays a capped tmpfs. */
+TEST(container_spec_binds_the_workspace_image)
+{
+	struct config cfg;
+	config_defaults(&cfg);
+	struct err *e = NULL;
+	struct session *s = session_from_request(NULL, &cfg, "default", &e);
+	CHECK(s != NULL);
+	strcpy(s->id, "abcdef00-0000-4000-8000-000000000000");
+	s->node = strdup("node1");
+	s->uid = 200123;
+	struct container_spec_args args = {.image_tag = "ci/python:latest",
+					   .ipc_dir = "/var/lib/ci/s/x",
+					   .workspace_dir = "/var/lib/ci/w/x"};
+	struct container_spec cs;
+	container_spec_build(&cs, s, &cfg, &args);
+	size_t len;
+	char *spec = docker_json_container_config(&cs.docker, &len);
+	container_spec_release(&cs);
+	yajl_val v = json_parse(spec, len, &e);
+	CHECK(v != NULL);
+	yajl_val hc = json_get(v, "HostConfig");
+	yajl_val binds = json_get(hc, "Binds");
+	CHECK(binds && binds->u.array.len == 2);
+	CHECK_STR(binds->u.array.values[0]->u.string, "/var/lib/ci/s/x:/run/ci:ro");
+	CHECK_STR(binds->u.array.values[1]->u.string, "/var/lib/ci/w/x:/workspace:rw");
+	CHECK(json_get_str(json_get(hc, "Tmpfs"), "/workspace") == NULL);
+	CHECK(strstr(json_get_str(json_get(hc, "Tmpfs"), "/tmp"), "size=512m"));
+	yajl_tree_free(v);
+	free(spec);
+	session_free(s);
+	config_free(&cfg);
+}
+
 TEST(container_names_are_opaque_and_fresh)
 {
 	char a[CONTAINER_NAME_SIZE], b[CONTAINER_NAME_SIZE];
