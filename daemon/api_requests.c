@@ -267,6 +267,19 @@ void exec_request_release(struct exec_request *r)
  * NUL, so code with one would run cut short. An escape is a backslash
  * preceded by an even number of backslashes (outside strings valid JSON
  * has none). */
+/* The body's "code": a string (copied into *code, its length in *len), or
+ * -1 naming what it was instead. */
+static int take_code(yajl_val v, char **code, size_t *len, struct err **errp)
+{
+	yajl_val jcode = json_get(v, "code");
+	if (jcode == NULL || !YAJL_IS_STRING(jcode))
+		return err_set(errp, ERR_BAD_REQUEST, "code: expected a string, got %s",
+			       json_type_name(jcode));
+	*code = xstrdup(jcode->u.string);
+	*len = strlen(*code);
+	return 0;
+}
+
 static bool has_nul_escape(const char *text, size_t len)
 {
 	for (size_t i = 0; i + 6 <= len; i++) {
@@ -304,14 +317,8 @@ int api_parse_exec_request(const char *body, size_t len, bool oneshot, struct ex
 			goto fail;
 		}
 	}
-	yajl_val jcode = json_get(v, "code");
-	if (jcode == NULL || !YAJL_IS_STRING(jcode)) {
-		err_set(errp, ERR_BAD_REQUEST, "code: expected a string, got %s",
-			json_type_name(jcode));
+	if (take_code(v, &r->code, &r->len, errp) < 0)
 		goto fail;
-	}
-	r->code = xstrdup(jcode->u.string);
-	r->len = strlen(r->code);
 	yajl_val jt = member(v, "timeout_s");
 	if (jt) {
 		if (!YAJL_IS_NUMBER(jt)) {
@@ -450,14 +457,8 @@ int api_parse_run_request(const char *body, size_t len, bool oneshot, struct run
 			goto fail;
 		}
 	}
-	yajl_val jcode = json_get(v, "code");
-	if (jcode == NULL || !YAJL_IS_STRING(jcode)) {
-		err_set(errp, ERR_BAD_REQUEST, "code: expected a string, got %s",
-			json_type_name(jcode));
+	if (take_code(v, &r->code, &r->len, errp) < 0)
 		goto fail;
-	}
-	r->code = xstrdup(jcode->u.string);
-	r->len = strlen(r->code);
 	yajl_val jg = member(v, "goal");
 	if (jg) {
 		if (!YAJL_IS_STRING(jg) || strlen(jg->u.string) > RUN_GOAL_MAX) {
