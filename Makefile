@@ -59,7 +59,9 @@ DAEMON_LIB_SRCS := daemon/log.c daemon/config.c \
 	daemon/failure_sig.c daemon/fix_rules.c daemon/store_failures.c daemon/store_script.c daemon/api_failures.c \
 	daemon/stateless.c daemon/stateless_seccomp.c \
 	daemon/store_reviews.c daemon/api_reviews.c daemon/reviews.c daemon/webhook.c daemon/workflow.c \
-	daemon/blobstore.c daemon/blobstore_dir.c daemon/blobstore_s3.c
+	daemon/blobstore.c daemon/blobstore_dir.c daemon/blobstore_s3.c \
+	daemon/snapshot.c daemon/snapshot_capture.c daemon/snapshot_restore.c \
+	daemon/store_snapshots.c daemon/api_snapshots.c daemon/manager_snapshot.c
 DAEMON_SRCS := $(DAEMON_LIB_SRCS) daemon/main.c
 include cli/cli.mk
 UNIT_SRCS := $(wildcard tests/unit/*.c)
@@ -68,7 +70,7 @@ LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 LIB_A := $(BUILD)/lib/libci.a
 DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(BUILD)/obj/%.o)
 GEN_OBJS := $(BUILD)/obj/gen/seccomp_profile.o $(BUILD)/obj/gen/stateless_runner.o \
-	$(BUILD)/obj/gen/review_page.o
+	$(BUILD)/obj/gen/review_page.o $(BUILD)/obj/gen/snapshot_vars.o
 DAEMON_LIB_OBJS := $(DAEMON_LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(GEN_OBJS)
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
 UNIT_OBJS := $(UNIT_SRCS:%.c=$(BUILD)/obj/%.o)
@@ -166,6 +168,16 @@ build/gen/stateless_runner.c: daemon/stateless_runner.py
 	  echo 'const char stateless_runner_source[] ='; \
 	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $<; \
 	  echo ';'; } > $@.tmp && mv $@.tmp $@
+# The snapshots' variables code (snapshot_capture.c, snapshot_restore.c),
+# embedded the same way.
+build/gen/snapshot_vars.c: daemon/snapshot_vars.py
+	@mkdir -p $(dir $@)
+	@echo "  GEN     $@"
+	$(Q){ echo '/* Generated from $< by the Makefile; do not edit. */'; \
+	  echo 'extern const char snapshot_vars_source[];'; \
+	  echo 'const char snapshot_vars_source[] ='; \
+	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $<; \
+	  echo ';'; } > $@.tmp && mv $@.tmp $@
 # The reviewer's page (GET /review, /review/app.js, /review/app.css), embedded
 # the same way: three C strings.
 REVIEW_PAGE_FILES := daemon/review_page.html daemon/review_page.js daemon/review_page.css
@@ -217,7 +229,7 @@ FUZZ_CFLAGS := -std=gnu11 -D_GNU_SOURCE -fno-strict-aliasing -g -O1 -fno-omit-fr
 	-Ilib -Idaemon
 FUZZ_LIB_OBJS := $(DAEMON_LIB_SRCS:daemon/%.c=build/fuzz/obj/%.o) \
 	$(LIB_SRCS:lib/%.c=build/fuzz/obj/lib/%.o) \
-	$(LLHTTP_NAMES:%=build/fuzz/obj/llhttp/%.o) build/fuzz/obj/gen/seccomp_profile.o build/fuzz/obj/gen/stateless_runner.o \
+	$(LLHTTP_NAMES:%=build/fuzz/obj/llhttp/%.o) build/fuzz/obj/gen/seccomp_profile.o build/fuzz/obj/gen/stateless_runner.o build/fuzz/obj/gen/snapshot_vars.o \
 	build/fuzz/obj/gen/review_page.o \
 	build/fuzz/obj/gen/version.o
 

@@ -159,6 +159,83 @@ static int take_kv(yajl_val body, const char *key, unsigned flag, struct session
 	return 0;
 }
 
+/* A string array (globs) into *out; "null" leaves it empty. */
+static int take_globs(yajl_val v, const char *what, char ***out, size_t *n, struct err **errp)
+{
+	if (v == NULL || YAJL_IS_NULL(v))
+		return 0;
+	if (!YAJL_IS_ARRAY(v))
+		return err_set(errp, ERR_BAD_REQUEST, "%s: expected an array of globs or null",
+			       what);
+	if (v->u.array.len > SESSION_PERSIST_MAX_PATHS)
+		return err_set(errp, ERR_BAD_REQUEST, "%s: more than %d globs", what,
+			       SESSION_PERSIST_MAX_PATHS);
+	*out = xcalloc(v->u.array.len ? v->u.array.len : 1, sizeof(char *));
+	for (size_t i = 0; i < v->u.array.len; i++) {
+		yajl_val e = v->u.array.values[i];
+		if (!YAJL_IS_STRING(e))
+			return err_set(errp, ERR_BAD_REQUEST, "%s[%zu]: expected a string", what,
+				       i);
+		(*out)[(*n)++] = xstrdup(e->u.string);
+	}
+	return session_check_globs(*out, *n, errp);
+}
+
+int api_parse_globs(yajl_val v, const char *what, char ***out, size_t *n, struct err **errp)
+{
+	return take_globs(v, what, out, n, errp);
+}
+
+static int take_bool(yajl_val obj, const char *where, const char *key, bool dflt, bool *out,
+		     struct err **errp)
+{
+	yajl_val v = member(obj, key);
+	*out = dflt;
+	if (v == NULL)
+		return 0;
+	if (!YAJL_IS_TRUE(v) && !YAJL_IS_FALSE(v))
+		return err_set(errp, ERR_BAD_REQUEST, "%s%s: expected true or false", where, key);
+	*out = YAJL_IS_TRUE(v);
+	return 0;
+}
+
+/* "restore", "workspace" and "persist" (snapshots). */
+static int take_durable(yajl_val body, struct session_request *r, struct err **errp)
+{
+	yajl_val v = member(body, "restore");
+	if (v) {
+		if (!YAJL_IS_STRING(v))
+			return err_set(errp, ERR_BAD_REQUEST,
+				       "restore: expected a snapshot id (a string)");
+		r->restore = xstrdup(v->u.string);
+		r->set |= SRQ_RESTORE;
+	}
+	v = member(body, "workspace");
+	if (v) {
+		if (!YAJL_IS_STRING(v))
+			return err_set(errp, ERR_BAD_REQUEST,
+				       "workspace: expected a workspace's name (a string)");
+		r->workspace = xstrdup(v->u.string);
+		r->set |= SRQ_WORKSPACE;
+	}
+	v = member(body, "persist");
+	if (v == NULL || YAJL_IS_NULL(v))
+		return 0;
+	if (!YAJL_IS_OBJECT(v))
+		return err_set(errp, ERR_BAD_REQUEST, "persist: expected an object or null");
+	static const char *const known[] = {"paths", "variables", "on_end", NULL};
+	if (check_keys(v, "persist: ", known, errp) < 0)
+		return -1;
+	r->set |= SRQ_PERSIST;
+	r->persist.set = true;
+	if (take_globs(member(v, "paths"), "persist.paths", &r->persist.paths,
+		       &r->persist.n_paths, errp) < 0 ||
+	    take_bool(v, "persist.", "variables", true, &r->persist.variables, errp) < 0 ||
+	    take_bool(v, "persist.", "on_end", true, &r->persist.on_end, errp) < 0)
+		return -1;
+	return 0;
+}
+
 int api_parse_session_request(yajl_val body, struct session_request *r, struct err **errp)
 {
 	memset(r, 0, sizeof(*r));
@@ -169,7 +246,8 @@ int api_parse_session_request(yajl_val body, struct session_request *r, struct e
 			       json_type_name(body));
 	static const char *const known[] = {"image",    "idle_timeout_s", "max_lifetime_s",
 					    "limits",   "network",        "env",
-					    "metadata", "runtime",        NULL};
+					    "metadata", "runtime",        "restore",
+					    "workspace", "persist",       NULL};
 	if (check_keys(body, "", known, errp) < 0)
 		goto fail;
 	yajl_val img = member(body, "image");
@@ -199,7 +277,8 @@ int api_parse_session_request(yajl_val body, struct session_request *r, struct e
 	}
 	if (take_limits(body, r, errp) < 0 || take_network(body, r, errp) < 0 ||
 	    take_kv(body, "env", SRQ_ENV, r, &r->env, &r->n_env, errp) < 0 ||
-	    take_kv(body, "metadata", SRQ_METADATA, r, &r->metadata, &r->n_metadata, errp) < 0)
+	    take_kv(body, "metadata", SRQ_METADATA, r, &r->metadata, &r->n_metadata, errp) < 0 ||
+	    take_durable(body, r, errp) < 0)
 		goto fail;
 	return 0;
 fail:

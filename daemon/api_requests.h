@@ -26,6 +26,11 @@ int api_parse_patch_body(const char *body, size_t len, struct session_request *r
 /* POST /v1/sessions: body NULL (or null) is a request for all defaults.
  * On success *r owns its strings (session_request_release); on failure it
  * is left empty. */
+/* A JSON array of persist globs (or null: none) into *out (xcalloc'd
+ * strings, *n of them), checked by session_check_globs; what names it in
+ * errors. On failure what was taken is still the caller's to free. */
+int api_parse_globs(yajl_val v, const char *what, char ***out, size_t *n, struct err **errp);
+
 int api_parse_session_request(yajl_val body, struct session_request *r, struct err **errp);
 
 /* PATCH /v1/sessions/{id}: only "network" may change; the allowlist it

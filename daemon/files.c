@@ -20,6 +20,8 @@ struct file_op {
 	enum file_op_kind kind;
 	uint64_t id;
 	char *path;
+	char *params; /* a tar op's request members (files_start_tar) */
+	bool commit;  /* FILE_TAR_IN's end */
 	const struct file_op_cbs *cbs;
 	void *arg;
 	bool active;              /* request sent to the supervisor */
@@ -79,6 +81,7 @@ static void op_free(struct file_op *op)
 	if (op->pending)
 		evbuffer_free(op->pending);
 	free(op->path);
+	free(op->params);
 	free(op);
 }
 
@@ -141,18 +144,78 @@ static void send_data(struct file_op *op, const char *data, size_t len)
 
 static void send_end(struct file_op *op)
 {
-	char hdr[96];
-	snprintf(hdr, sizeof(hdr), "{\"t\":\"file_end\",\"id\":%llu}", (unsigned long long)op->id);
+	char hdr[128];
+	if (op->kind == FILE_TAR_IN)
+		snprintf(hdr, sizeof(hdr), "{\"t\":\"ws_untar_end\",\"id\":%llu,\"commit\":%s}",
+			 (unsigned long long)op->id, op->commit ? "true" : "false");
+	else
+		snprintf(hdr, sizeof(hdr), "{\"t\":\"file_end\",\"id\":%llu}",
+			 (unsigned long long)op->id);
 	send_frame(op->f, hdr, NULL, 0);
+}
+
+/* A tar op's request: {"t":..., "id":N, <params' members>}. */
+static void send_tar_request(struct file_op *op, const char *type)
+{
+	const char *members = op->params ? op->params : "{}";
+	while (*members == ' ')
+		members++;
+	if (*members == '{')
+		members++;
+	size_t mlen = strlen(members);
+	while (mlen > 0 && (members[mlen - 1] == '}' || members[mlen - 1] == ' '))
+		mlen--;
+	char head[96];
+	snprintf(head, sizeof(head), "{\"t\":\"%s\",\"id\":%llu", type,
+		 (unsigned long long)op->id);
+	size_t hlen = strlen(head);
+	char *hdr = xmalloc(hlen + mlen + 3);
+	memcpy(hdr, head, hlen);
+	size_t n = hlen;
+	if (mlen) {
+		hdr[n++] = ',';
+		memcpy(hdr + n, members, mlen);
+		n += mlen;
+	}
+	hdr[n++] = '}';
+	struct err *e = NULL;
+	if (kernel_link_send_supervisor(op->f->link, hdr, n, NULL, 0, &e) < 0)
+		err_free(e);
+	free(hdr);
+}
+
+/* An upload that just became active: what came early, then the end or a
+ * call for more. */
+static void put_flush(struct file_op *op)
+{
+	if (op->pending) {
+		size_t n = evbuffer_get_length(op->pending);
+		send_data(op, (const char *)evbuffer_pullup(op->pending, -1), n);
+		evbuffer_free(op->pending);
+		op->pending = NULL;
+	}
+	if (op->ended)
+		send_end(op);
+	else if (op->cbs->writable)
+		op->cbs->writable(op->arg);
 }
 
 static void op_send_request(struct file_op *op)
 {
 	struct files *f = op->f;
-	static const char *const types[] = {"file_put", "file_get", "file_list", "file_delete"};
+	static const char *const types[] = {"file_put",    "file_get", "file_list",
+					    "file_delete", "ws_tar",   "ws_untar"};
 	if (!kernel_link_supervisor_connected(f->link)) {
 		op_fail(op, ERR_UNAVAILABLE, "the sandbox's supervisor is not connected");
 		head_done(f);
+		return;
+	}
+	if (op->kind == FILE_TAR_OUT || op->kind == FILE_TAR_IN) {
+		send_tar_request(op, types[op->kind]);
+		op->active = true;
+		arm_idle(f);
+		if (op->kind == FILE_TAR_IN)
+			put_flush(op);
 		return;
 	}
 	AUTOGEN yajl_gen g = json_gen_new();
@@ -169,18 +232,8 @@ static void op_send_request(struct file_op *op)
 		err_free(e);
 	op->active = true;
 	arm_idle(f);
-	if (op->kind != FILE_PUT)
-		return;
-	if (op->pending) {
-		size_t n = evbuffer_get_length(op->pending);
-		send_data(op, (const char *)evbuffer_pullup(op->pending, -1), n);
-		evbuffer_free(op->pending);
-		op->pending = NULL;
-	}
-	if (op->ended)
-		send_end(op);
-	else if (op->cbs->writable)
-		op->cbs->writable(op->arg);
+	if (op->kind == FILE_PUT)
+		put_flush(op);
 }
 
 struct file_op *files_start(struct files *f, enum file_op_kind kind, const char *path,
@@ -206,6 +259,37 @@ struct file_op *files_start(struct files *f, enum file_op_kind kind, const char 
 	if (first)
 		op_send_request(op);
 	return op;
+}
+
+struct file_op *files_start_tar(struct files *f, enum file_op_kind kind, const char *params,
+				const struct file_op_cbs *cbs, void *arg, struct err **errp)
+{
+	if (f->queued >= FILES_MAX_QUEUED) {
+		err_set(errp, ERR_BUSY, "%d file transfers are already queued for this session",
+			FILES_MAX_QUEUED);
+		return NULL;
+	}
+	if (f->idle == NULL)
+		f->idle = evtimer_new(f->base, idle_cb, f);
+	struct file_op *op = xcalloc(1, sizeof(*op));
+	op->f = f;
+	op->kind = kind;
+	op->id = ++f->next_id;
+	op->params = params ? xstrdup(params) : NULL;
+	op->cbs = cbs;
+	op->arg = arg;
+	bool first = TAILQ_EMPTY(&f->ops);
+	TAILQ_INSERT_TAIL(&f->ops, op, q);
+	f->queued++;
+	if (first)
+		op_send_request(op);
+	return op;
+}
+
+void files_tar_in_end(struct file_op *op, bool commit)
+{
+	op->commit = commit;
+	files_put_end(op);
 }
 
 bool files_op_active(const struct file_op *op)
@@ -248,7 +332,8 @@ void files_cancel(struct file_op *op)
 		op_free(op);
 		return;
 	}
-	if (op->kind == FILE_PUT || op->kind == FILE_GET) {
+	if (op->kind == FILE_PUT || op->kind == FILE_GET || op->kind == FILE_TAR_OUT ||
+	    op->kind == FILE_TAR_IN) {
 		char hdr[96];
 		snprintf(hdr, sizeof(hdr), "{\"t\":\"file_abort\",\"id\":%llu}",
 			 (unsigned long long)op->id);
@@ -308,6 +393,20 @@ void files_on_frame(struct files *f, yajl_val h, const char *body, size_t len)
 			head_done(f);
 		}
 		return;
+	case FILE_TAR_OUT:
+		if (strcmp(t, "file_data") == 0) {
+			op->cbs->data(body, len, op->arg);
+		} else if (strcmp(t, "ws_tar_end") == 0) {
+			op->cbs->done(NULL, 0, h, op->arg);
+			head_done(f);
+		}
+		return;
+	case FILE_TAR_IN:
+		if (strcmp(t, "ws_untar_ok") == 0) {
+			op->cbs->done(NULL, 0, h, op->arg);
+			head_done(f);
+		}
+		return;
 	case FILE_PUT:
 	case FILE_DELETE:
 		if (strcmp(t, "file_ok") == 0) {
@@ -323,7 +422,8 @@ void files_on_frame(struct files *f, yajl_val h, const char *body, size_t len)
 void files_on_drained(struct files *f)
 {
 	struct file_op *op = TAILQ_FIRST(&f->ops);
-	if (op && op->active && op->kind == FILE_PUT && !op->ended && op->cbs->writable)
+	if (op && op->active && (op->kind == FILE_PUT || op->kind == FILE_TAR_IN) && !op->ended &&
+	    op->cbs->writable)
 		op->cbs->writable(op->arg);
 }
 

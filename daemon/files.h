@@ -22,7 +22,12 @@
 #define FILES_MAX_QUEUED 16
 #define FILES_PATH_MAX 4096
 
-enum file_op_kind { FILE_PUT, FILE_GET, FILE_LIST, FILE_DELETE };
+/* FILE_TAR_OUT and FILE_TAR_IN are a snapshot's (snapshot.h): the
+ * supervisor's ws_tar (the workspace as a tar, in data callbacks, ending
+ * with its ws_tar_end frame as done's answer) and ws_untar (tar bytes in,
+ * given like a PUT's, ended by files_tar_in_end; done's answer is the
+ * ws_untar_ok frame). docs/protocol.md has the frames. */
+enum file_op_kind { FILE_PUT, FILE_GET, FILE_LIST, FILE_DELETE, FILE_TAR_OUT, FILE_TAR_IN };
 
 struct file_op_cbs {
 	/* GET: the file exists and has this size; data follows. */
@@ -54,6 +59,15 @@ int files_path_check(const char *path, struct err **errp);
 /* Queue an operation. NULL with an error when the queue is full. */
 struct file_op *files_start(struct files *f, enum file_op_kind kind, const char *path,
 			    const struct file_op_cbs *cbs, void *arg, struct err **errp);
+
+/* A tar op (FILE_TAR_OUT, FILE_TAR_IN) with params, a JSON object's text
+ * whose members go into the request (ws_tar's paths, max_bytes,
+ * max_files; NULL or "{}" for none). */
+struct file_op *files_start_tar(struct files *f, enum file_op_kind kind, const char *params,
+				const struct file_op_cbs *cbs, void *arg, struct err **errp);
+/* FILE_TAR_IN: the tar is all sent; commit says whether the supervisor
+ * moves it into /workspace (true) or drops it (false). */
+void files_tar_in_end(struct file_op *op, bool commit);
 
 /* Whether the op is at the head of the queue (may take data). */
 bool files_op_active(const struct file_op *op);

@@ -56,7 +56,7 @@ struct msession *manager_find(struct manager *m, const char *id)
 struct msession *manager_owned(struct manager *m, const char *id, const char *tenant)
 {
 	struct msession *ms = manager_find(m, id);
-	if (ms == NULL || strcmp(ms->s->tenant, tenant) != 0 || ms->teardown)
+	if (ms == NULL || strcmp(ms->s->tenant, tenant) != 0 || msession_closing(ms))
 		return NULL;
 	return ms;
 }
@@ -171,7 +171,7 @@ static void idle_timer_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	struct msession *ms = arg;
 	/* An execution counts as activity: its end slides the clock again. */
-	if (ms->exec || ms->create || ms->teardown || !files_idle(ms->files))
+	if (ms->exec || ms->create || msession_closing(ms) || !files_idle(ms->files))
 		return;
 	if (clock_now_ms() < ms->s->expires_at_ms) {
 		msession_arm_idle(ms); /* the wall clock moved */
@@ -416,7 +416,7 @@ struct file_op *manager_file_start(struct manager *m, const char *id, const char
 		err_set(errp, ERR_NOT_FOUND, "no session %s", id);
 		return NULL;
 	}
-	if (ms->teardown) {
+	if (msession_closing(ms)) {
 		err_set(errp, ERR_EXPIRED, "session %s has ended: %s", id, ms->end_reason);
 		return NULL;
 	}
@@ -434,7 +434,7 @@ int manager_delete(struct manager *m, const char *id, const char *tenant, manage
 	struct msession *ms = manager_find(m, id);
 	if (ms == NULL || strcmp(ms->s->tenant, tenant) != 0)
 		return err_set(errp, ERR_NOT_FOUND, "no session %s", id);
-	if (ms->teardown)
+	if (msession_closing(ms))
 		return err_set(errp, ERR_EXPIRED, "session %s is already ending: %s", id,
 			       ms->end_reason);
 	log_info("session %s: delete requested", id);
@@ -456,7 +456,7 @@ void manager_foreach(struct manager *m, const char *tenant,
 {
 	struct msession *ms;
 	TAILQ_FOREACH (ms, &m->all, all)
-		if (!ms->teardown && strcmp(ms->s->tenant, tenant) == 0)
+		if (!msession_closing(ms) && strcmp(ms->s->tenant, tenant) == 0)
 			fn(ms->s, arg);
 }
 
@@ -607,6 +607,7 @@ void manager_free(struct manager *m)
 		if (ms->exec)
 			exec_abort_at_exit(ms->exec);
 		free(ms->teardown);
+		exit_snap_free_at_exit(ms);
 		msession_free(ms);
 	}
 	pool_free(m->pool);

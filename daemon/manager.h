@@ -57,6 +57,24 @@ int manager_install(struct manager *m, const char *id, const char *tenant,
 		    const struct install_request *req, manager_install_cb cb, void *arg,
 		    struct err **errp);
 
+/* Exit snapshots (snapshot.h): a session with persist.on_end that is
+ * deleted, expires or is drained calls fn before its container goes; fn
+ * calls done(NULL, done_arg) exactly once when it has what it needs (the
+ * files spooled), and the ending goes on. Meanwhile the session refuses
+ * its clients ("ending"), but manager_snapshot_exec and _tar still work. */
+typedef void (*manager_exit_hook)(void *arg, const struct session *s, manager_done_cb done,
+				  void *done_arg);
+void manager_set_exit_snapshot(struct manager *m, manager_exit_hook fn, void *arg);
+
+/* The snapshot engine's access to session id (the caller checked the
+ * tenant): an execution of the daemon's own code, and a tar op
+ * (files_start_tar), allowed also while its exit snapshot is taken. */
+int manager_snapshot_exec(struct manager *m, const char *id, const char *code, size_t len,
+			  int64_t timeout_s, manager_exec_cb cb, void *arg, struct err **errp);
+struct file_op *manager_snapshot_tar(struct manager *m, const char *id, enum file_op_kind kind,
+				     const char *params, const struct file_op_cbs *cbs, void *arg,
+				     struct err **errp);
+
 /* Free every session's runtime state. Containers are left running for the
  * next daemon to adopt (or removed by the caller first, per config). */
 void manager_free(struct manager *m);

@@ -246,7 +246,7 @@ static struct msession *live_session(struct manager *m, const char *id, const ch
 		err_set(errp, ERR_NOT_FOUND, "no session %s", id);
 		return NULL;
 	}
-	if (ms->teardown) {
+	if (msession_closing(ms)) {
 		err_set(errp, ERR_EXPIRED, "session %s has ended: %s", id,
 			ms->end_reason ? ms->end_reason : "deleted");
 		return NULL;

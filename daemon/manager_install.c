@@ -181,7 +181,7 @@ int manager_install(struct manager *m, const char *id, const char *tenant,
 	struct msession *ms = manager_find(m, id);
 	if (ms == NULL || strcmp(ms->s->tenant, tenant) != 0)
 		return err_set(errp, ERR_NOT_FOUND, "no session %s", id);
-	if (ms->teardown)
+	if (msession_closing(ms))
 		return err_set(errp, ERR_EXPIRED, "session %s has ended: %s", id,
 			       ms->end_reason ? ms->end_reason : "deleted");
 	if (m->draining)

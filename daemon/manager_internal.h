@@ -55,6 +55,8 @@ struct msession {
 	struct exec_op *exec;
 	struct teardown_op *teardown;
 	struct install_op *install; /* a package install's window is open */
+	struct exit_snap *exit_snap; /* its exit snapshot is being taken (manager_snapshot.c) */
+	bool exit_snap_done;         /* ... was, or was not wanted: the ending goes on */
 	struct kernel_exit_info last_exit;
 	char *end_reason;
 	int64_t clock_written_ms; /* when the clock last went to Redis */
@@ -88,6 +90,8 @@ struct manager {
 	bool recovering, recovered;
 	manager_event_fn listener;
 	void *listener_arg;
+	manager_exit_hook exit_hook; /* the snapshot engine's (manager_set_exit_snapshot) */
+	void *exit_hook_arg;
 	TAILQ_HEAD(tomb_head_, tomb) tombs; /* newest first */
 	size_t n_tombs;
 	uint64_t endings[MANAGER_END_COUNT]; /* sessions ended, by reason */
@@ -111,6 +115,21 @@ struct tomb {
 	bool unwritten;
 	TAILQ_ENTRY(tomb) link;
 };
+
+/* manager_snapshot.c: a session with persist.on_end that ends for a reason
+ * an exit snapshot is for has it taken first: true when msession_end must
+ * stop here (it is called again, with the same arguments, when the
+ * snapshot is done). */
+bool exit_snap_begin(struct msession *ms, enum session_state st, enum manager_end why,
+		     const char *reason, manager_done_cb cb, void *arg);
+/* Free an exit snapshot's state at the daemon's exit (nobody waits). */
+void exit_snap_free_at_exit(struct msession *ms);
+/* Whether clients are refused: the session is ending (its teardown or its
+ * exit snapshot). */
+static inline bool msession_closing(const struct msession *ms)
+{
+	return ms->teardown != NULL || ms->exit_snap != NULL;
+}
 
 /* manager.c: the table and a session's runtime */
 struct msession *manager_find(struct manager *m, const char *id);

@@ -167,6 +167,8 @@ void msession_end(struct msession *ms, enum session_state st, enum manager_end w
 {
 	if (ms->teardown)
 		return;
+	if (exit_snap_begin(ms, st, why, reason, cb, arg))
+		return;
 	struct manager *m = ms->m;
 	bool was_pooled = ms->pooled;
 	if (ms->pooled) {
@@ -176,6 +178,7 @@ void msession_end(struct msession *ms, enum session_state st, enum manager_end w
 		ms->pooled = false;
 	}
 	session_set_state(ms->s, st);
+	free(ms->end_reason);
 	ms->end_reason = xstrdup(reason);
 	egress_session_ended(net_egress(m->net), ms->s->id);
 	manager_emit(m, st == SESSION_EXPIRED ? "expired" : "ended", ms->s, reason);

@@ -87,7 +87,76 @@ void session_free(struct session *s)
 	session_kv_free(s->metadata, s->n_metadata);
 	free(s->node);
 	free(s->container_id);
+	free(s->workspace);
+	session_persist_clear(&s->persist);
 	free(s);
+}
+
+const char *session_workspace_name(const struct session *s)
+{
+	return s->workspace ? s->workspace : s->id;
+}
+
+bool session_workspace_valid(const char *name)
+{
+	size_t n = name ? strlen(name) : 0;
+	if (n == 0 || n > SESSION_WORKSPACE_MAX || name[0] == '.')
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = name[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '.' || c == '_' || c == '-'))
+			return false;
+	}
+	return true;
+}
+
+int session_check_globs(char *const *globs, size_t n, struct err **errp)
+{
+	if (n > SESSION_PERSIST_MAX_PATHS)
+		return err_set(errp, ERR_BAD_REQUEST, "paths: more than %d globs",
+			       SESSION_PERSIST_MAX_PATHS);
+	for (size_t i = 0; i < n; i++) {
+		const char *g = globs[i];
+		size_t len = strlen(g);
+		if (len == 0 || len > SESSION_PERSIST_PATH_MAX)
+			return err_set(errp, ERR_BAD_REQUEST, "paths[%zu]: a glob of 1 to %d bytes",
+				       i, SESSION_PERSIST_PATH_MAX);
+		if (g[0] == '/')
+			return err_set(errp, ERR_BAD_REQUEST,
+				       "paths[%zu] '%.64s': globs are relative to /workspace", i, g);
+		for (const char *p = g; *p;) {
+			const char *slash = strchr(p, '/');
+			size_t seg = slash ? (size_t)(slash - p) : strlen(p);
+			if (seg == 2 && p[0] == '.' && p[1] == '.')
+				return err_set(errp, ERR_BAD_REQUEST,
+					       "paths[%zu] '%.64s': a '..' component", i, g);
+			if (!slash)
+				break;
+			p = slash + 1;
+		}
+	}
+	return 0;
+}
+
+void session_persist_clear(struct session_persist *p)
+{
+	for (size_t i = 0; i < p->n_paths; i++)
+		free(p->paths[i]);
+	free(p->paths);
+	memset(p, 0, sizeof(*p));
+}
+
+void session_persist_copy(struct session_persist *dst, const struct session_persist *src)
+{
+	*dst = *src;
+	dst->paths = NULL;
+	dst->n_paths = 0;
+	if (src->n_paths) {
+		dst->paths = xcalloc(src->n_paths, sizeof(char *));
+		for (size_t i = 0; i < src->n_paths; i++)
+			dst->paths[dst->n_paths++] = xstrdup(src->paths[i]);
+	}
 }
 
 /* An integer in [min, max]. */
@@ -217,6 +286,9 @@ void session_request_release(struct session_request *r)
 	free(r->allow);
 	session_kv_free(r->env, r->n_env);
 	session_kv_free(r->metadata, r->n_metadata);
+	free(r->restore);
+	free(r->workspace);
+	session_persist_clear(&r->persist);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -269,6 +341,26 @@ struct session *session_from_request(const struct session_request *r, const stru
 			goto fail;
 		s->metadata = session_kv_dup(r->metadata, r->n_metadata);
 		s->n_metadata = r->n_metadata;
+	}
+	if (r && (r->set & SRQ_RESTORE) && (r->set & SRQ_WORKSPACE)) {
+		err_set(errp, ERR_BAD_REQUEST,
+			"restore and workspace: give one (a snapshot id, or a workspace's name)");
+		goto fail;
+	}
+	if (r && (r->set & SRQ_WORKSPACE)) {
+		if (!session_workspace_valid(r->workspace)) {
+			err_set(errp, ERR_BAD_REQUEST,
+				"workspace: '%.64s' is not a name of 1 to %d letters, digits, '.', "
+				"'_' or '-' (not starting with '.')",
+				r->workspace ? r->workspace : "", SESSION_WORKSPACE_MAX);
+			goto fail;
+		}
+		s->workspace = xstrdup(r->workspace);
+	}
+	if (r && (r->set & SRQ_PERSIST)) {
+		if (session_check_globs(r->persist.paths, r->persist.n_paths, errp) < 0)
+			goto fail;
+		session_persist_copy(&s->persist, &r->persist);
 	}
 	s->networked = s->n_allow > 0;
 	if (s->gvisor && s->n_allow > 0) {

@@ -17,6 +17,10 @@
 #define SESSION_MAX_ALLOW 64
 #define SESSION_MAX_KV 64
 #define SESSION_MAX_KV_BYTES 4096
+/* Durable workspaces (snapshot.h): a workspace's name, the persist.paths globs. */
+#define SESSION_WORKSPACE_MAX 64
+#define SESSION_PERSIST_MAX_PATHS 64
+#define SESSION_PERSIST_PATH_MAX 256
 
 enum session_state {
 	SESSION_STARTING, /* container being created; not yet usable */
@@ -37,6 +41,17 @@ struct session_limits {
 struct session_kv {
 	char *key;
 	char *value;
+};
+
+/* What a session keeps of itself (POST /v1/sessions "persist"): which
+ * files (paths NULL and all false: every file), whether its variables,
+ * and whether an exit snapshot is taken when it ends. */
+struct session_persist {
+	bool set;        /* the client asked for it */
+	char **paths;    /* globs; NULL (n_paths 0) = the whole workspace */
+	size_t n_paths;
+	bool variables;
+	bool on_end;
 };
 
 struct session {
@@ -62,6 +77,8 @@ struct session {
 	char *container_id; /* NULL until Docker created it */
 	char net_ip[64];    /* address on the sandbox network; "" without network */
 	int64_t uid;        /* host uid (and gid) of the sandbox's processes; 0 = none yet */
+	char *workspace;    /* the name its snapshots go under; NULL = its id */
+	struct session_persist persist;
 };
 
 /* Which fields of a session_request the client set. */
@@ -78,6 +95,9 @@ enum session_request_field {
 	SRQ_RUNTIME = 1 << 9,
 	SRQ_ENV = 1 << 10,
 	SRQ_METADATA = 1 << 11,
+	SRQ_RESTORE = 1 << 12,
+	SRQ_WORKSPACE = 1 << 13,
+	SRQ_PERSIST = 1 << 14,
 };
 
 /* A create (or PATCH) request as the client sent it, typed: the API parses
@@ -97,6 +117,9 @@ struct session_request {
 	size_t n_env;
 	struct session_kv *metadata;
 	size_t n_metadata;
+	char *restore;   /* a snapshot id to restore (snapshot.h checks it) */
+	char *workspace; /* a workspace name: its latest snapshot, or a new one */
+	struct session_persist persist;
 };
 
 void session_request_release(struct session_request *r);
@@ -112,6 +135,16 @@ struct session *session_from_request(const struct session_request *req, const st
 int session_check_allow(char *const *allow, size_t n, struct err **errp);
 
 void session_free(struct session *s);
+
+/* The name s's snapshots go under: its workspace, or its id. */
+const char *session_workspace_name(const struct session *s);
+/* Whether name is a workspace name: [A-Za-z0-9._-]{1,64}, not starting with '.'. */
+bool session_workspace_valid(const char *name);
+/* Check persist.paths globs (at most 64, each 1..256 bytes, no NUL, no '..'
+ * component, not absolute). The error names the glob. */
+int session_check_globs(char *const *globs, size_t n, struct err **errp);
+void session_persist_clear(struct session_persist *p);
+void session_persist_copy(struct session_persist *dst, const struct session_persist *src);
 
 /* A new random id (RFC 4122 v4, lowercase) into buf[SESSION_ID_LEN + 1]. */
 void session_new_id(char *buf);

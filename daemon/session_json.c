@@ -57,6 +57,25 @@ void session_to_json(const struct session *s, yajl_gen g, bool internal)
 	if (internal)
 		kv_to_json(g, "env", s->env, s->n_env);
 	kv_to_json(g, "metadata", s->metadata, s->n_metadata);
+	jg_kv_str(g, "workspace", session_workspace_name(s));
+	jg_str(g, "persist");
+	if (s->persist.set) {
+		jg_obj(g);
+		jg_str(g, "paths");
+		if (s->persist.n_paths) {
+			jg_arr(g);
+			for (size_t i = 0; i < s->persist.n_paths; i++)
+				jg_str(g, s->persist.paths[i]);
+			jg_arr_end(g);
+		} else {
+			jg_null(g);
+		}
+		jg_kv_bool(g, "variables", s->persist.variables);
+		jg_kv_bool(g, "on_end", s->persist.on_end);
+		jg_obj_end(g);
+	} else {
+		jg_null(g);
+	}
 	if (internal) {
 		jg_kv_str(g, "node", s->node);
 		jg_kv_str(g, "container_id", s->container_id);
@@ -85,6 +104,30 @@ static int record_kv(yajl_val rec, const char *key, struct session_kv **out, siz
 		(*n)++;
 	}
 	return 0;
+}
+
+/* A record's persist: checked again (a record is outside input); what is
+ * malformed is dropped, never half-kept. */
+static void record_persist(yajl_val v, struct session_persist *p)
+{
+	memset(p, 0, sizeof(*p));
+	if (v == NULL || !YAJL_IS_OBJECT(v))
+		return;
+	yajl_val paths = json_get(v, "paths"), var = json_get(v, "variables"),
+		 end = json_get(v, "on_end");
+	if (paths && YAJL_IS_ARRAY(paths) && paths->u.array.len <= SESSION_PERSIST_MAX_PATHS) {
+		p->paths = xcalloc(paths->u.array.len ? paths->u.array.len : 1, sizeof(char *));
+		for (size_t i = 0; i < paths->u.array.len; i++)
+			if (YAJL_IS_STRING(paths->u.array.values[i]))
+				p->paths[p->n_paths++] = xstrdup(paths->u.array.values[i]->u.string);
+		if (session_check_globs(p->paths, p->n_paths, NULL) < 0) {
+			session_persist_clear(p);
+			return;
+		}
+	}
+	p->set = true;
+	p->variables = var && YAJL_IS_TRUE(var);
+	p->on_end = end && YAJL_IS_TRUE(end);
 }
 
 struct session *session_from_record(const char *json, size_t len, struct err **errp)
@@ -146,6 +189,10 @@ struct session *session_from_record(const char *json, size_t len, struct err **e
 	}
 	record_kv(rec, "env", &s->env, &s->n_env);
 	record_kv(rec, "metadata", &s->metadata, &s->n_metadata);
+	const char *ws = json_get_str(rec, "workspace");
+	if (ws && session_workspace_valid(ws) && strcmp(ws, s->id) != 0)
+		s->workspace = xstrdup(ws);
+	record_persist(json_get(rec, "persist"), &s->persist);
 	yajl_tree_free(rec);
 	return s;
 fail:
