@@ -59,7 +59,8 @@ DAEMON_LIB_SRCS := daemon/log.c daemon/config.c \
 	daemon/failure_sig.c daemon/fix_rules.c daemon/store_failures.c daemon/store_script.c daemon/api_failures.c \
 	daemon/stateless.c daemon/stateless_seccomp.c \
 	daemon/store_reviews.c daemon/api_reviews.c daemon/reviews.c daemon/webhook.c daemon/workflow.c \
-	daemon/blobstore.c daemon/blobstore_dir.c daemon/blobstore_s3.c
+	daemon/blobstore.c daemon/blobstore_dir.c daemon/blobstore_s3.c \
+	daemon/tar_scan.c daemon/snapshot_manifest.c
 DAEMON_SRCS := $(DAEMON_LIB_SRCS) daemon/main.c
 include cli/cli.mk
 UNIT_SRCS := $(wildcard tests/unit/*.c)
