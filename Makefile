@@ -61,7 +61,8 @@ DAEMON_LIB_SRCS := daemon/log.c daemon/config.c \
 	daemon/store_reviews.c daemon/api_reviews.c daemon/reviews.c daemon/webhook.c daemon/workflow.c \
 	daemon/blobstore.c daemon/blobstore_dir.c daemon/blobstore_s3.c \
 	daemon/snapshot.c daemon/snapshot_capture.c daemon/snapshot_restore.c \
-	daemon/store_snapshots.c daemon/api_snapshots.c daemon/manager_snapshot.c
+	daemon/store_snapshots.c daemon/api_snapshots.c daemon/manager_snapshot.c \
+	daemon/tar_scan.c daemon/snapshot_manifest.c
 DAEMON_SRCS := $(DAEMON_LIB_SRCS) daemon/main.c
 include cli/cli.mk
 UNIT_SRCS := $(wildcard tests/unit/*.c)

@@ -33,11 +33,13 @@ static const char *status_text(int status)
 	case 409: return "Conflict";
 	case 410: return "Gone";
 	case 413: return "Payload Too Large";
+	case 422: return "Unprocessable Entity";
 	case 429: return "Too Many Requests";
 	case 431: return "Request Header Fields Too Large";
 	case 500: return "Internal Server Error";
 	case 501: return "Not Implemented";
 	case 503: return "Service Unavailable";
+	case 504: return "Gateway Timeout";
 	default: return "Status";
 	}
 }

@@ -24,6 +24,7 @@ static const struct {
     [ERR_UNAVAILABLE] = {"unavailable", 503},
     [ERR_INTERNAL] = {"internal", 500},
     [ERR_TIMEOUT] = {"timeout", 504},
+    [ERR_CORRUPT] = {"corrupt", 422},
 };
 
 #define ERR_NCODES (sizeof(err_table) / sizeof(err_table[0]))

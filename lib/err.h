@@ -31,6 +31,7 @@ enum err_code {
 	ERR_UNAVAILABLE,
 	ERR_INTERNAL,
 	ERR_TIMEOUT, /* a time window ended before the work did (504) */
+	ERR_CORRUPT, /* stored data that fails its own checks: a snapshot (422) */
 };
 
 struct err {

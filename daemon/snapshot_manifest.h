@@ -1,0 +1,150 @@
+/* snapshot_manifest.h: a snapshot's manifest.json (format 1, issue 13):
+ * built from the tar scanner's entries at capture, parsed and checked at
+ * restore, and the verifier that holds a restored tar to it. Pure (no I/O).
+ *
+ * Capture:
+ *   struct snapshot_head h = {.id = id, .tenant = t, .workspace = ws, .session = sid,
+ *                             .created_at_ms = now, .paths = globs, .n_paths = n,
+ *                             .all_paths = globs == NULL, .variables = vars};
+ *   struct snapshot_builder *b = snapshot_builder_new(&h);
+ *   struct tar_scan *ts = tar_scan_new(max_bytes, max_files, snapshot_builder_entry, b);
+ *   ... tar_scan_feed ..., tar_scan_finish
+ *   char sha[65]; tar_scan_sha256(ts, sha);
+ *   struct snapshot_tail t = {.size = tar_scan_bytes(ts), .sha256 = sha,
+ *                             .packages = pkgs, .n_packages = n, .skipped = skipped};
+ *   char *json = snapshot_builder_finish(b, &t, &len, &e);
+ *
+ * Restore:
+ *   struct snapshot_manifest *m = snapshot_manifest_parse(text, len, max_files, &e);
+ *   struct snapshot_verify *v = snapshot_verify_new(m);
+ *   struct tar_scan *ts = tar_scan_new(m->size, m->n_entries, snapshot_verify_entry, v);
+ *   ... tar_scan_feed ..., tar_scan_finish, then snapshot_verify_finish(v, ts, &e)
+ *
+ * Everything a manifest holds is checked both ways: what the builder writes
+ * passes the parser. Errors of the parser and the verifier are ERR_CORRUPT
+ * ("snapshot <id> is corrupt: <what>"; the parser's name the field). */
+#ifndef CI_SNAPSHOT_MANIFEST_H
+#define CI_SNAPSHOT_MANIFEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <yajl/yajl_tree.h>
+
+#include "err.h"
+#include "tar_scan.h"
+
+#define SNAPSHOT_MANIFEST_MAX (64 * 1024 * 1024) /* bytes of manifest.json */
+#define SNAPSHOT_UUID_LEN 36
+#define SNAPSHOT_NAME_MAX 1024    /* a variable's, module's or package's name, a reason */
+#define SNAPSHOT_LIST_MAX 100000  /* items in variables.saved/modules/skipped, packages */
+#define SNAPSHOT_SKIPPED_MAX 1000 /* items in skipped */
+
+struct install_pkg;
+
+/* What is known when the capture starts (all borrowed during the call). */
+struct snapshot_head {
+	const char *id;        /* lowercase UUID */
+	const char *tenant;    /* non-empty */
+	const char *workspace; /* non-empty */
+	const char *session;   /* UUID, or NULL: written as null */
+	int64_t created_at_ms; /* epoch ms */
+	bool all_paths;        /* paths: null (everything) */
+	const char *const *paths;
+	size_t n_paths;
+	/* The kernel's save answer ({"saved","modules","skipped",...}), or NULL
+	 * (variables: null). Only saved, modules and skipped are kept. */
+	yajl_val variables;
+};
+
+/* What is known when the tar is over (borrowed during the call). */
+struct snapshot_tail {
+	uint64_t size;      /* the tar's bytes */
+	const char *sha256; /* the tar's, 64 lowercase hex */
+	const struct install_pkg *packages;
+	size_t n_packages;
+	/* ws_tar_end's "skipped" ([{"path","reason"}]), or NULL for []. */
+	yajl_val skipped;
+};
+
+struct snapshot_builder;
+
+/* A builder, which writes the head at once and each entry as it comes (so
+ * its memory is the manifest's text, never more than SNAPSHOT_MANIFEST_MAX).
+ * Caller frees it (snapshot_builder_free). */
+struct snapshot_builder *snapshot_builder_new(const struct snapshot_head *h);
+
+/* A tar_entry_fn: arg is the builder. ERR_PAYLOAD_TOO_LARGE once the text
+ * would pass SNAPSHOT_MANIFEST_MAX. */
+int snapshot_builder_entry(const struct tar_entry *e, void *arg, struct err **errp);
+
+/* The manifest's JSON text (caller frees it; *len its length): NULL and
+ * ERR_BAD_REQUEST when the head or tail has a bad field (a bad variables
+ * answer or skipped list from the sandbox, named), ERR_PAYLOAD_TOO_LARGE
+ * over SNAPSHOT_MANIFEST_MAX. Call once. */
+char *snapshot_builder_finish(struct snapshot_builder *b, const struct snapshot_tail *t,
+			      size_t *len, struct err **errp);
+
+/* NULL is a no-op. */
+void snapshot_builder_free(struct snapshot_builder *b);
+
+struct snapshot_entry {
+	const char *path; /* borrowed from the manifest's tree */
+	bool dir;
+	uint64_t size;
+	uint32_t mode;
+	char sha256[TAR_SHA256_HEX + 1]; /* "" for a directory */
+};
+
+/* A parsed manifest. Strings and trees are borrowed from root, which the
+ * manifest owns: valid until snapshot_manifest_free. */
+struct snapshot_manifest {
+	char id[SNAPSHOT_UUID_LEN + 1];
+	const char *tenant, *workspace;
+	const char *session;    /* NULL when null */
+	const char *created_at; /* as written: "2026-12-01T20:00:00Z" */
+	int64_t created_at_ms;
+	uint64_t size, files, content_bytes;
+	char sha256[TAR_SHA256_HEX + 1];
+	struct snapshot_entry *entries; /* owned */
+	size_t n_entries;
+	yajl_val paths;     /* an array of strings, or NULL when null */
+	yajl_val variables; /* {"saved","modules","skipped"}, or NULL when null */
+	yajl_val packages;  /* [{"name","version"}] */
+	yajl_val skipped;   /* [{"path","reason"}] */
+	yajl_val root;      /* owned */
+};
+
+/* Parse and check len bytes of manifest.json (hostile: from the store).
+ * NULL and ERR_CORRUPT naming the field ("snapshot manifest: entries[3].sha256:
+ * not 64 lowercase hex digits"), also for more than max_entries entries or
+ * a text over SNAPSHOT_MANIFEST_MAX. Counts must add up (files, content_bytes).
+ * Caller frees the result (snapshot_manifest_free). */
+struct snapshot_manifest *snapshot_manifest_parse(const char *text, size_t len,
+						  uint64_t max_entries, struct err **errp);
+
+/* NULL is a no-op. */
+void snapshot_manifest_free(struct snapshot_manifest *m);
+
+struct snapshot_verify;
+
+/* A verifier of a tar against m (borrowed: m must outlive it). Caller frees
+ * it (snapshot_verify_free). */
+struct snapshot_verify *snapshot_verify_new(const struct snapshot_manifest *m);
+
+/* A tar_entry_fn: arg is the verifier. The entry must be the manifest's
+ * next one (path, type, size, mode, sha256); ERR_CORRUPT "snapshot <id> is
+ * corrupt: out/a.csv: sha256 does not match the manifest" otherwise. */
+int snapshot_verify_entry(const struct tar_entry *e, void *arg, struct err **errp);
+
+/* After tar_scan_finish: every entry seen, and the tar's size and sha256
+ * those of the manifest. -1 and ERR_CORRUPT otherwise. */
+int snapshot_verify_finish(struct snapshot_verify *v, const struct tar_scan *ts, struct err **errp);
+
+/* NULL is a no-op. */
+void snapshot_verify_free(struct snapshot_verify *v);
+
+/* Whether s is a lowercase UUID (8-4-4-4-12 hex). */
+bool snapshot_uuid_valid(const char *s);
+
+#endif
