@@ -6,8 +6,9 @@ kernel died (`kernel_exit`) and starts a fresh one at once, and serves the
 files API under $SANDBOX_WORKSPACE (default /workspace).  See docs/protocol.md.
 
 One thread, one poll loop: the socket is non-blocking, answers are queued
-and a file download is read chunk by chunk only as fast as the daemon takes
-it, so a slow reader never stops the loop from noticing a dead kernel.
+and a file download (or a workspace tar, ci_tar.py) is read chunk by chunk
+only as fast as the daemon takes it, so a slow reader never stops the loop
+from noticing a dead kernel.
 """
 
 import collections
@@ -24,12 +25,15 @@ if HERE not in sys.path:           # run with -I: the script's dir is not on sys
     sys.path.insert(0, HERE)
 
 import ci_frame                    # noqa: E402
+import ci_tar                      # noqa: E402
 import kernel as kernel_mod        # noqa: E402  (imported once, forked many times)
 
 CHUNK = 256 * 1024                 # file_get data frames
 LIST_MAX = 10_000                  # file_list entries
 OUT_HIGH = 1 << 20                 # stop producing download chunks above this
 PENDING_MAX = 64                   # stop reading requests while this many wait
+TAR_MAX_BYTES = 1 << 30            # ws_tar caps when the request names none
+TAR_MAX_FILES = 50_000
 OOM_FILES = ("/sys/fs/cgroup/memory/memory.oom_control",    # cgroup v1
              "/sys/fs/cgroup/memory.events")                 # cgroup v2
 
@@ -139,6 +143,8 @@ class Supervisor:
         # files API
         self.get = None                # [id, fd, bytes left]
         self.uploads = {}
+        self.tar = None                # (id, ci_tar.TarWriter) of the ws_tar in progress
+        self.untars = {}               # id -> ci_tar.Untar, or None once it failed
         # kernel
         self.kpid = None
         self.kfd = None                # pidfd
@@ -203,6 +209,11 @@ class Supervisor:
         fds = [u.fd for u in self.uploads.values() if u.fd >= 0]
         if self.get is not None:
             fds.append(self.get[1])
+        if self.tar is not None:
+            fds.extend(self.tar[1].fds())
+        for un in self.untars.values():
+            if un is not None:
+                fds.extend(un.fds())
         if self.wake is not None:
             fds.extend(self.wake)
         for fd in fds:
@@ -312,6 +323,9 @@ class Supervisor:
         for u in self.uploads.values():
             u.discard()
         self.uploads.clear()
+        self._tar_stop()
+        for rid in list(self.untars):
+            self._untar_drop(rid)
         self.next_connect = time.monotonic() + ci_frame.RETRY_S
 
     def _flush(self):
@@ -483,9 +497,12 @@ class Supervisor:
         daemon's client went away); queued behind it, it would wait for the
         whole file to be sent first."""
         h = frame[0]
-        if not isinstance(h, dict) or h.get("t") != "file_abort" or self.get is None:
+        if not isinstance(h, dict) or h.get("t") != "file_abort":
             return False
-        if h.get("id") != self.get[0]:
+        if self.tar is not None and h.get("id") == self.tar[0]:
+            self._tar_stop()
+            return True
+        if self.get is None or h.get("id") != self.get[0]:
             return False
         try:
             os.close(self.get[1])
@@ -498,6 +515,7 @@ class Supervisor:
         u = self.uploads.pop(rid, None)
         if u is not None:
             u.discard()
+        self._untar_drop(rid)
 
     def _get_begin(self, rid, h):
         parts = self._parts(h.get("path"))
@@ -546,6 +564,110 @@ class Supervisor:
         os.close(fd)
         self.get = None
         self._reply({"t": "file_end", "id": rid})
+
+    # ------------------------------------------------- workspace snapshots
+    # The tar format and the file system work are ci_tar's; here only the
+    # messages (docs/protocol.md, "Workspace snapshots").
+
+    def _tar_begin(self, rid, h):
+        mb = h.get("max_bytes", TAR_MAX_BYTES)
+        mf = h.get("max_files", TAR_MAX_FILES)
+        for v in (mb, mf):
+            if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+                raise FileError("bad_request", "max_bytes and max_files must be positive integers")
+        w = ci_tar.TarWriter(self.root_real, h.get("paths"), mb, mf)
+        self.tar = (rid, w)
+        self._tar_step()
+
+    def _tar_stop(self):
+        if self.tar is not None:
+            self.tar[1].close()
+            self.tar = None
+
+    def _tar_step(self):
+        """One chunk of the ws_tar in progress; False when it produced none
+        (it looked at entries only), so the loop polls before the next."""
+        rid, w = self.tar
+        try:
+            chunk = w.step()
+        except ci_tar.TarError as e:
+            self._tar_stop()
+            self._reply_err(rid, e.code, e.message)
+            return True
+        except OSError as e:
+            self._tar_stop()
+            self._reply_err(rid, *os_error(e))
+            return True
+        except Exception as e:
+            self._tar_stop()
+            log("internal error in ws_tar: %r" % e)
+            self._reply_err(rid, "internal", "%s: %s" % (type(e).__name__, e))
+            return True
+        if chunk is None:
+            self._tar_stop()
+            self._reply({"t": "ws_tar_end", "id": rid, "files": w.files, "bytes": w.bytes,
+                         "entries": w.entries, "skipped": w.skipped})
+            return True
+        if not chunk:
+            return False
+        self._reply({"t": "file_data", "id": rid}, chunk)
+        return True
+
+    def _untar_begin(self, rid, h):
+        self._untar_drop(rid)
+        self.untars[rid] = None        # failed unless made: its data is swallowed
+        self.untars[rid] = ci_tar.Untar(self.root_real, rid)
+
+    def _untar_drop(self, rid):
+        if rid in self.untars:
+            un = self.untars.pop(rid)
+            if un is not None:
+                un.discard()
+
+    def _untar_fail(self, rid, code, message):
+        """Staging removed now; the id's later frames are swallowed and its
+        ws_untar_end gets no second answer."""
+        un = self.untars.get(rid)
+        if un is not None:
+            un.discard()
+            self.untars[rid] = None
+        self._reply_err(rid, code, message)
+
+    def _untar_data(self, rid, body):
+        un = self.untars[rid]
+        if un is None:
+            return
+        try:
+            un.feed(body)
+        except ci_tar.TarError as e:
+            self._untar_fail(rid, e.code, e.message)
+        except OSError as e:
+            self._untar_fail(rid, *os_error(e))
+
+    def _untar_end(self, rid, h):
+        if rid not in self.untars:
+            raise FileError("bad_request", "no ws_untar in progress with this id")
+        un = self.untars[rid]
+        if un is None:
+            del self.untars[rid]
+            return
+        commit = h.get("commit") is True
+        try:
+            if commit:
+                un.finish()
+                un.commit()
+            else:
+                un.discard()
+        except ci_tar.TarError as e:
+            self._untar_fail(rid, e.code, e.message)
+        except OSError as e:
+            self._untar_fail(rid, *os_error(e))
+        else:
+            self._reply({"t": "ws_untar_ok", "id": rid, "files": un.files, "bytes": un.bytes,
+                         "applied": commit})
+        finally:
+            self.untars.pop(rid, None)
+            un.discard()
 
     def _list(self, rid):
         files = []
@@ -608,7 +730,10 @@ class Supervisor:
         rid = h.get("id")
         try:
             if t == "file_data":
-                self._put_data(rid, body)
+                if rid in self.untars:
+                    self._untar_data(rid, body)
+                else:
+                    self._put_data(rid, body)
             elif t == "file_put":
                 self._put_begin(rid, h)
             elif t == "file_end":
@@ -621,9 +746,15 @@ class Supervisor:
                 self._delete(rid, h)
             elif t == "file_abort":
                 self._put_abort(rid)
+            elif t == "ws_tar":
+                self._tar_begin(rid, h)
+            elif t == "ws_untar":
+                self._untar_begin(rid, h)
+            elif t == "ws_untar_end":
+                self._untar_end(rid, h)
             else:
                 raise FileError("bad_request", "unknown message type %r" % t[:100])
-        except FileError as e:
+        except (FileError, ci_tar.TarError) as e:
             self._reply_err(rid, e.code, e.message)
         except OSError as e:
             self._reply_err(rid, *os_error(e))
@@ -635,6 +766,9 @@ class Supervisor:
         while self.sock is not None and len(self.out) < OUT_HIGH:
             if self.get is not None:
                 self._get_step()
+            elif self.tar is not None:
+                if not self._tar_step():
+                    break              # poll (a dead kernel?) before looking further
             elif self.pending:
                 self._handle(*self.pending.popleft())
             else:
@@ -667,7 +801,8 @@ class Supervisor:
             if sock is not None:
                 # A download in progress must wake us when the socket can take
                 # more, even when everything queued so far went out at once.
-                ev = POLLOUT if (self.out or self.get is not None) else 0
+                busy = self.get is not None or self.tar is not None
+                ev = POLLOUT if (self.out or busy) else 0
                 if len(self.pending) < PENDING_MAX:
                     ev |= POLLIN
                 p.register(sock.fileno(), ev)

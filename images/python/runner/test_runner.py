@@ -13,6 +13,7 @@ import select
 import shutil
 import signal
 import socket
+import stat
 import statistics
 import subprocess
 import sys
@@ -136,10 +137,11 @@ class Daemon:
 class Sandbox:
     """A supervisor subprocess wired to a Daemon and a temporary workspace."""
 
-    def __init__(self, tmp, argv=None):
+    def __init__(self, tmp, argv=None, ws=None):
         self.tmp = tmp
-        self.ws = os.path.join(tmp, "ws")
-        os.mkdir(self.ws)
+        self.ws = ws or os.path.join(tmp, "ws")
+        if ws is None:
+            os.mkdir(self.ws)
         self.daemon = Daemon(os.path.join(tmp, "ipc.sock"))
         env = {
             "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -843,3 +845,460 @@ def test_bench_print(shared, capsys):
     with capsys.disabled():
         print("\nprint(1) exec round trip over %d runs: p50 %.3f ms, p99 %.3f ms, max %.3f ms;"
               " kernel CPU %.0f us per exec" % (n, p50, p99, times[-1] * 1000, cpu))
+
+
+# ------------------------------------------------------ workspace snapshots
+
+TAR_MB = 1 << 30
+
+
+def ws_tar(sb, paths=None, max_bytes=TAR_MB, max_files=50_000):
+    """ws_tar: (tar bytes, the closing frame: ws_tar_end or file_err)."""
+    rid = sb.file({"t": "ws_tar", "paths": paths, "max_bytes": max_bytes,
+                   "max_files": max_files})
+    data = bytearray()
+    while True:
+        h, body = sb.sup.recv()
+        assert h["id"] == rid, h
+        if h["t"] == "file_data":
+            assert 0 < len(body) <= 256 * 1024
+            data += body
+            continue
+        assert h["t"] in ("ws_tar_end", "file_err"), h
+        return bytes(data), h
+
+
+def ws_untar(sb, data, commit=True, chunk=100_000, abort=False):
+    """ws_untar of data: the answer (ws_untar_ok or file_err), or None after
+    a file_abort (which has no answer)."""
+    rid = sb.file({"t": "ws_untar"})
+    for i in range(0, len(data), chunk):
+        sb.sup.send({"t": "file_data", "id": rid}, data[i:i + chunk])
+    if abort:
+        sb.sup.send({"t": "file_abort", "id": rid})
+    else:
+        sb.sup.send({"t": "ws_untar_end", "id": rid, "commit": commit})
+    # A request after it: its answer proves everything before was handled.
+    pid = sb.file({"t": "file_list"})
+    h, _ = sb.sup.recv()
+    if abort:
+        assert h["t"] == "file_list" and h["id"] == pid, h
+        return None
+    assert h["id"] == rid, h
+    h2, _ = sb.sup.recv()
+    assert h2["t"] == "file_list" and h2["id"] == pid, h2
+    return h
+
+
+def make_tree(ws):
+    """Files, nested and empty directories, and what a snapshot skips."""
+    def w(rel, data, mode=0o644):
+        p = os.path.join(ws, rel)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        with open(p, "wb") as f:
+            f.write(data)
+        os.chmod(p, mode)
+    w("a.csv", b"x,y\n1,2\n")
+    w("notes.txt", b"hello\n", 0o600)
+    w("run.sh", b"#!/bin/sh\n", 0o755)
+    w("out/b.csv", b"b" * 1000)
+    w("out/deep/c.bin", os.urandom(600_000))         # several chunks
+    w("out/deep/empty.bin", b"")
+    w("src/pkg/mod.py", b"V = 1\n")
+    w("src/pkg/data.csv", b"1\n")
+    w(".ci/site/tinypkg/__init__.py", b"VERSION = '1.0'\n")
+    w(".ci/vars.pkl", b"pickle")
+    w("caf\u00e9/\u00fcber.txt", b"utf8 names")
+    w("x" * 120 + "/long" + "n" * 150 + ".txt", b"a pax path")
+    os.makedirs(os.path.join(ws, "empty"))
+    os.symlink("/etc/passwd", os.path.join(ws, "link"))
+    os.symlink("out", os.path.join(ws, "out/dirlink"))
+    os.mkfifo(os.path.join(ws, "fifo"))
+    with open(os.path.join(os.fsencode(ws), b"bad\xffname.csv"), "wb") as f:
+        f.write(b"not utf-8")
+    w(".ci-restore-7/old", b"staging")                # never included
+    w("out/.b.csv.ci-upload-1234abcd", b"partial")     # never included
+
+
+def tree_entries(ws, select=lambda p: True):
+    """[(path, 'dir'|'file', mode, bytes)] as ws_tar must write them."""
+    out = []
+
+    def walk(d, prefix):
+        for bname in sorted(os.listdir(os.fsencode(d))):
+            name = bname.decode("utf-8", "surrogateescape")
+            p = prefix + name
+            full = os.path.join(d, name)
+            if not prefix and name.startswith(".ci-restore-") or ".ci-upload-" in name:
+                continue
+            try:
+                bname.decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            st = os.lstat(full)
+            if stat.S_ISDIR(st.st_mode):
+                mark = len(out)
+                walk(full, p + "/")
+                if select(p) or len(out) > mark:
+                    out.insert(mark, (p, "dir", st.st_mode & 0o777, None))
+            elif stat.S_ISREG(st.st_mode) and select(p):
+                with open(full, "rb") as f:
+                    out.append((p, "file", st.st_mode & 0o777, f.read()))
+    walk(ws, "")
+    return out
+
+
+def tar_entries(data):
+    import io
+    import tarfile
+    out = []
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tf:
+        for ti in tf:
+            assert ti.isdir() or ti.isreg(), ti.name
+            out.append((ti.name, "dir" if ti.isdir() else "file", ti.mode,
+                        tf.extractfile(ti).read() if ti.isreg() else None))
+    return out
+
+
+def test_ws_tar_whole_workspace(sb):
+    make_tree(sb.ws)
+    data, h = ws_tar(sb)
+    assert h["t"] == "ws_tar_end", h
+    want = tree_entries(sb.ws)
+    assert tar_entries(data) == want
+    assert h["entries"] == len(want)
+    assert h["files"] == sum(1 for e in want if e[1] == "file")
+    assert h["bytes"] == len(data) and len(data) % 10240 == 0
+    assert data[-1024:] == bytes(1024)
+    skipped = {s["path"]: s["reason"] for s in h["skipped"]}
+    assert skipped == {"link": "symlink", "out/dirlink": "symlink",
+                       "fifo": "not a regular file", "bad\ufffdname.csv": "name is not UTF-8"}
+    # depth first, bytewise, a directory before its contents (tarfile kept the order)
+    names = [e[0] for e in want]
+    assert names.index("out") < names.index("out/b.csv") < names.index("out/deep")
+    assert "empty" in names and ".ci/site/tinypkg/__init__.py" in names
+    # the stream is pax as tarfile writes it: ustar magic on every header
+    assert data[257:265] == b"ustar\x0000"
+
+
+def test_ws_tar_globs(sb):
+    make_tree(sb.ws)
+    data, h = ws_tar(sb, paths=["*.csv", "out/**"])
+    assert h["t"] == "ws_tar_end", h
+    import re
+
+    def sel(p):
+        return (p.endswith(".csv") or p.startswith("out/") or p.startswith(".ci/site/")
+                or p == ".ci/vars.pkl")
+    want = tree_entries(sb.ws, sel)
+    assert tar_entries(data) == want
+    names = [e[0] for e in want]
+    assert {"a.csv", "src", "src/pkg", "src/pkg/data.csv", "out", "out/deep",
+            "out/deep/empty.bin", ".ci", ".ci/site", ".ci/vars.pkl"} <= set(names)
+    assert "src/pkg/mod.py" not in names and "notes.txt" not in names
+    assert "empty" not in names and not any(re.match("caf", n) for n in names)
+    # only what a glob selects is listed as skipped
+    assert {s["path"] for s in h["skipped"]} == {"out/dirlink", "bad\ufffdname.csv"}
+    # '?' and '*' stay within a component; a directory glob takes its contents
+    data, h = ws_tar(sb, paths=["src/*", "?.csv"])
+    names = [e[0] for e in tar_entries(data)]
+    assert "src/pkg/mod.py" in names and "a.csv" in names and "out/b.csv" in names
+    data, h = ws_tar(sb, paths=["src/*.py"])
+    names = [e[0] for e in tar_entries(data)]
+    assert "src/pkg/mod.py" not in names and "a.csv" not in names
+    assert names == [".ci", ".ci/site", ".ci/site/tinypkg", ".ci/site/tinypkg/__init__.py",
+                     ".ci/vars.pkl"]
+    data, h = ws_tar(sb, paths=["**/mod.py"])
+    assert "src/pkg/mod.py" in [e[0] for e in tar_entries(data)]
+    rid = sb.file({"t": "ws_tar", "paths": ["a\0b"], "max_bytes": TAR_MB, "max_files": 10})
+    h, _ = sb.sup.recv()
+    assert h["t"] == "file_err" and h["id"] == rid and h["code"] == "bad_request"
+
+
+def test_ws_tar_caps(sb):
+    make_tree(sb.ws)
+    full, h = ws_tar(sb)
+    n = h["entries"]
+    data, h = ws_tar(sb, max_files=n)
+    assert h["t"] == "ws_tar_end"
+    data, h = ws_tar(sb, max_files=n - 1)
+    assert h["t"] == "file_err" and h["code"] == "payload_too_large", h
+    data, h = ws_tar(sb, max_bytes=len(full))
+    assert h["t"] == "ws_tar_end" and data == full
+    data, h = ws_tar(sb, max_bytes=len(full) - 10240)
+    assert h["t"] == "file_err" and h["code"] == "payload_too_large", h
+    assert len(data) < len(full) - 10240
+    # the supervisor serves on after both
+    assert put(sb, "after.txt", b"a")["t"] == "file_ok"
+
+
+def test_ws_tar_abort_mid_stream(sb):
+    with open(os.path.join(sb.ws, "big.bin"), "wb") as f:
+        f.write(os.urandom(8 << 20))
+    rid = sb.file({"t": "ws_tar", "paths": None, "max_bytes": TAR_MB, "max_files": 100})
+    h, body = sb.sup.recv()
+    assert h["t"] == "file_data" and h["id"] == rid
+    # The supervisor is ahead by at most its out queue (1 MiB) plus what the
+    # socket buffers hold, so the abort finds it mid-file.
+    sb.sup.send({"t": "file_abort", "id": rid})
+    pid = sb.file({"t": "file_list"})
+    got = len(body)
+    while True:
+        h, body = sb.sup.recv()
+        if h["id"] == pid:
+            break
+        assert h["t"] == "file_data" and h["id"] == rid, h
+        got += len(body)
+    assert h["t"] == "file_list"
+    assert got < 8 << 20
+    sup = sb.sup.hello["pid"]
+    wait_for(lambda: not any(os.readlink("/proc/%d/fd/%s" % (sup, fd)).endswith("big.bin")
+                             for fd in os.listdir("/proc/%d/fd" % sup)), T,
+             what="the supervisor to close the file")
+
+
+def test_ws_tar_kernel_death_noticed_while_daemon_reads_slowly(sb):
+    with open(os.path.join(sb.ws, "big.bin"), "wb") as f:
+        f.write(os.urandom(16 << 20))
+    rid = sb.file({"t": "ws_tar", "paths": None, "max_bytes": TAR_MB, "max_files": 100})
+    h, _ = sb.sup.recv()
+    assert h["t"] == "file_data"       # the tar is running, and we read no more
+    kpid = sb.kern.hello["pid"]
+    os.kill(kpid, signal.SIGKILL)
+    while True:
+        h, _ = sb.sup.recv()
+        if h["t"] == "kernel_exit":
+            break
+        assert h["t"] == "file_data" and h["id"] == rid
+    assert h["pid"] == kpid and h["signal"] == 9
+    sb.kern = sb.daemon.accept()
+    while True:
+        h, _ = sb.sup.recv()
+        if h["t"] == "ws_tar_end":
+            break
+    assert h["files"] == 1
+
+
+def make_archive(src, fmt=None):
+    """A tar of directory src, made by Python's tarfile (depth-first, dirs first)."""
+    import io
+    import tarfile
+    bio = io.BytesIO()
+    with tarfile.open(fileobj=bio, mode="w", format=fmt or tarfile.PAX_FORMAT) as tf:
+        for name in sorted(os.listdir(src)):
+            tf.add(os.path.join(src, name), arcname=name)
+    return bio.getvalue()
+
+
+def test_ws_untar_restores(sb, tmp_path):
+    src = str(tmp_path / "src")
+    os.mkdir(src)
+    make_tree(src)
+    for n in ("link", "out/dirlink", "fifo", "bad\udcffname.csv", ".ci-restore-7",
+              "out/.b.csv.ci-upload-1234abcd"):
+        p = os.path.join(src, n)
+        if os.path.isdir(p) and not os.path.islink(p):
+            shutil.rmtree(p)
+        else:
+            os.unlink(p)
+    os.chmod(os.path.join(src, "src"), 0o750)
+    data = make_archive(src)
+    # the workspace has a file the archive replaces, one it keeps, and a
+    # directory it merges into
+    os.makedirs(os.path.join(sb.ws, "out"))
+    with open(os.path.join(sb.ws, "out/b.csv"), "wb") as f:
+        f.write(b"old")
+    with open(os.path.join(sb.ws, "out/mine.txt"), "wb") as f:
+        f.write(b"mine")
+    os.mkdir(os.path.join(sb.ws, "notes.txt"))      # a directory a file replaces
+    h = ws_untar(sb, data, chunk=7777)              # chunks cut headers anywhere
+    want = tree_entries(src)
+    assert h == {"t": "ws_untar_ok", "id": h["id"], "files": sum(e[1] == "file" for e in want),
+                 "bytes": len(data), "applied": True}
+    got = tree_entries(sb.ws)
+    assert ("out/mine.txt", "file", 0o644 & ~_umask(), b"mine") in got
+    assert [e for e in got if e[0] != "out/mine.txt"] == want
+    assert not [n for n in os.listdir(sb.ws) if n.startswith(".ci-restore-")]
+    # the kernel imports a restored package
+    assert sb.exec("import tinypkg; tinypkg.VERSION")["result"] == "'1.0'"
+
+
+def _umask():
+    m = os.umask(0)
+    os.umask(m)
+    return m
+
+
+def test_ws_untar_round_trip_of_ws_tar(sb, tmp_path):
+    make_tree(sb.ws)
+    data, h = ws_tar(sb)
+    want = tree_entries(sb.ws)
+    for n in os.listdir(sb.ws):
+        p = os.path.join(sb.ws, n)
+        if os.path.isdir(p) and not os.path.islink(p):
+            shutil.rmtree(p)
+        else:
+            os.unlink(p)
+    h = ws_untar(sb, data)
+    assert h["t"] == "ws_untar_ok" and h["applied"] is True, h
+    assert tree_entries(sb.ws) == want
+
+
+def test_ws_untar_commit_false_and_abort_leave_nothing(sb, tmp_path):
+    src = str(tmp_path / "src")
+    os.makedirs(os.path.join(src, "d"))
+    with open(os.path.join(src, "d/f.txt"), "wb") as f:
+        f.write(b"f" * 300_000)
+    data = make_archive(src)
+    h = ws_untar(sb, data, commit=False)
+    assert h["t"] == "ws_untar_ok" and h["applied"] is False and h["files"] == 1, h
+    assert os.listdir(sb.ws) == []
+    assert ws_untar(sb, data[:200_000], abort=True) is None
+    assert os.listdir(sb.ws) == []
+    # a truncated stream with commit false is fine too: nothing is applied
+    h = ws_untar(sb, data[:1000], commit=False)
+    assert h["t"] == "ws_untar_ok" and h["applied"] is False
+    assert os.listdir(sb.ws) == []
+
+
+def _hostile(name, kind=b"0", data=b"x", pax=None, corrupt=False):
+    """One raw entry (pax header first when given), then the end."""
+    import tarfile
+    ti = tarfile.TarInfo(name)
+    ti.size = len(data) if kind in (b"0", b"\0") else 0
+    ti.type = kind
+    if kind in (b"1", b"2"):
+        ti.linkname = "/etc/passwd"
+    if kind in (b"3", b"4"):
+        ti.devmajor, ti.devminor = 1, 3
+    hdr = ti.tobuf(tarfile.USTAR_FORMAT, "utf-8", "surrogateescape")
+    if corrupt:
+        hdr = hdr[:10] + b"Z" + hdr[11:]
+    out = b""
+    if pax is not None:
+        rec = b""
+        for k, v in pax.items():
+            body = b" " + k + b"=" + v + b"\n"
+            n = len(body) + 1
+            while n != len(body) + len(str(n)):
+                n = len(body) + len(str(n))
+            rec += str(n).encode() + body
+        x = tarfile.TarInfo("././@PaxHeader")
+        x.type = b"x"
+        x.size = len(rec)
+        out += x.tobuf(tarfile.USTAR_FORMAT, "utf-8", "strict") + rec + bytes(-len(rec) % 512)
+    out += hdr
+    if ti.size:
+        out += data + bytes(-len(data) % 512)
+    return out + bytes(1024) + bytes(-(len(out) + 1024) % 10240)
+
+
+def test_ws_untar_hostile_archives(sb, tmp_path):
+    good = _hostile("ok.txt")
+    h = ws_untar(sb, good)
+    assert h["t"] == "ws_untar_ok" and h["files"] == 1, h
+    os.unlink(os.path.join(sb.ws, "ok.txt"))
+    os.symlink(str(tmp_path), os.path.join(sb.ws, "planted"))
+    cases = {
+        "dotdot": _hostile("../x"),
+        "dotdot-inner": _hostile("a/../../x"),
+        "absolute": _hostile("/abs"),
+        "symlink": _hostile("s", b"2"),
+        "hardlink": _hostile("h", b"1"),
+        "chardev": _hostile("dev", b"3"),
+        "fifo": _hostile("p", b"6"),
+        "gnu-longname": _hostile("l", b"L"),
+        "bad-checksum": _hostile("c.txt", corrupt=True),
+        "pax-nul": _hostile("n.txt", pax={b"path": b"ok\x00/../../x"}),
+        "pax-dotdot": _hostile("n.txt", pax={b"path": b"../pax.txt"}),
+        "restore-name": _hostile(".ci-restore-99/x"),
+        "trailing-garbage": good + b"junk",
+        "duplicate": good[:1024] + good[:1024] + bytes(1024),
+    }
+    for what, data in cases.items():
+        h = ws_untar(sb, _prefixed(data))
+        assert h["t"] == "file_err" and h["code"] == "bad_request", (what, h)
+        assert "tar: " in h["message"], (what, h)
+        assert sorted(os.listdir(sb.ws)) == ["planted"], (what, os.listdir(sb.ws))
+        assert os.listdir(str(tmp_path)) == [], what
+    # truncated: fine until the end says commit
+    for cut in (100, 1024 + 300, len(good) - 10240):
+        h = ws_untar(sb, _prefixed(good)[:cut + 1536])
+        assert h["t"] == "file_err" and h["code"] == "bad_request", (cut, h)
+        assert "truncated" in h["message"]
+        assert sorted(os.listdir(sb.ws)) == ["planted"]
+    assert not os.path.exists("/abs") and not os.path.exists(os.path.join(sb.tmp, "x"))
+    # A path through a symlink planted in the workspace: extraction is into
+    # staging, and the commit replaces the link (it is not a directory to
+    # merge into), never writing through it.
+    h = ws_untar(sb, _hostile("planted/escaped.txt"))
+    assert h["t"] == "ws_untar_ok" and h["applied"] is True, h
+    assert os.listdir(str(tmp_path)) == []
+    assert not os.path.islink(os.path.join(sb.ws, "planted"))
+    assert os.listdir(os.path.join(sb.ws, "planted")) == ["escaped.txt"]
+    # frames of a failed id are swallowed; the supervisor serves on
+    assert put(sb, "after.txt", b"a")["t"] == "file_ok"
+
+
+def _prefixed(data):
+    """A good entry before the hostile one: something was extracted to staging
+    before the refusal, and must not be applied."""
+    import tarfile
+    ti = tarfile.TarInfo("first.txt")
+    ti.size = 1000
+    return ti.tobuf(tarfile.PAX_FORMAT, "utf-8", "strict") + b"1" * 1000 + bytes(24) + data
+
+
+def test_ws_untar_symlink_planted_in_staging(sb, tmp_path):
+    """Sandboxed code may plant a symlink in the staging directory while the
+    tar streams in: extraction never follows it."""
+    import io
+    import tarfile
+    bio = io.BytesIO()
+    with tarfile.open(fileobj=bio, mode="w", format=tarfile.PAX_FORMAT) as tf:
+        d = tarfile.TarInfo("d")
+        d.type = tarfile.DIRTYPE
+        tf.addfile(d)
+        f = tarfile.TarInfo("e/f.txt")          # e/ is implied, not in the archive
+        f.size = 3
+        tf.addfile(f, io.BytesIO(b"abc"))
+    data = bio.getvalue()
+    rid = sb.file({"t": "ws_untar"})
+    sb.sup.send({"t": "file_data", "id": rid}, data[:512])    # d/ exists now
+    pid = sb.file({"t": "file_list"})
+    while True:
+        h, _ = sb.sup.recv()
+        if h["id"] == pid:
+            break
+    stage = os.path.join(sb.ws, ".ci-restore-%d" % rid)
+    os.symlink(str(tmp_path), os.path.join(stage, "e"))
+    sb.sup.send({"t": "file_data", "id": rid}, data[1024:])
+    sb.sup.send({"t": "ws_untar_end", "id": rid, "commit": True})
+    h, _ = sb.sup.recv()
+    assert h["t"] == "file_err" and h["code"] == "bad_request", h
+    assert os.listdir(str(tmp_path)) == []
+    assert os.listdir(sb.ws) == []
+
+
+def test_ws_untar_enospc_is_payload_too_large(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("needs root to mount a tmpfs")
+    ws = str(tmp_path / "small")
+    os.mkdir(ws)
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", ws]).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    s = None
+    try:
+        src = str(tmp_path / "src")
+        os.mkdir(src)
+        with open(os.path.join(src, "big.bin"), "wb") as f:
+            f.write(os.urandom(1 << 20))
+        s = Sandbox(str(tmp_path), ws=ws)       # the workspace is the small file system
+        h = ws_untar(s, make_archive(src))
+        assert h["t"] == "file_err" and h["code"] == "payload_too_large", h
+        assert os.listdir(ws) == []
+        assert put(s, "ok.bin", b"y" * 1000)["t"] == "file_ok"
+    finally:
+        if s is not None:
+            s.close()
+        subprocess.run(["umount", "-l", ws])
