@@ -36,6 +36,11 @@ const struct api_route api_routes[] = {
     {"POST", "/v1/sessions/{id}/keepalive", api_sessions_keepalive, API_AUTH_TENANT},
     {"POST", "/v1/sessions/{id}/interrupt", api_exec_interrupt, API_AUTH_TENANT},
     {"POST", "/v1/sessions/{id}/packages", api_packages_install, API_AUTH_TENANT},
+    {"POST", "/v1/sessions/{id}/snapshots", api_snapshots_take, API_AUTH_TENANT},
+    {"GET", "/v1/snapshots/?", api_snapshots_list, API_AUTH_TENANT},
+    {"GET", "/v1/snapshots/{id}/?", api_snapshots_get, API_AUTH_TENANT},
+    {"DELETE", "/v1/snapshots/{id}/?", api_snapshots_delete, API_AUTH_TENANT},
+    {"GET", "/v1/workspaces/?", api_workspaces_list, API_AUTH_TENANT},
     {"GET", "/v1/sessions/{id}/files", api_files_list, API_AUTH_TENANT},
     {"PUT", "/v1/sessions/{id}/files/{path...}", api_files_put, API_AUTH_TENANT},
     {"GET", "/v1/sessions/{id}/files/{path...}", api_files_get, API_AUTH_TENANT},
@@ -243,7 +248,10 @@ static void on_request(struct http_req *req, void *arg)
 		return;
 	}
 	if (m.kind == API_MATCH_BAD_ID) {
-		api_fail(c, ERR_NOT_FOUND, "no such session (malformed id)");
+		if (strncmp(http_req_path(req), "/v1/snapshots/", 14) == 0)
+			api_fail(c, ERR_BAD_REQUEST, "not a snapshot id (a UUID)");
+		else
+			api_fail(c, ERR_NOT_FOUND, "no such session (malformed id)");
 		return;
 	}
 	if (m.kind == API_MATCH_BAD_SIGNATURE) {
@@ -336,6 +344,11 @@ void http_api_reload(struct http_api *api)
 void http_api_set_webhook(struct http_api *api, struct webhook *wh)
 {
 	api->webhook = wh;
+}
+
+void http_api_set_snapshots(struct http_api *api, struct snapshots *sn)
+{
+	api->snapshots = sn;
 }
 
 void http_api_set_tls(struct http_api *api, struct tls *tls)

@@ -75,7 +75,8 @@ struct http_api {
 	struct runs *runs;                          /* the run engine (main's; runs.h) */
 	const struct fixer_targets *fixers;         /* which fixers runs may use (fixer_target.h) */
 	LIST_HEAD(, api_run_call) run_calls;        /* calls waiting on runs (api_runs.c) */
-	struct webhook *webhook; /* the review webhook (webhook.h), for /metrics; may be NULL */
+	struct webhook *webhook;     /* the review webhook (webhook.h), for /metrics; may be NULL */
+	struct snapshots *snapshots; /* the snapshot engine (snapshot.h); NULL: off */
 };
 
 /* One request being served, carried through its async steps. */
@@ -155,6 +156,18 @@ void api_read_body(struct call *c, api_body_fn fn);
  * free e: not_found (the session is not live here) is answered as
  * api_missing does. */
 void api_fail_session(struct call *c, struct err *e);
+
+/* api_snapshots.c: snapshots and workspaces (snapshot.h). */
+void api_snapshots_take(struct call *c);
+void api_snapshots_list(struct call *c);
+void api_snapshots_get(struct call *c);
+void api_snapshots_delete(struct call *c);
+void api_workspaces_list(struct call *c);
+/* A create's restore into its new session s: c is answered (201 with
+ * "restored", or the error, the session then discarded). -1 when it could
+ * not start (c is still the caller's). */
+int api_snapshots_restore(struct call *c, const struct session *s, const char *snap_id,
+			  const char *workspace, struct err **errp);
 
 /* api_packages.c: POST /v1/sessions/{id}/packages (install.h). */
 void api_packages_install(struct call *c);

@@ -228,8 +228,8 @@ static int take_durable(yajl_val body, struct session_request *r, struct err **e
 		return -1;
 	r->set |= SRQ_PERSIST;
 	r->persist.set = true;
-	if (take_globs(member(v, "paths"), "persist.paths", &r->persist.paths,
-		       &r->persist.n_paths, errp) < 0 ||
+	if (take_globs(member(v, "paths"), "persist.paths", &r->persist.paths, &r->persist.n_paths,
+		       errp) < 0 ||
 	    take_bool(v, "persist.", "variables", true, &r->persist.variables, errp) < 0 ||
 	    take_bool(v, "persist.", "on_end", true, &r->persist.on_end, errp) < 0)
 		return -1;
@@ -244,10 +244,9 @@ int api_parse_session_request(yajl_val body, struct session_request *r, struct e
 	if (!YAJL_IS_OBJECT(body))
 		return err_set(errp, ERR_BAD_REQUEST, "body: expected a JSON object, got %s",
 			       json_type_name(body));
-	static const char *const known[] = {"image",    "idle_timeout_s", "max_lifetime_s",
-					    "limits",   "network",        "env",
-					    "metadata", "runtime",        "restore",
-					    "workspace", "persist",       NULL};
+	static const char *const known[] = {
+	    "image",    "idle_timeout_s", "max_lifetime_s", "limits",    "network", "env",
+	    "metadata", "runtime",        "restore",        "workspace", "persist", NULL};
 	if (check_keys(body, "", known, errp) < 0)
 		goto fail;
 	yajl_val img = member(body, "image");

@@ -10,6 +10,7 @@
 #include "json.h"
 #include "metrics.h"
 #include "session_json.h"
+#include "snapshot.h"
 #include "xalloc.h"
 
 static void reply_session(struct call *c, int status, const struct session *s)
@@ -19,9 +20,37 @@ static void reply_session(struct call *c, int status, const struct session *s)
 	api_reply(c, status, g, NULL);
 }
 
+/* What a create carries to its end: a snapshot to restore, or a
+ * workspace whose latest snapshot is restored. */
+struct create_ctx {
+	struct call *c;
+	char *restore;
+	char *workspace;
+	bool durable;
+};
+
+static void create_ctx_free(struct create_ctx *x)
+{
+	free(x->restore);
+	free(x->workspace);
+	free(x);
+}
+
+static void discarded(const struct err *e, void *arg)
+{
+	(void)e;
+	(void)arg;
+}
+
 static void created_cb(const struct session *s, const struct err *e, void *arg)
 {
-	struct call *c = arg;
+	struct create_ctx *x = arg;
+	struct call *c = x->c;
+	bool durable = x->durable;
+	AUTOFREE char *restore = x->restore;
+	AUTOFREE char *workspace = x->workspace;
+	x->restore = x->workspace = NULL;
+	create_ctx_free(x);
 	api_audit_session(c, "session_create", s && !e ? s->id : NULL, e);
 	if (e) {
 		c->api->create_failures++;
@@ -36,6 +65,17 @@ static void created_cb(const struct session *s, const struct err *e, void *arg)
 	char loc[64];
 	snprintf(loc, sizeof(loc), "/v1/sessions/%s", s->id);
 	http_req_add_header(c->req, "Location", loc);
+	if (durable) {
+		struct err *re = NULL;
+		if (api_snapshots_restore(c, s, restore, restore ? NULL : workspace, &re) == 0)
+			return;
+		struct err *de = NULL;
+		if (manager_discard(c->api->mgr, s->id, c->tenant, discarded, NULL, &de) < 0)
+			err_free(de);
+		api_reply(c, 0, NULL, re);
+		err_free(re);
+		return;
+	}
 	reply_session(c, 201, s);
 }
 
@@ -56,7 +96,19 @@ static void create_admitted(struct call *c, void *arg)
 	uint64_t hits_before, hits_after, misses;
 	manager_pool_stats(c->api->mgr, &ready, &hits_before, &misses);
 	c->op_start_us = clock_mono_us();
-	if (manager_create(c->api->mgr, sr, c->tenant, created_cb, c, &e) < 0) {
+	struct create_ctx *x = xcalloc(1, sizeof(*x));
+	x->c = c;
+	x->durable = (sr->set & (SRQ_RESTORE | SRQ_WORKSPACE)) != 0;
+	x->restore = sr->restore ? xstrdup(sr->restore) : NULL;
+	x->workspace = sr->workspace ? xstrdup(sr->workspace) : NULL;
+	if (x->durable && c->api->snapshots == NULL) {
+		create_ctx_free(x);
+		api_fail(c, ERR_UNAVAILABLE, "snapshots are off on this node: no restore");
+	} else if (sr->restore && !snapshot_id_valid(sr->restore)) {
+		create_ctx_free(x);
+		api_fail(c, ERR_BAD_REQUEST, "restore: '%.64s' is not a snapshot id", sr->restore);
+	} else if (manager_create(c->api->mgr, sr, c->tenant, created_cb, x, &e) < 0) {
+		create_ctx_free(x);
 		api_audit_session(c, "session_create", NULL, e);
 		api_reply(c, 0, NULL, e);
 		err_free(e);

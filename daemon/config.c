@@ -260,6 +260,20 @@ static const struct opt opt_table[] = {
      "retries of a request to an s3:// store on a 5xx or a connection failure (backoff 250 ms "
      "doubling, at most 8 s)",
      OPT_RESTART},
+    /* Snapshots (snapshot.h, docs/snapshots.md). */
+    {"snapshot-max-mb", OPT_INT, O(snapshot_max_mb), "1024", 1, 65536,
+     "the largest snapshot (its tar, MiB); a larger workspace is refused (413): choose files "
+     "with persist.paths",
+     OPT_LIVE},
+    {"snapshot-max-files", OPT_INT, O(snapshot_max_files), "50000", 1, 100000,
+     "the most entries (files and directories) one snapshot holds", OPT_LIVE},
+    {"snapshot-keep", OPT_INT, O(snapshot_keep), "50", 0, 100000,
+     "snapshots kept per workspace of a tenant (older ones are deleted; 0 = no count limit)",
+     OPT_LIVE},
+    {"snapshot-max-age-s", OPT_INT, O(snapshot_max_age_s), "2592000", 60, 315360000,
+     "snapshots older than this are deleted (default 30 days)", OPT_LIVE},
+    {"snapshot-retention-every-s", OPT_INT, O(snapshot_retention_every_s), "60", 1, 86400,
+     "how often retention runs", OPT_RESTART},
 };
 
 #define OPT_COUNT (sizeof(opt_table) / sizeof(opt_table[0]))

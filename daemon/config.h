@@ -86,6 +86,9 @@ struct config {
 	/* The snapshot stores (blobstore.h). */
 	char *store, *store_endpoint, *store_region, *store_credentials_file;
 	int64_t store_timeout_ms, store_retries;
+	/* Snapshots (snapshot.h): caps of one, retention per tenant. */
+	int64_t snapshot_max_mb, snapshot_max_files, snapshot_keep, snapshot_max_age_s;
+	int64_t snapshot_retention_every_s;
 };
 
 /* Defaults in *cfg. Strings are owned by cfg (config_free). */

@@ -166,8 +166,7 @@ static void send_tar_request(struct file_op *op, const char *type)
 	while (mlen > 0 && (members[mlen - 1] == '}' || members[mlen - 1] == ' '))
 		mlen--;
 	char head[96];
-	snprintf(head, sizeof(head), "{\"t\":\"%s\",\"id\":%llu", type,
-		 (unsigned long long)op->id);
+	snprintf(head, sizeof(head), "{\"t\":\"%s\",\"id\":%llu", type, (unsigned long long)op->id);
 	size_t hlen = strlen(head);
 	char *hdr = xmalloc(hlen + mlen + 3);
 	memcpy(hdr, head, hlen);

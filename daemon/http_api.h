@@ -41,6 +41,8 @@ void http_api_set_drain(struct http_api *api, void (*fn)(void *arg), void *arg);
  * its counts on /metrics. */
 struct webhook;
 void http_api_set_webhook(struct http_api *api, struct webhook *wh);
+struct snapshots;
+void http_api_set_snapshots(struct http_api *api, struct snapshots *sn);
 
 /* End open event streams cleanly (the daemon is about to exit). */
 void http_api_end_streams(struct http_api *api);

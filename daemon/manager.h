@@ -75,6 +75,13 @@ struct file_op *manager_snapshot_tar(struct manager *m, const char *id, enum fil
 				     const char *params, const struct file_op_cbs *cbs, void *arg,
 				     struct err **errp);
 
+/* Delete session id without an exit snapshot (a create whose restore
+ * failed: there is nothing of the client's to keep). */
+int manager_discard(struct manager *m, const char *id, const char *tenant, manager_done_cb cb,
+		    void *arg, struct err **errp);
+/* Name the workspace session id's snapshots go under (a restore's). */
+void manager_set_workspace(struct manager *m, const char *id, const char *tenant, const char *name);
+
 /* Free every session's runtime state. Containers are left running for the
  * next daemon to adopt (or removed by the caller first, per config). */
 void manager_free(struct manager *m);

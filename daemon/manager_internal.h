@@ -54,7 +54,7 @@ struct msession {
 	struct create_op *create;
 	struct exec_op *exec;
 	struct teardown_op *teardown;
-	struct install_op *install; /* a package install's window is open */
+	struct install_op *install;  /* a package install's window is open */
 	struct exit_snap *exit_snap; /* its exit snapshot is being taken (manager_snapshot.c) */
 	bool exit_snap_done;         /* ... was, or was not wanted: the ending goes on */
 	struct kernel_exit_info last_exit;

@@ -105,7 +105,8 @@ bool exit_snap_begin(struct msession *ms, enum session_state st, enum manager_en
 			x->waiters[x->n_waiters++].arg = arg;
 		} else {
 			struct err e = {.code = ERR_BUSY,
-					.message = (char *)"the session is taking its exit snapshot"};
+					.message =
+					    (char *)"the session is taking its exit snapshot"};
 			cb(&e, arg);
 		}
 		return true;
@@ -178,4 +179,23 @@ struct file_op *manager_snapshot_tar(struct manager *m, const char *id, enum fil
 	if (!ms->exit_snap)
 		msession_touch(ms);
 	return files_start_tar(ms->files, kind, params, cbs, arg, errp);
+}
+
+int manager_discard(struct manager *m, const char *id, const char *tenant, manager_done_cb cb,
+		    void *arg, struct err **errp)
+{
+	struct msession *ms = manager_find(m, id);
+	if (ms && strcmp(ms->s->tenant, tenant) == 0)
+		ms->exit_snap_done = true;
+	return manager_delete(m, id, tenant, cb, arg, errp);
+}
+
+void manager_set_workspace(struct manager *m, const char *id, const char *tenant, const char *name)
+{
+	struct msession *ms = manager_owned(m, id, tenant);
+	if (ms == NULL || !session_workspace_valid(name))
+		return;
+	free(ms->s->workspace);
+	ms->s->workspace = strcmp(name, ms->s->id) == 0 ? NULL : xstrdup(name);
+	msession_persist(ms);
 }

@@ -124,7 +124,8 @@ int session_check_globs(char *const *globs, size_t n, struct err **errp)
 				       i, SESSION_PERSIST_PATH_MAX);
 		if (g[0] == '/')
 			return err_set(errp, ERR_BAD_REQUEST,
-				       "paths[%zu] '%.64s': globs are relative to /workspace", i, g);
+				       "paths[%zu] '%.64s': globs are relative to /workspace", i,
+				       g);
 		for (const char *p = g; *p;) {
 			const char *slash = strchr(p, '/');
 			size_t seg = slash ? (size_t)(slash - p) : strlen(p);

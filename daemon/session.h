@@ -47,8 +47,8 @@ struct session_kv {
  * files (paths NULL and all false: every file), whether its variables,
  * and whether an exit snapshot is taken when it ends. */
 struct session_persist {
-	bool set;        /* the client asked for it */
-	char **paths;    /* globs; NULL (n_paths 0) = the whole workspace */
+	bool set;     /* the client asked for it */
+	char **paths; /* globs; NULL (n_paths 0) = the whole workspace */
 	size_t n_paths;
 	bool variables;
 	bool on_end;

@@ -119,7 +119,8 @@ static void record_persist(yajl_val v, struct session_persist *p)
 		p->paths = xcalloc(paths->u.array.len ? paths->u.array.len : 1, sizeof(char *));
 		for (size_t i = 0; i < paths->u.array.len; i++)
 			if (YAJL_IS_STRING(paths->u.array.values[i]))
-				p->paths[p->n_paths++] = xstrdup(paths->u.array.values[i]->u.string);
+				p->paths[p->n_paths++] =
+				    xstrdup(paths->u.array.values[i]->u.string);
 		if (session_check_globs(p->paths, p->n_paths, NULL) < 0) {
 			session_persist_clear(p);
 			return;

@@ -49,7 +49,7 @@ struct snap_upload {
 	char *error; /* the last attempt's */
 	bool indexed_pending;
 	struct blob_op *op;
-	int stage; /* 0 the tar, 1 the manifest, 2 the index */
+	int stage;      /* 0 the tar, 1 the manifest, 2 the index */
 	snapshot_cb cb; /* the first attempt's listener (a POST waiting) */
 	void *arg;
 	TAILQ_ENTRY(snap_upload) q;
@@ -67,7 +67,9 @@ void snap_key(char *buf, size_t size, const char *tenant, const char *id, const 
 
 void snap_spool_path(const struct snapshots *sn, char *buf, size_t size, const char *name)
 {
-	snprintf(buf, size, "%s/%s", sn->spool, name);
+	int n = snprintf(buf, size, "%s/%s", sn->spool, name);
+	if (n < 0 || (size_t)n >= size)
+		buf[0] = '\0'; /* no such file: the open fails and says so */
 }
 
 /* ---- records ---- */
@@ -157,8 +159,8 @@ static void upload_tell(struct snap_upload *u, int status, const char *state)
 	if (u->cb == NULL)
 		return;
 	size_t len = 0;
-	char *rec = snap_record_json(u->manifest, u->manifest_len, state, u->error, u->attempts,
-				     &len);
+	char *rec =
+	    snap_record_json(u->manifest, u->manifest_len, state, u->error, u->attempts, &len);
 	snapshot_cb cb = u->cb;
 	u->cb = NULL;
 	if (rec)
@@ -170,8 +172,8 @@ static void upload_tell(struct snap_upload *u, int status, const char *state)
 	free(rec);
 }
 
-static void index_written(const struct err *e, const char *const *json, const size_t *len,
-			  size_t n, void *arg);
+static void index_written(const struct err *e, const char *const *json, const size_t *len, size_t n,
+			  void *arg);
 
 /* Write the record: pending (with the error) or stored. */
 static void upload_index(struct snap_upload *u, const char *state, bool last)
@@ -194,14 +196,16 @@ static void upload_done(struct snapshots *sn, struct snap_upload *u)
 	upload_next(sn);
 }
 
-static void index_written(const struct err *e, const char *const *json, const size_t *len,
-			  size_t n, void *arg)
+static void index_written(const struct err *e, const char *const *json, const size_t *len, size_t n,
+			  void *arg)
 {
 	(void)json;
 	(void)len;
 	(void)n;
 	struct snap_upload *u = arg;
 	struct snapshots *sn = u->sn;
+	if (sn->closing)
+		return; /* freed with the queue */
 	if (e) {
 		/* The objects are stored; only the index lags: the next
 		 * attempt writes it (the objects are put again: same bytes). */
@@ -242,8 +246,8 @@ static void upload_failed(struct snap_upload *u, const struct err *e)
 		ms *= 2;
 	if (ms > UPLOAD_BACKOFF_MAX_MS)
 		ms = UPLOAD_BACKOFF_MAX_MS;
-	log_warn("snapshot %s: upload attempt %d failed: %s; retrying in %d ms", u->id,
-		 u->attempts, e->message, ms);
+	log_warn("snapshot %s: upload attempt %d failed: %s; retrying in %d ms", u->id, u->attempts,
+		 e->message, ms);
 	upload_index(u, "pending", false);
 	upload_tell(u, 202, "pending");
 	struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
@@ -395,7 +399,8 @@ static void spool_resume(struct snapshots *sn)
 		}
 		char path[PATH_MAX];
 		snap_spool_path(sn, path, sizeof(path), n);
-		if (!snapshot_id_valid(id) || (strcmp(dot, ".tar") != 0 && strcmp(dot, ".json") != 0)) {
+		if (!snapshot_id_valid(id) ||
+		    (strcmp(dot, ".tar") != 0 && strcmp(dot, ".json") != 0)) {
 			unlink(path); /* a restore's or a capture's temporary */
 			removed++;
 			continue;
@@ -490,8 +495,7 @@ static void take_captured(const struct err *e, const char *snap_id, void *arg)
 	/* else: the upload's first attempt answers (take_uploaded) */
 }
 
-static void take_uploaded(const struct err *e, int status, const char *json, size_t len,
-			  void *arg)
+static void take_uploaded(const struct err *e, int status, const char *json, size_t len, void *arg)
 {
 	struct take_ctx *t = arg;
 	t->cb(e, status, json, len, t->arg);
@@ -538,8 +542,7 @@ void snapshot_get(struct snapshots *sn, const char *tenant, const char *snap_id,
 	store_snapshot_get(sn->store, tenant, snap_id, cb, arg);
 }
 
-void snapshot_workspaces(struct snapshots *sn, const char *tenant, snapshot_list_cb cb,
-			 void *arg)
+void snapshot_workspaces(struct snapshots *sn, const char *tenant, snapshot_list_cb cb, void *arg)
 {
 	store_snapshot_workspaces(sn->store, tenant, 1000, cb, arg);
 }
@@ -551,18 +554,39 @@ struct delete_ctx {
 	char *tenant;
 	char id[SESSION_ID_LEN + 1];
 	int stage;
+	bool internal; /* retention's: told even while closing (it frees its own) */
 	snapshot_list_cb cb;
 	void *arg;
 };
 
 static void delete_step(struct delete_ctx *d);
 
+static void delete_free(struct delete_ctx *d)
+{
+	free(d->tenant);
+	free(d);
+}
+
+/* Closing: an API caller is not told (it is gone); retention is. */
+static bool delete_drop(struct delete_ctx *d)
+{
+	if (!d->sn->closing)
+		return false;
+	if (d->internal && d->cb)
+		d->cb(NULL, NULL, NULL, 0, d->arg);
+	delete_free(d);
+	return true;
+}
+
 static void delete_object_done(const struct blob_result *r, void *arg)
 {
 	struct delete_ctx *d = arg;
+	if (delete_drop(d))
+		return;
 	if (r->error) {
-		struct err *e = err_new(r->error->code, "snapshot %s: the store refused the delete: %s",
-					d->id, r->error->message);
+		struct err *e =
+		    err_new(r->error->code, "snapshot %s: the store refused the delete: %s", d->id,
+			    r->error->message);
 		d->cb(e, NULL, NULL, 0, d->arg);
 		err_free(e);
 		free(d->tenant);
@@ -577,10 +601,11 @@ static void delete_indexed(const struct err *e, const char *const *json, const s
 			   size_t n, void *arg)
 {
 	struct delete_ctx *d = arg;
+	if (delete_drop(d))
+		return;
 	if (d->cb)
 		d->cb(e, json, len, n, d->arg);
-	free(d->tenant);
-	free(d);
+	delete_free(d);
 }
 
 static void delete_step(struct delete_ctx *d)
@@ -602,26 +627,40 @@ static void delete_step(struct delete_ctx *d)
 	}
 }
 
-static void delete_found(const struct err *e, const char *const *json, const size_t *len,
-			 size_t n, void *arg)
+static void delete_found(const struct err *e, const char *const *json, const size_t *len, size_t n,
+			 void *arg)
 {
-	(void)json;
-	(void)len;
 	struct delete_ctx *d = arg;
+	if (delete_drop(d))
+		return;
 	if (e || n == 0) {
 		if (d->cb)
 			d->cb(e, NULL, NULL, 0, d->arg);
-		free(d->tenant);
-		free(d);
+		delete_free(d);
+		return;
+	}
+	AUTOJSON yajl_val rec = json_parse(json[0], len[0], NULL);
+	const char *state = json_get_str(rec, "state");
+	if (state && strcmp(state, "pending") == 0 && !d->internal) {
+		struct err *be =
+		    err_new(ERR_BUSY,
+			    "snapshot %s is still being uploaded; delete it once it is "
+			    "stored",
+			    d->id);
+		if (d->cb)
+			d->cb(be, NULL, NULL, 0, d->arg);
+		err_free(be);
+		delete_free(d);
 		return;
 	}
 	delete_step(d);
 }
 
-void snapshot_delete(struct snapshots *sn, const char *tenant, const char *snap_id,
-		     snapshot_list_cb cb, void *arg)
+static void delete_start(struct snapshots *sn, const char *tenant, const char *snap_id,
+			 snapshot_list_cb cb, void *arg, bool internal)
 {
 	struct delete_ctx *d = xcalloc(1, sizeof(*d));
+	d->internal = internal;
 	d->sn = sn;
 	d->tenant = xstrdup(tenant);
 	snprintf(d->id, sizeof(d->id), "%s", snap_id);
@@ -633,6 +672,12 @@ void snapshot_delete(struct snapshots *sn, const char *tenant, const char *snap_
 		return;
 	}
 	store_snapshot_get(sn->store, tenant, snap_id, delete_found, d);
+}
+
+void snapshot_delete(struct snapshots *sn, const char *tenant, const char *snap_id,
+		     snapshot_list_cb cb, void *arg)
+{
+	delete_start(sn, tenant, snap_id, cb, arg, false);
 }
 
 /* ---- retention ---- */
@@ -665,7 +710,7 @@ static void retention_deleted(const struct err *e, const char *const *json, cons
 	(void)json;
 	(void)len;
 	struct retention_delete *rd = arg;
-	if (e)
+	if (e && !rd->run->sn->closing)
 		log_warn("snapshot retention: %s", e->message);
 	else if (n)
 		rd->run->sn->stats.expired++;
@@ -680,6 +725,10 @@ static void retention_found(const struct err *e, const char *const *json, const 
 			    size_t n, void *arg)
 {
 	struct retention_run *r = arg;
+	if (r->sn->closing) {
+		retention_end(r);
+		return;
+	}
 	if (e || n == 0) {
 		if (e)
 			log_warn("snapshot retention: %s", e->message);
@@ -698,14 +747,14 @@ static void retention_found(const struct err *e, const char *const *json, const 
 			continue; /* one still uploading is not the reaper's */
 		rd->left++;
 		log_info("snapshot %s of tenant %s: removed by retention", id, tenant);
-		snapshot_delete(r->sn, tenant, id, retention_deleted, rd);
+		delete_start(r->sn, tenant, id, retention_deleted, rd, true);
 	}
 	retention_deleted(NULL, NULL, NULL, 0, rd);
 }
 
 static void retention_tenant(struct retention_run *r)
 {
-	if (r->next >= r->n) {
+	if (r->next >= r->n || r->sn->closing) {
 		retention_end(r);
 		return;
 	}
@@ -720,7 +769,7 @@ static void retention_tenants(const struct err *e, const char *const *json, cons
 			      size_t n, void *arg)
 {
 	struct retention_run *r = arg;
-	if (e) {
+	if (e || r->sn->closing) {
 		retention_end(r);
 		return;
 	}
@@ -780,18 +829,35 @@ void snapshots_stats(const struct snapshots *sn, struct snapshots_stats *out)
 	out->pending = sn->n_uploads;
 }
 
+void snapshots_close(struct snapshots *sn)
+{
+	if (sn == NULL || sn->closing)
+		return;
+	sn->closing = true;
+	manager_set_exit_snapshot(sn->mgr, NULL, NULL);
+	snap_captures_close(sn);
+	snap_restores_close(sn);
+	struct snap_upload *u;
+	TAILQ_FOREACH (u, &sn->uploads, q) {
+		if (u->op)
+			blob_cancel(u->op);
+		u->op = NULL;
+		u->cb = NULL;
+	}
+	evtimer_del(sn->upload_timer);
+	evtimer_del(sn->retention_timer);
+}
+
 void snapshots_free(struct snapshots *sn)
 {
 	if (sn == NULL)
 		return;
-	manager_set_exit_snapshot(sn->mgr, NULL, NULL);
+	snapshots_close(sn);
 	snap_captures_free(sn);
 	snap_restores_free(sn);
 	struct snap_upload *u;
 	while ((u = TAILQ_FIRST(&sn->uploads)) != NULL) {
 		TAILQ_REMOVE(&sn->uploads, u, q);
-		if (u->op)
-			blob_cancel(u->op);
 		upload_free(u);
 	}
 	event_free(sn->upload_timer);

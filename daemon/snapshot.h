@@ -43,8 +43,12 @@ struct snapshots_deps {
  * what a previous daemon left there is queued for upload (or removed when
  * it was never finished). Registers the exit snapshot with the manager. */
 struct snapshots *snapshots_new(const struct snapshots_deps *d, struct err **errp);
-/* Ops in flight are dropped (their callbacks do not run); the spool stays
- * for the next start. NULL-safe. */
+/* The daemon is stopping, before the manager and the store go: no
+ * callback of snapshot_* runs from here on, transfers in flight are
+ * cancelled, and answers still to come from the manager or Redis are
+ * dropped. The spool stays for the next start. NULL-safe. */
+void snapshots_close(struct snapshots *sn);
+/* After the manager and the store are freed. NULL-safe. */
 void snapshots_free(struct snapshots *sn);
 
 /* Uploads waiting in the spool, and snapshots ever taken and restored
@@ -74,9 +78,8 @@ int snapshot_take(struct snapshots *sn, const char *id, const char *tenant,
  * latest stored snapshot of workspace (none: json "null", nothing done).
  * cb's json is the "restored" object. Nothing is applied unless the whole
  * snapshot checked out; the caller ends the session on an error. */
-int snapshot_restore(struct snapshots *sn, const char *id, const char *tenant,
-		     const char *snap_id, const char *workspace, snapshot_cb cb, void *arg,
-		     struct err **errp);
+int snapshot_restore(struct snapshots *sn, const char *id, const char *tenant, const char *snap_id,
+		     const char *workspace, snapshot_cb cb, void *arg, struct err **errp);
 
 /* The index, for the API (records as JSON, tenant's own only). */
 typedef void (*snapshot_list_cb)(const struct err *e, const char *const *json, const size_t *len,
@@ -85,8 +88,7 @@ void snapshot_list(struct snapshots *sn, const char *tenant, const char *workspa
 		   snapshot_list_cb cb, void *arg);
 void snapshot_get(struct snapshots *sn, const char *tenant, const char *snap_id,
 		  snapshot_list_cb cb, void *arg);
-void snapshot_workspaces(struct snapshots *sn, const char *tenant, snapshot_list_cb cb,
-			 void *arg);
+void snapshot_workspaces(struct snapshots *sn, const char *tenant, snapshot_list_cb cb, void *arg);
 /* Delete the objects, then the record; cb's n is 0 when there was none. */
 void snapshot_delete(struct snapshots *sn, const char *tenant, const char *snap_id,
 		     snapshot_list_cb cb, void *arg);

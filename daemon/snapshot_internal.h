@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <sys/queue.h>
 
+#include <yajl/yajl_tree.h>
+
 #include "session.h"
 #include "snapshot.h"
 
@@ -34,12 +36,13 @@ struct snapshots {
 	struct manager *mgr;
 	struct store *store;
 	struct blobstore *blobs;
-	char spool[PATH_MAX]; /* <state-dir>/spool */
+	char spool[PATH_MAX];              /* <state-dir>/spool */
 	TAILQ_HEAD(, snap_upload) uploads; /* the first is the one running */
 	size_t n_uploads;
 	struct event *upload_timer; /* the next attempt after a failure */
 	struct event *retention_timer;
 	bool retention_running;
+	bool closing; /* snapshots_close: every late answer is dropped */
 	LIST_HEAD(, snap_capture) captures;
 	LIST_HEAD(, snap_restore) restores;
 	struct snapshots_stats stats;
@@ -78,11 +81,21 @@ struct snap_capture_req {
 /* The capture's end: e NULL and the snapshot in the spool (then queued by
  * the capture itself, with upload_cb). */
 typedef void (*snap_capture_cb)(const struct err *e, const char *snap_id, void *arg);
-int snap_capture_start(struct snapshots *sn, const struct snap_capture_req *req,
-		       snap_capture_cb cb, snapshot_cb upload_cb, void *arg, struct err **errp);
+int snap_capture_start(struct snapshots *sn, const struct snap_capture_req *req, snap_capture_cb cb,
+		       snapshot_cb upload_cb, void *arg, struct err **errp);
+/* At close: transfers cancelled; at free: everything freed. */
+void snap_captures_close(struct snapshots *sn);
 void snap_captures_free(struct snapshots *sn);
 
+/* The variables code's answer line in r's output, parsed (a JSON object,
+ * caller frees with json_free); NULL when there is none. */
+struct exec_result;
+yajl_val snap_vars_answer(const struct exec_result *r);
+/* The variables code followed by call ("__ci_vars_save()"), malloc'd. */
+char *snap_vars_code(const char *call, size_t *len);
+
 /* snapshot_restore.c */
+void snap_restores_close(struct snapshots *sn);
 void snap_restores_free(struct snapshots *sn);
 
 #endif

@@ -21,15 +21,16 @@
 
 /* KEYS: record, tenant set, workspace set, workspaces set, tenants set.
  * ARGV: id, workspace, created_ms, json, tenant. */
-static const char lua_put[] = "redis.call('SET', KEYS[1], ARGV[4])\n"
-			      "redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])\n"
-			      "redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1])\n"
-			      "local old = tonumber(redis.call('ZSCORE', KEYS[4], ARGV[2]) or '0')\n"
-			      "if tonumber(ARGV[3]) >= old then\n"
-			      "  redis.call('ZADD', KEYS[4], ARGV[3], ARGV[2])\n"
-			      "end\n"
-			      "redis.call('SADD', KEYS[5], ARGV[5])\n"
-			      "return {}\n";
+static const char lua_put[] =
+    "redis.call('SET', KEYS[1], ARGV[4])\n"
+    "redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])\n"
+    "redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1])\n"
+    "local old = tonumber(redis.call('ZSCORE', KEYS[4], ARGV[2]) or '0')\n"
+    "if tonumber(ARGV[3]) >= old then\n"
+    "  redis.call('ZADD', KEYS[4], ARGV[3], ARGV[2])\n"
+    "end\n"
+    "redis.call('SADD', KEYS[5], ARGV[5])\n"
+    "return {}\n";
 
 /* KEYS: record. */
 static const char lua_get[] = "local v = redis.call('GET', KEYS[1])\n"
@@ -250,8 +251,8 @@ void store_snapshot_put(struct store *st, const char *tenant, const char *id, co
 	op_start(op);
 }
 
-void store_snapshot_get(struct store *st, const char *tenant, const char *id,
-			store_snapshots_cb cb, void *arg)
+void store_snapshot_get(struct store *st, const char *tenant, const char *id, store_snapshots_cb cb,
+			void *arg)
 {
 	struct op *op = op_new(st, &s_get, cb, arg);
 	store_cmd_arg(&op->cmd, "1");
@@ -300,8 +301,8 @@ void store_snapshot_workspaces(struct store *st, const char *tenant, size_t limi
 	op_start(op);
 }
 
-void store_snapshots_expired(struct store *st, const char *tenant, int64_t keep,
-			     int64_t cutoff_ms, size_t limit, store_snapshots_cb cb, void *arg)
+void store_snapshots_expired(struct store *st, const char *tenant, int64_t keep, int64_t cutoff_ms,
+			     size_t limit, store_snapshots_cb cb, void *arg)
 {
 	struct op *op = op_new(st, &s_expired, cb, arg);
 	store_cmd_arg(&op->cmd, "2");

@@ -25,8 +25,8 @@
 
 /* Every call answers a list of JSON texts (borrowed for the call): records,
  * or for workspaces {"name","snapshots","bytes","latest":record}. */
-typedef void (*store_snapshots_cb)(const struct err *e, const char *const *json,
-				   const size_t *len, size_t n, void *arg);
+typedef void (*store_snapshots_cb)(const struct err *e, const char *const *json, const size_t *len,
+				   size_t n, void *arg);
 
 /* Write (or replace) tenant's record id of workspace ws, created at
  * created_ms. n is 0. */
@@ -34,8 +34,8 @@ void store_snapshot_put(struct store *st, const char *tenant, const char *id, co
 			int64_t created_ms, const char *json, size_t len, store_snapshots_cb cb,
 			void *arg);
 /* One record: n is 0 when tenant has none with this id. */
-void store_snapshot_get(struct store *st, const char *tenant, const char *id,
-			store_snapshots_cb cb, void *arg);
+void store_snapshot_get(struct store *st, const char *tenant, const char *id, store_snapshots_cb cb,
+			void *arg);
 /* tenant's records, newest first, at most limit; ws NULL = every workspace. */
 void store_snapshots_list(struct store *st, const char *tenant, const char *ws, size_t limit,
 			  store_snapshots_cb cb, void *arg);
@@ -47,8 +47,8 @@ void store_snapshot_workspaces(struct store *st, const char *tenant, size_t limi
 			       store_snapshots_cb cb, void *arg);
 /* Retention: tenant's records beyond the newest keep of each workspace, or
  * created before cutoff_ms; at most limit. Nothing is removed. */
-void store_snapshots_expired(struct store *st, const char *tenant, int64_t keep,
-			     int64_t cutoff_ms, size_t limit, store_snapshots_cb cb, void *arg);
+void store_snapshots_expired(struct store *st, const char *tenant, int64_t keep, int64_t cutoff_ms,
+			     size_t limit, store_snapshots_cb cb, void *arg);
 /* The tenants that have snapshots (at most limit, any order): the texts
  * are the names, not JSON. */
 void store_snapshot_tenants(struct store *st, size_t limit, store_snapshots_cb cb, void *arg);

@@ -5,11 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "blobstore.h"
 #include "fixer_target.h"
 #include "http_api.h"
 #include "httpc.h"
 #include "log.h"
 #include "reviews.h"
+#include "snapshot.h"
 #include "runs.h"
 #include "stateless.h"
 #include "webhook.h"
@@ -31,6 +33,36 @@ static int webhook_start(struct workflow *w, struct event_base *base, const stru
 	if (w->webhook == NULL)
 		return -1;
 	log_info("review webhook: %s", cfg->review_webhook_url);
+	return 0;
+}
+
+/* The store (cfg->store "": a directory under the state dir) and the
+ * snapshot engine on it. */
+static int snapshots_start(struct workflow *w, struct event_base *base, const struct config *cfg,
+			   struct manager *mgr, struct store *st, struct http_api *api,
+			   struct err **errp)
+{
+	char url[4200];
+	if (cfg->store && cfg->store[0])
+		snprintf(url, sizeof(url), "%s", cfg->store);
+	else
+		snprintf(url, sizeof(url), "dir:%s/store", cfg->state_dir);
+	struct blobstore_options o = {.url = url,
+				      .endpoint = cfg->store_endpoint,
+				      .region = cfg->store_region,
+				      .credentials_file = cfg->store_credentials_file,
+				      .timeout_ms = cfg->store_timeout_ms,
+				      .retries = (int)cfg->store_retries};
+	if ((w->blobs = blobstore_new(base, &o, errp)) == NULL)
+		return -1;
+	w->snapshots = snapshots_new(
+	    &(struct snapshots_deps){
+		.base = base, .cfg = cfg, .mgr = mgr, .store = st, .blobs = w->blobs},
+	    errp);
+	if (w->snapshots == NULL)
+		return -1;
+	http_api_set_snapshots(api, w->snapshots);
+	log_info("snapshots: %s", blobstore_describe(w->blobs));
 	return 0;
 }
 
@@ -57,6 +89,8 @@ int workflow_start(struct workflow *w, struct event_base *base, const struct con
 	    .audit = http_api_audit(api),
 	    .node = cfg->node,
 	});
+	if (snapshots_start(w, base, cfg, mgr, st, api, errp) < 0)
+		return -1;
 	http_api_set_runs(api, w->runs);
 	http_api_set_fixers(api, w->fixers);
 	http_api_set_webhook(api, w->webhook);
@@ -90,11 +124,17 @@ void workflow_reload(struct workflow *w, const struct config *cfg, struct http_a
 	}
 	http_api_set_fixers(api, w->fixers);
 	webhook_reload(w, cfg);
+	if (w->blobs && blobstore_reload(w->blobs, &e) < 0) {
+		log_warn("SIGHUP: snapshot store: %s; it keeps its previous credentials",
+			 e->message);
+		err_free(e);
+	}
 }
 
 void workflow_close(struct workflow *w)
 {
 	runs_close(w->runs);
+	snapshots_close(w->snapshots);
 }
 
 void workflow_free(struct workflow *w)
@@ -105,5 +145,7 @@ void workflow_free(struct workflow *w)
 	httpc_free(w->httpc);
 	fixer_targets_free(w->fixers);
 	runs_free(w->runs);
+	snapshots_free(w->snapshots);
+	blobstore_free(w->blobs);
 	memset(w, 0, sizeof(*w));
 }

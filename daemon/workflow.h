@@ -18,6 +18,8 @@
 struct http_api;
 struct manager;
 struct store;
+struct blobstore;
+struct snapshots;
 
 struct workflow {
 	struct httpc *httpc;
@@ -26,6 +28,8 @@ struct workflow {
 	struct webhook *webhook; /* NULL without --review-webhook-url */
 	struct reviews *reviews;
 	struct runs *runs;
+	struct blobstore *blobs;     /* where snapshots go (blobstore.h) */
+	struct snapshots *snapshots; /* durable workspaces (snapshot.h) */
 };
 
 /* Start them and hand them to api. -1 with *errp when an option or a file
