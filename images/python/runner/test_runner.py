@@ -1057,6 +1057,35 @@ def test_ws_tar_abort_mid_stream(sb):
              what="the supervisor to close the file")
 
 
+def test_ws_tar_file_shrinking_while_read(sb):
+    big = os.path.join(sb.ws, "a-shrinks.bin")
+    with open(big, "wb") as f:
+        f.write(b"\1" * (16 << 20))
+    with open(os.path.join(sb.ws, "b-after.txt"), "wb") as f:
+        f.write(b"after")
+    rid = sb.file({"t": "ws_tar", "paths": None, "max_bytes": TAR_MB, "max_files": 100})
+    h, first = sb.sup.recv()
+    assert h["t"] == "file_data"
+    # The supervisor reads only as fast as we take: it is far from the end
+    # of the 16 MiB file, which now shrinks under it.
+    os.truncate(big, 1 << 20)
+    data = bytearray(first)
+    while True:
+        h, body = sb.sup.recv()
+        assert h["id"] == rid
+        if h["t"] != "file_data":
+            break
+        data += body
+    assert h["t"] == "ws_tar_end", h
+    assert h["skipped"] == [{"path": "a-shrinks.bin", "reason": "changed while read"}]
+    ents = tar_entries(bytes(data))
+    assert [e[0] for e in ents] == ["a-shrinks.bin", "b-after.txt"]
+    got = ents[0][3]
+    assert len(got) == 16 << 20                 # the size its header gave
+    assert got.rstrip(b"\0") == b"\1" * len(got.rstrip(b"\0"))
+    assert ents[1][3] == b"after"
+
+
 def test_ws_tar_kernel_death_noticed_while_daemon_reads_slowly(sb):
     with open(os.path.join(sb.ws, "big.bin"), "wb") as f:
         f.write(os.urandom(16 << 20))
