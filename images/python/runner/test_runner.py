@@ -1051,10 +1051,34 @@ def test_ws_tar_abort_mid_stream(sb):
         got += len(body)
     assert h["t"] == "file_list"
     assert got < 8 << 20
-    sup = sb.sup.hello["pid"]
-    wait_for(lambda: not any(os.readlink("/proc/%d/fd/%s" % (sup, fd)).endswith("big.bin")
-                             for fd in os.listdir("/proc/%d/fd" % sup)), T,
-             what="the supervisor to close the file")
+    wait_for(lambda: not any(p.endswith("/big.bin") for p in open_files(sb.sup.hello["pid"])),
+             T, what="the supervisor to close the file")
+
+
+def open_files(pid):
+    """What the process's descriptors name (one closing meanwhile is left out)."""
+    out = []
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            out.append(os.readlink("/proc/%d/fd/%s" % (pid, fd)))
+        except OSError:
+            pass
+    return out
+
+
+def test_ws_tar_abort_before_it_starts(sb):
+    with open(os.path.join(sb.ws, "big.bin"), "wb") as f:
+        f.write(os.urandom(4 << 20))
+    gid = sb.file({"t": "file_get", "path": "big.bin"})
+    rid = sb.file({"t": "ws_tar", "paths": None, "max_bytes": TAR_MB, "max_files": 100})
+    sb.sup.send({"t": "file_abort", "id": rid})    # the ws_tar waits behind the download
+    pid = sb.file({"t": "file_list"})
+    while True:
+        h, _ = sb.sup.recv()
+        assert h["id"] != rid, h                  # never started
+        if h["id"] == pid:
+            break
+        assert h["id"] == gid
 
 
 def test_ws_tar_file_shrinking_while_read(sb):
@@ -1150,6 +1174,19 @@ def test_ws_untar_restores(sb, tmp_path):
     assert not [n for n in os.listdir(sb.ws) if n.startswith(".ci-restore-")]
     # the kernel imports a restored package
     assert sb.exec("import tinypkg; tinypkg.VERSION")["result"] == "'1.0'"
+    # a directory the archive implies without giving it is made 0755
+    import io
+    import tarfile
+    bio = io.BytesIO()
+    with tarfile.open(fileobj=bio, mode="w", format=tarfile.PAX_FORMAT) as tf:
+        f = tarfile.TarInfo("implied/sub/f.txt")
+        f.size, f.mode = 2, 0o600
+        tf.addfile(f, io.BytesIO(b"ok"))
+    h = ws_untar(sb, bio.getvalue())
+    assert h["t"] == "ws_untar_ok" and h["files"] == 1, h
+    for d in ("implied", "implied/sub"):
+        assert os.stat(os.path.join(sb.ws, d)).st_mode & 0o777 == 0o755
+    assert os.stat(os.path.join(sb.ws, "implied/sub/f.txt")).st_mode & 0o777 == 0o600
 
 
 def _umask():
@@ -1505,3 +1542,14 @@ def test_vars_in_the_kernel(sb):
     assert ans == {"loaded": ["k"], "modules": {"js": "json"}, "skipped": []}
     assert sb.exec("js.dumps(k)")["result"] == "'{\"a\": 1}'"
     assert sb.exec("sorted(n for n in globals() if n.startswith('__ci'))")["result"] == "[]"
+
+
+def test_ws_untar_planted_staging_name(sb, tmp_path):
+    """A symlink planted at the staging name is removed, never followed."""
+    keep = tmp_path / "keep.txt"
+    keep.write_bytes(b"keep")
+    os.symlink(str(tmp_path), os.path.join(sb.ws, ".ci-restore-%d" % (sb.next_id + 1)))
+    h = ws_untar(sb, _hostile("ok.txt"))
+    assert h["t"] == "ws_untar_ok" and h["applied"] is True, h
+    assert keep.read_bytes() == b"keep" and sorted(os.listdir(str(tmp_path))) == ["keep.txt"]
+    assert sorted(os.listdir(sb.ws)) == ["ok.txt"]
