@@ -1553,3 +1553,39 @@ def test_ws_untar_planted_staging_name(sb, tmp_path):
     assert h["t"] == "ws_untar_ok" and h["applied"] is True, h
     assert keep.read_bytes() == b"keep" and sorted(os.listdir(str(tmp_path))) == ["keep.txt"]
     assert sorted(os.listdir(sb.ws)) == ["ok.txt"]
+
+
+def test_bench_ws_tar_untar(sb, capsys):
+    """Numbers, printed (not asserted): ws_tar and ws_untar of 64 MiB in one
+    file and of 2,000 small files."""
+    def make_big():
+        with open(os.path.join(sb.ws, "big.bin"), "wb") as f:
+            f.write(os.urandom(1 << 20) * 64)
+
+    def make_many():
+        os.mkdir(os.path.join(sb.ws, "many"))
+        for i in range(2000):
+            with open(os.path.join(sb.ws, "many", "f%04d.txt" % i), "wb") as f:
+                f.write(b"x" * 1000)
+    lines = []
+    for what, make in (("64 MiB file", make_big), ("2,000 files of 1 kB", make_many)):
+        for n in os.listdir(sb.ws):
+            p = os.path.join(sb.ws, n)
+            shutil.rmtree(p) if os.path.isdir(p) else os.unlink(p)
+        make()
+        t0 = time.perf_counter()
+        data, h = ws_tar(sb)
+        t1 = time.perf_counter()
+        assert h["t"] == "ws_tar_end" and h["files"] in (1, 2000), h
+        for n in os.listdir(sb.ws):
+            p = os.path.join(sb.ws, n)
+            shutil.rmtree(p) if os.path.isdir(p) else os.unlink(p)
+        t2 = time.perf_counter()
+        h = ws_untar(sb, data, chunk=256 * 1024)
+        t3 = time.perf_counter()
+        assert h["t"] == "ws_untar_ok" and h["applied"] and h["files"] in (1, 2000), h
+        lines.append("%s: ws_tar %.0f ms (%.0f MB/s), ws_untar %.0f ms (%.0f MB/s), tar %d bytes"
+                     % (what, (t1 - t0) * 1e3, len(data) / (t1 - t0) / 1e6,
+                        (t3 - t2) * 1e3, len(data) / (t3 - t2) / 1e6, len(data)))
+    with capsys.disabled():
+        print("\n" + "\n".join(lines))
