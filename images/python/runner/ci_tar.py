@@ -204,6 +204,10 @@ class TarWriter:
             yield from self._dir(fd, "", self.globs is None)
         finally:
             self._release(fd)
+        end = self.bytes + 2 * BLOCK
+        if end + -end % RECORD > self.max_bytes:
+            raise TarError("payload_too_large",
+                           "the snapshot would be larger than %d bytes" % self.max_bytes)
         yield from self._out(bytes(2 * BLOCK))
         yield from self._out(bytes(-self.bytes % RECORD))
         if self._buf:
@@ -390,15 +394,14 @@ class Untar:
         self.stage = ".ci-restore-%d" % rid
         self.files = 0
         self.bytes = 0                 # of the tar, as received
-        self.content = 0
         self._state = self.HEADER
         self._need = BLOCK             # bytes to collect (HEADER, PAX, END2) or pass
         self._buf = bytearray()
         self._pax = None
         self._pax_size = 0
         self._fd = -1                  # the file being written
-        self._entry = None             # (path, mtime) of that file
-        self._dirs = []                # [(parts, mode)], applied at commit
+        self._entry = None             # (mode, mtime) of that file
+        self._dirs = {}                # {parts: mode} in creation order, applied at commit
         self._pcache = (None, -1)      # (parts of a staging dir, its fd)
         self._root_fd = os.open(root, _DIR_FLAGS)
         self._stage_fd = -1
@@ -415,10 +418,12 @@ class Untar:
 
     def _remove_stage(self):
         try:
-            shutil.rmtree(self.stage, dir_fd=self._root_fd)   # fd-based: never follows a link
+            st = os.stat(self.stage, dir_fd=self._root_fd, follow_symlinks=False)
         except FileNotFoundError:
-            pass
-        except NotADirectoryError:
+            return
+        if stat.S_ISDIR(st.st_mode):
+            shutil.rmtree(self.stage, dir_fd=self._root_fd)   # fd-based: never follows a link
+        else:                          # a link or file planted under the name
             os.unlink(self.stage, dir_fd=self._root_fd)
 
     def _close_work(self):
@@ -544,7 +549,7 @@ class Untar:
                     _close(os.open(parts[-1], _DIR_FLAGS, dir_fd=pfd))
                 except OSError:
                     self._fail("%s: duplicate entry" % name[:200])
-            self._dirs.append((parts, mode))
+            self._dirs[tuple(parts)] = mode
             self._state, self._need = (self.GLOBAL, size + _pad(size)) if size else (self.HEADER, BLOCK)
             return
         try:
@@ -554,7 +559,6 @@ class Untar:
         self._fd = fd
         self._entry = (mode, ti.mtime)
         self.files += 1
-        self.content += size
         self._state, self._need = self.DATA, size
         self._pad_after = _pad(size)
         if size == 0:
@@ -584,11 +588,12 @@ class Untar:
             return self._pcache[1]
         fd = os.dup(self._stage_fd)
         try:
-            for p in parts:
+            for i, p in enumerate(parts):
                 try:
                     nfd = os.open(p, _DIR_FLAGS, dir_fd=fd)
                 except FileNotFoundError:
                     os.mkdir(p, 0o700, dir_fd=fd)
+                    self._dirs.setdefault(key[:i + 1], 0o755)
                     nfd = os.open(p, _DIR_FLAGS, dir_fd=fd)
                 except OSError as e:
                     if e.errno in (errno.ELOOP, errno.ENOTDIR):
@@ -616,7 +621,7 @@ class Untar:
         directories' modes, removes staging."""
         self._close_work()
         self._merge(self._stage_fd, self._root_fd)
-        for parts, mode in reversed(self._dirs):
+        for parts, mode in reversed(list(self._dirs.items())):
             try:
                 fd = os.dup(self._root_fd)
                 try:

@@ -502,6 +502,10 @@ class Supervisor:
         if self.tar is not None and h.get("id") == self.tar[0]:
             self._tar_stop()
             return True
+        for f in self.pending:         # a ws_tar not started yet: never start it
+            if f[0].get("t") == "ws_tar" and f[0].get("id") == h.get("id"):
+                self.pending.remove(f)
+                return True
         if self.get is None or h.get("id") != self.get[0]:
             return False
         try:

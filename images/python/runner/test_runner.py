@@ -1051,10 +1051,63 @@ def test_ws_tar_abort_mid_stream(sb):
         got += len(body)
     assert h["t"] == "file_list"
     assert got < 8 << 20
-    sup = sb.sup.hello["pid"]
-    wait_for(lambda: not any(os.readlink("/proc/%d/fd/%s" % (sup, fd)).endswith("big.bin")
-                             for fd in os.listdir("/proc/%d/fd" % sup)), T,
-             what="the supervisor to close the file")
+    wait_for(lambda: not any(p.endswith("/big.bin") for p in open_files(sb.sup.hello["pid"])),
+             T, what="the supervisor to close the file")
+
+
+def open_files(pid):
+    """What the process's descriptors name (one closing meanwhile is left out)."""
+    out = []
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            out.append(os.readlink("/proc/%d/fd/%s" % (pid, fd)))
+        except OSError:
+            pass
+    return out
+
+
+def test_ws_tar_abort_before_it_starts(sb):
+    with open(os.path.join(sb.ws, "big.bin"), "wb") as f:
+        f.write(os.urandom(4 << 20))
+    gid = sb.file({"t": "file_get", "path": "big.bin"})
+    rid = sb.file({"t": "ws_tar", "paths": None, "max_bytes": TAR_MB, "max_files": 100})
+    sb.sup.send({"t": "file_abort", "id": rid})    # the ws_tar waits behind the download
+    pid = sb.file({"t": "file_list"})
+    while True:
+        h, _ = sb.sup.recv()
+        assert h["id"] != rid, h                  # never started
+        if h["id"] == pid:
+            break
+        assert h["id"] == gid
+
+
+def test_ws_tar_file_shrinking_while_read(sb):
+    big = os.path.join(sb.ws, "a-shrinks.bin")
+    with open(big, "wb") as f:
+        f.write(b"\1" * (16 << 20))
+    with open(os.path.join(sb.ws, "b-after.txt"), "wb") as f:
+        f.write(b"after")
+    rid = sb.file({"t": "ws_tar", "paths": None, "max_bytes": TAR_MB, "max_files": 100})
+    h, first = sb.sup.recv()
+    assert h["t"] == "file_data"
+    # The supervisor reads only as fast as we take: it is far from the end
+    # of the 16 MiB file, which now shrinks under it.
+    os.truncate(big, 1 << 20)
+    data = bytearray(first)
+    while True:
+        h, body = sb.sup.recv()
+        assert h["id"] == rid
+        if h["t"] != "file_data":
+            break
+        data += body
+    assert h["t"] == "ws_tar_end", h
+    assert h["skipped"] == [{"path": "a-shrinks.bin", "reason": "changed while read"}]
+    ents = tar_entries(bytes(data))
+    assert [e[0] for e in ents] == ["a-shrinks.bin", "b-after.txt"]
+    got = ents[0][3]
+    assert len(got) == 16 << 20                 # the size its header gave
+    assert got.rstrip(b"\0") == b"\1" * len(got.rstrip(b"\0"))
+    assert ents[1][3] == b"after"
 
 
 def test_ws_tar_kernel_death_noticed_while_daemon_reads_slowly(sb):
@@ -1121,6 +1174,19 @@ def test_ws_untar_restores(sb, tmp_path):
     assert not [n for n in os.listdir(sb.ws) if n.startswith(".ci-restore-")]
     # the kernel imports a restored package
     assert sb.exec("import tinypkg; tinypkg.VERSION")["result"] == "'1.0'"
+    # a directory the archive implies without giving it is made 0755
+    import io
+    import tarfile
+    bio = io.BytesIO()
+    with tarfile.open(fileobj=bio, mode="w", format=tarfile.PAX_FORMAT) as tf:
+        f = tarfile.TarInfo("implied/sub/f.txt")
+        f.size, f.mode = 2, 0o600
+        tf.addfile(f, io.BytesIO(b"ok"))
+    h = ws_untar(sb, bio.getvalue())
+    assert h["t"] == "ws_untar_ok" and h["files"] == 1, h
+    for d in ("implied", "implied/sub"):
+        assert os.stat(os.path.join(sb.ws, d)).st_mode & 0o777 == 0o755
+    assert os.stat(os.path.join(sb.ws, "implied/sub/f.txt")).st_mode & 0o777 == 0o600
 
 
 def _umask():
@@ -1302,3 +1368,224 @@ def test_ws_untar_enospc_is_payload_too_large(tmp_path):
         if s is not None:
             s.close()
         subprocess.run(["umount", "-l", ws])
+
+
+# ------------------------------------------------ snapshots: the variables code
+
+VARS_SRC = os.path.join(HERE, "..", "..", "..", "daemon", "snapshot_vars.py")
+
+
+def vars_run(g, call, ws, capfd, cap=None):
+    """Runs the variables code in namespace g as the daemon does: its text,
+    then the call line; returns the answer of its CI-VARS line."""
+    import json
+    with open(VARS_SRC) as f:
+        src = f.read()
+    os.environ["SANDBOX_WORKSPACE"] = ws
+    try:
+        exec(compile(src, "<vars>", "exec"), g)
+        if cap is not None:
+            g["__CI_VARS_CAP"] = cap
+        capfd.readouterr()
+        assert eval(compile(call, "<call>", "eval"), g) is None
+    finally:
+        del os.environ["SANDBOX_WORKSPACE"]
+    out = capfd.readouterr().out
+    assert out.endswith("\n") and out.count("\n") == 1, out
+    assert out.startswith("\x1eCI-VARS "), out
+    return json.loads(out[len("\x1eCI-VARS "):])
+
+
+def session_globals():
+    """A namespace like a session's: assorted values, some not picklable."""
+    g = {"__name__": "__main__", "__builtins__": __builtins__}
+    exec("import numpy as np\n"
+         "import os.path\n"
+         "from os import path as osp\n"
+         "x = 41\n"
+         "s = 'caf\\u00e9'\n"
+         "nested = {'a': [1, 2, (3, 4.5)], 'b': None}\n"
+         "arr = np.arange(12).reshape(3, 4)\n"
+         "sq = lambda v: v * v\n"
+         "def helper():\n"
+         "    return 1\n"
+         "class Point:\n"
+         "    pass\n"
+         "pt = Point()\n"
+         "ref = [helper]\n"
+         "fh = open(os.devnull)\n"
+         "gen = (i for i in range(3))\n"
+         "_private = 1\n"
+         "In = ['ipython history']\n", g)
+    return g
+
+
+def user_names(g):
+    return sorted(n for n in g if not n.startswith("__"))
+
+
+def test_vars_save_load_round_trip(tmp_path, capfd):
+    np = pytest.importorskip("numpy")
+    g = session_globals()
+    try:
+        import pandas as pd
+        g["df"] = pd.DataFrame({"a": [1, 2, 3], "b": ["x", "y", "z"]})
+    except ImportError:
+        pd = None
+    before = user_names(g)
+    ws = str(tmp_path)
+    ans = vars_run(g, "__ci_vars_save()", ws, capfd)
+    assert user_names(g) == before                   # no name left behind
+    assert not [n for n in g if n.startswith("__ci") or n.startswith("__CI")]
+    assert "_" not in g
+    want_saved = ["x", "s", "nested", "arr"] + (["df"] if pd else [])
+    assert ans["saved"] == want_saved
+    assert ans["modules"] == {"np": "numpy", "os": "os", "osp": os.path.__name__}
+    reasons = {s["name"]: s["reason"] for s in ans["skipped"]}
+    assert reasons["sq"] == "function defined in the session"
+    assert reasons["helper"] == "function defined in the session"
+    assert reasons["Point"] == "class defined in the session"
+    assert reasons["pt"] == "an instance of a class defined in the session"
+    assert reasons["ref"] == "function defined in the session"
+    assert "cannot pickle" in reasons["fh"] and "TextIOWrapper" in reasons["fh"]
+    assert "cannot pickle" in reasons["gen"] and "generator" in reasons["gen"]
+    assert set(reasons) == {"sq", "helper", "Point", "pt", "ref", "fh", "gen"}
+    pkl = os.path.join(ws, ".ci", "vars.pkl")
+    assert ans["bytes"] == os.path.getsize(pkl)
+    assert [n for n in os.listdir(os.path.join(ws, ".ci"))] == ["vars.pkl"]
+    g["fh"].close()
+
+    g2 = {"__name__": "__main__", "__builtins__": __builtins__}
+    ans = vars_run(g2, "__ci_vars_load()", ws, capfd)
+    assert ans == {"loaded": want_saved, "modules": {"np": "numpy", "os": "os",
+                                                    "osp": os.path.__name__},
+                   "skipped": []}
+    assert user_names(g2) == sorted(want_saved + ["np", "os", "osp"])
+    assert g2["x"] == 41 and g2["s"] == "caf\u00e9"
+    assert g2["nested"] == {"a": [1, 2, (3, 4.5)], "b": None}
+    assert (g2["arr"] == np.arange(12).reshape(3, 4)).all() and g2["np"] is np
+    if pd is not None:
+        assert g2["df"].equals(g["df"])
+    assert not os.path.exists(pkl)
+    # nothing to load: an empty answer, still no names left
+    g3 = {"__name__": "__main__", "__builtins__": __builtins__}
+    assert vars_run(g3, "__ci_vars_load()", ws, capfd) == {"loaded": [], "modules": {},
+                                                           "skipped": []}
+    assert user_names(g3) == []
+
+
+def test_vars_cap(tmp_path, capfd):
+    g = {"__name__": "__main__", "__builtins__": __builtins__,
+         "small": b"s" * 100, "big": b"b" * 5000, "after": 1}
+    ans = vars_run(g, "__ci_vars_save()", str(tmp_path), capfd, cap=2000)
+    assert ans["saved"] == ["small"]
+    assert ans["skipped"] == [{"name": "big", "reason": "over the 256 MiB variables cap"},
+                              {"name": "after", "reason": "over the 256 MiB variables cap"}]
+    assert "__CI_VARS_CAP" not in g and "__ci_vars_save" not in g
+    assert ans["bytes"] < 2000
+    g2 = {"__name__": "__main__", "__builtins__": __builtins__}
+    ans = vars_run(g2, "__ci_vars_load()", str(tmp_path), capfd)
+    assert ans["loaded"] == ["small"] and g2["small"] == b"s" * 100
+
+
+def test_vars_load_skips_what_fails(tmp_path, capfd):
+    import pickle
+    d = tmp_path / ".ci"
+    d.mkdir()
+    with open(d / "vars.pkl", "wb") as f:
+        pickle.dump({"format": 1, "modules": {"gone": "no_such_module_xyz", "j": "json"},
+                     "vars": {"ok": pickle.dumps([1]), "bad": b"not a pickle",
+                              "_hidden": pickle.dumps(1)}}, f)
+    g = {"__name__": "__main__", "__builtins__": __builtins__}
+    ans = vars_run(g, "__ci_vars_load()", str(tmp_path), capfd)
+    assert ans["loaded"] == ["ok"] and ans["modules"] == {"j": "json"}
+    assert [s["name"] for s in ans["skipped"]] == ["gone", "bad"]
+    assert "ModuleNotFoundError" in ans["skipped"][0]["reason"]
+    assert user_names(g) == ["j", "ok"]
+    # a hostile outer pickle is not obeyed
+    with open(d / "vars.pkl", "wb") as f:
+        f.write(b"cos\nsystem\n(S'touch pwned'\ntR.")
+    g = {"__name__": "__main__", "__builtins__": __builtins__}
+    ans = vars_run(g, "__ci_vars_load()", str(tmp_path), capfd)
+    assert ans["loaded"] == [] and ans["skipped"][0]["name"] == "vars.pkl"
+    assert not os.path.exists("pwned") and not os.path.exists(tmp_path / "pwned")
+
+
+def test_vars_in_the_kernel(sb):
+    """Through the real kernel, as the daemon runs it: text + call line in one
+    execution; the result is None, `_` untouched, no names left."""
+    import json
+    with open(VARS_SRC) as f:
+        src = f.read()
+    sb.exec("import json as js\nk = {'a': 1}\ndef f():\n    pass\n7")
+    before = sb.exec("sorted(globals())")["result"]       # '_' is among them
+    sb.exec("8")
+    r = sb.exec(src + "\n__ci_vars_save()\n")
+    assert r["status"] == "ok" and r["result"] is None, r
+    line = r["stdout"].decode()
+    assert line.startswith("\x1eCI-VARS ") and line.endswith("\n") and line.count("\n") == 1
+    ans = json.loads(line[len("\x1eCI-VARS "):])
+    assert ans["saved"] == ["k"] and ans["modules"] == {"js": "json"}
+    assert ans["skipped"] == [{"name": "f", "reason": "function defined in the session"}]
+    assert sb.exec("_")["result"] == "8"
+    assert sb.exec("sorted(globals())")["result"] == before
+    assert os.path.exists(os.path.join(sb.ws, ".ci", "vars.pkl"))
+    # a fresh kernel loads it
+    kpid = sb.kern.hello["pid"]
+    os.kill(kpid, signal.SIGKILL)
+    h, _ = sb.sup.recv()
+    assert h["t"] == "kernel_exit"
+    sb.kern = sb.daemon.accept()
+    r = sb.exec(src + "\n__ci_vars_load()\n")
+    assert r["status"] == "ok" and r["result"] is None, r
+    ans = json.loads(r["stdout"].decode()[len("\x1eCI-VARS "):])
+    assert ans == {"loaded": ["k"], "modules": {"js": "json"}, "skipped": []}
+    assert sb.exec("js.dumps(k)")["result"] == "'{\"a\": 1}'"
+    assert sb.exec("sorted(n for n in globals() if n.startswith('__ci'))")["result"] == "[]"
+
+
+def test_ws_untar_planted_staging_name(sb, tmp_path):
+    """A symlink planted at the staging name is removed, never followed."""
+    keep = tmp_path / "keep.txt"
+    keep.write_bytes(b"keep")
+    os.symlink(str(tmp_path), os.path.join(sb.ws, ".ci-restore-%d" % (sb.next_id + 1)))
+    h = ws_untar(sb, _hostile("ok.txt"))
+    assert h["t"] == "ws_untar_ok" and h["applied"] is True, h
+    assert keep.read_bytes() == b"keep" and sorted(os.listdir(str(tmp_path))) == ["keep.txt"]
+    assert sorted(os.listdir(sb.ws)) == ["ok.txt"]
+
+
+def test_bench_ws_tar_untar(sb, capsys):
+    """Numbers, printed (not asserted): ws_tar and ws_untar of 64 MiB in one
+    file and of 2,000 small files."""
+    def make_big():
+        with open(os.path.join(sb.ws, "big.bin"), "wb") as f:
+            f.write(os.urandom(1 << 20) * 64)
+
+    def make_many():
+        os.mkdir(os.path.join(sb.ws, "many"))
+        for i in range(2000):
+            with open(os.path.join(sb.ws, "many", "f%04d.txt" % i), "wb") as f:
+                f.write(b"x" * 1000)
+    lines = []
+    for what, make in (("64 MiB file", make_big), ("2,000 files of 1 kB", make_many)):
+        for n in os.listdir(sb.ws):
+            p = os.path.join(sb.ws, n)
+            shutil.rmtree(p) if os.path.isdir(p) else os.unlink(p)
+        make()
+        t0 = time.perf_counter()
+        data, h = ws_tar(sb)
+        t1 = time.perf_counter()
+        assert h["t"] == "ws_tar_end" and h["files"] in (1, 2000), h
+        for n in os.listdir(sb.ws):
+            p = os.path.join(sb.ws, n)
+            shutil.rmtree(p) if os.path.isdir(p) else os.unlink(p)
+        t2 = time.perf_counter()
+        h = ws_untar(sb, data, chunk=256 * 1024)
+        t3 = time.perf_counter()
+        assert h["t"] == "ws_untar_ok" and h["applied"] and h["files"] in (1, 2000), h
+        lines.append("%s: ws_tar %.0f ms (%.0f MB/s), ws_untar %.0f ms (%.0f MB/s), tar %d bytes"
+                     % (what, (t1 - t0) * 1e3, len(data) / (t1 - t0) / 1e6,
+                        (t3 - t2) * 1e3, len(data) / (t3 - t2) / 1e6, len(data)))
+    with capsys.disabled():
+        print("\n" + "\n".join(lines))
