@@ -42,6 +42,14 @@ static inline void tb_zeros(struct tb *t, size_t n)
 	t->len += n;
 }
 
+/* value as n-1 octal digits and a NUL (the way tarfile writes it). */
+static inline void tb_octal(unsigned char *f, size_t n, uint64_t value)
+{
+	f[n - 1] = '\0';
+	for (size_t i = n - 1; i-- > 0; value >>= 3)
+		f[i] = (unsigned char)('0' + (value & 7));
+}
+
 /* The checksum of the header at h, written into it. */
 static inline void tb_sum(unsigned char *h)
 {
@@ -62,11 +70,11 @@ static inline size_t tb_header(struct tb *t, const char *name, char type, uint64
 	tb_zeros(t, 512);
 	unsigned char *h = t->buf + at;
 	strncpy((char *)h, name, 100);
-	snprintf((char *)h + 100, 8, "%07o", mode);
-	snprintf((char *)h + 108, 8, "%07o", 0);
-	snprintf((char *)h + 116, 8, "%07o", 0);
-	snprintf((char *)h + 124, 12, "%011llo", (unsigned long long)size);
-	snprintf((char *)h + 136, 12, "%011llo", (unsigned long long)t->mtime);
+	tb_octal(h + 100, 8, mode);
+	tb_octal(h + 108, 8, 0);
+	tb_octal(h + 116, 8, 0);
+	tb_octal(h + 124, 12, size);
+	tb_octal(h + 136, 12, t->mtime);
 	h[156] = (unsigned char)type;
 	memcpy(h + 257,
 	       "ustar\0"
