@@ -234,8 +234,11 @@ static size_t gen_len(yajl_gen g)
 int snapshot_builder_entry(const struct tar_entry *e, void *arg, struct err **errp)
 {
 	struct snapshot_builder *b = arg;
-	if (b->head_err != NULL || b->done)
-		return err_set(errp, ERR_INTERNAL, "snapshot manifest: the builder is not open");
+	if (b->head_err != NULL)
+		return err_set(errp, b->head_err->code, "snapshot manifest: %s",
+			       b->head_err->message);
+	if (b->done)
+		return err_set(errp, ERR_INTERNAL, "snapshot manifest: finished already");
 	/* The tail is at most a few hundred KiB (1000 skipped of 5 KiB
 	 * each at most): leave it 8 MiB. */
 	if (gen_len(b->g) > SNAPSHOT_MANIFEST_MAX - 8 * 1024 * 1024)
