@@ -14,6 +14,7 @@
 #include "json.h"
 #include "metrics.h"
 #include "runs.h"
+#include "snapshot.h"
 #include "version.h"
 #include "webhook.h"
 
@@ -227,6 +228,29 @@ static int write_webhook(struct http_api *api, struct buf *b)
 	    delivered, failed, dropped);
 }
 
+/* Snapshots (zeros when they are off). */
+static int write_snapshots(struct http_api *api, struct buf *b)
+{
+	struct snapshots_stats st = {0};
+	if (api->snapshots)
+		snapshots_stats(api->snapshots, &st);
+	return metrics_printf(
+	    b,
+	    "# HELP ci_snapshots_total Snapshots by what became of them on this node: stored, "
+	    "failed (not taken), restored, expired (retention).\n"
+	    "# TYPE ci_snapshots_total counter\n"
+	    "ci_snapshots_total{outcome=\"stored\"} %" PRIu64 "\n"
+	    "ci_snapshots_total{outcome=\"failed\"} %" PRIu64 "\n"
+	    "ci_snapshots_total{outcome=\"restored\"} %" PRIu64 "\n"
+	    "ci_snapshots_total{outcome=\"expired\"} %" PRIu64 "\n"
+	    "# HELP ci_snapshot_uploads_pending Snapshots in this node's spool waiting for the "
+	    "store.\n# TYPE ci_snapshot_uploads_pending gauge\nci_snapshot_uploads_pending %" PRIu64
+	    "\n# HELP ci_snapshot_upload_retries_total Upload attempts the store refused.\n"
+	    "# TYPE ci_snapshot_upload_retries_total counter\nci_snapshot_upload_retries_total "
+	    "%" PRIu64 "\n",
+	    st.taken, st.failed, st.restored, st.expired, st.pending, st.upload_retries);
+}
+
 void api_probes_metrics(struct call *c)
 {
 	struct http_api *api = c->api;
@@ -234,7 +258,8 @@ void api_probes_metrics(struct call *c)
 	buf_init(&b, METRICS_PAGE_MAX);
 	if (write_build_and_loop(api, &b) < 0 || write_core(api, &b) < 0 ||
 	    write_endings(api, &b) < 0 || metrics_write(api->metrics, &b) < 0 ||
-	    write_caps(api, &b) < 0 || write_runs(api, &b) < 0 || write_webhook(api, &b) < 0) {
+	    write_caps(api, &b) < 0 || write_runs(api, &b) < 0 || write_webhook(api, &b) < 0 ||
+	    write_snapshots(api, &b) < 0) {
 		buf_release(&b);
 		api_fail(c, ERR_INTERNAL, "metrics: the page outgrew its cap");
 		return;

@@ -248,3 +248,69 @@ TEST(exec_request_refuses_a_nul_in_the_code)
 		exec_request_release(&r);
 	}
 }
+
+TEST(session_durable_fields)
+{
+	struct err *e = NULL;
+	struct session *s = from("{\"workspace\":\"report-1\",\"persist\":{\"paths\":[\"*.csv\","
+				 "\"out/**\"],\"variables\":false}}",
+				 &e);
+	CHECK(s != NULL);
+	if (s == NULL) {
+		fprintf(stderr, "  %s\n", e->message);
+		err_free(e);
+		return;
+	}
+	CHECK_STR(s->workspace, "report-1");
+	CHECK(s->persist.set && s->persist.n_paths == 2 && !s->persist.variables &&
+	      s->persist.on_end);
+	/* The record keeps them for the daemon that adopts the session. */
+	strcpy(s->id, "abcdef00-0000-4000-8000-000000000000");
+	s->node = strdup("n1");
+	s->uid = 200001;
+	AUTOGEN yajl_gen g = json_gen_new();
+	session_to_json(s, g, true);
+	size_t len;
+	const char *t = jg_text(g, &len);
+	struct session *r = session_from_record(t, len, &e);
+	CHECK(r != NULL);
+	if (r) {
+		CHECK_STR(session_workspace_name(r), "report-1");
+		CHECK(r->persist.set && r->persist.n_paths == 2 && !r->persist.variables &&
+		      r->persist.on_end);
+		CHECK_STR(r->persist.paths[1], "out/**");
+	}
+	session_free(r);
+	session_free(s);
+	/* Without a name, the workspace is the session's id. */
+	s = from("{}", &e);
+	strcpy(s->id, "abcdef00-0000-4000-8000-000000000001");
+	CHECK_STR(session_workspace_name(s), s->id);
+	CHECK(!s->persist.set);
+	session_free(s);
+	static const char *const bad[] = {
+	    "{\"workspace\":\".hidden\"}",
+	    "{\"workspace\":\"a/b\"}",
+	    "{\"workspace\":\"\"}",
+	    "{\"workspace\":7}",
+	    "{\"restore\":\"abcdef00-0000-4000-8000-000000000000\",\"workspace\":\"w\"}",
+	    "{\"persist\":{\"paths\":[\"../x\"]}}",
+	    "{\"persist\":{\"paths\":[\"/etc/*\"]}}",
+	    "{\"persist\":{\"paths\":[\"\"]}}",
+	    "{\"persist\":{\"paths\":\"*.csv\"}}",
+	    "{\"persist\":{\"on_end\":\"yes\"}}",
+	    "{\"persist\":{\"keep\":true}}",
+	    "{\"persist\":[]}",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		e = NULL;
+		s = from(bad[i], &e);
+		CHECK(s == NULL);
+		if (s) {
+			fprintf(stderr, "  accepted: %s\n", bad[i]);
+			session_free(s);
+		}
+		CHECK(e != NULL && e->code == ERR_BAD_REQUEST);
+		err_free(e);
+	}
+}
