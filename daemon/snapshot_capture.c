@@ -96,6 +96,28 @@ static void capture_free(struct snap_capture *c)
 	free(c);
 }
 
+/* The capture's outcome, told from the loop: the end may come from inside
+ * a files callback, and what the listener does next (an exit snapshot's
+ * teardown frees the session's files queue) must not run under it. */
+struct capture_told {
+	snap_capture_cb cb;
+	void *arg;
+	struct snapshots *sn;
+	struct err *e;
+	char id[SESSION_ID_LEN + 1];
+};
+
+static void capture_tell(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct capture_told *t = arg;
+	if (!t->sn->closing)
+		t->cb(t->e, t->id, t->arg);
+	err_free(t->e);
+	free(t);
+}
+
 /* The end: cb hears e (NULL: spooled and queued). */
 static void capture_end(struct snap_capture *c, const struct err *e)
 {
@@ -103,19 +125,20 @@ static void capture_end(struct snap_capture *c, const struct err *e)
 		c->sn->stats.failed++;
 		log_warn("snapshot %s of session %s: %s", c->id, c->session, e->message);
 	}
-	snap_capture_cb cb = c->cb;
-	void *arg = c->arg;
-	char id[SESSION_ID_LEN + 1];
-	memcpy(id, c->id, sizeof(id));
+	struct capture_told *t = xcalloc(1, sizeof(*t));
+	t->cb = c->cb;
+	t->arg = c->arg;
+	t->sn = c->sn;
+	t->e = e ? err_new(e->code, "%s", e->message) : NULL;
+	memcpy(t->id, c->id, sizeof(t->id));
+	defer_call(c->sn->base, capture_tell, t);
+	c->cb = NULL;
 	if (c->exec_running) {
 		/* The variables code's callback is still to come: it frees. */
 		c->ending = true;
-		c->cb = NULL;
-		cb(e, id, arg);
 		return;
 	}
 	capture_free(c);
-	cb(e, id, arg);
 }
 
 static void capture_fail(struct snap_capture *c, struct err *e)

@@ -88,17 +88,46 @@ static void restore_free(struct snap_restore *r)
 	free(r);
 }
 
+/* The outcome, told from the loop: the end may come from inside a files
+ * callback, and the listener may end the session (a failed restore), whose
+ * files queue must not be freed under that callback. */
+struct restore_told {
+	snapshot_cb cb;
+	void *arg;
+	struct snapshots *sn;
+	struct err *e;
+	char *json;
+	size_t len;
+};
+
+static void restore_tell(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct restore_told *t = arg;
+	if (!t->sn->closing)
+		t->cb(t->e, t->e ? 0 : 200, t->json, t->len, t->arg);
+	err_free(t->e);
+	free(t->json);
+	free(t);
+}
+
 static void restore_end(struct snap_restore *r, const struct err *e, const char *json, size_t len)
 {
-	snapshot_cb cb = r->cb;
-	void *arg = r->arg;
 	if (e)
 		log_warn("restore of snapshot %s into session %s: %s",
 			 r->snap_id[0] ? r->snap_id : "(latest)", r->session, e->message);
 	else if (json && strcmp(json, "null") != 0)
 		r->sn->stats.restored++;
+	struct restore_told *t = xcalloc(1, sizeof(*t));
+	t->cb = r->cb;
+	t->arg = r->arg;
+	t->sn = r->sn;
+	t->e = e ? err_new(e->code, "%s", e->message) : NULL;
+	t->json = json ? xstrndup(json, len) : NULL;
+	t->len = json ? len : 0;
+	defer_call(r->sn->base, restore_tell, t);
 	restore_free(r);
-	cb(e, e ? 0 : 200, json, len, arg);
 }
 
 static void restore_fail(struct snap_restore *r, struct err *e)

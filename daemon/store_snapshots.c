@@ -84,14 +84,17 @@ static const char lua_workspaces[] =
     "    if v then\n"
     "      n = n + 1\n"
     "      local ok, rec = pcall(cjson.decode, v)\n"
-    "      if ok and type(rec) == 'table' then\n"
-    "        if type(rec['size']) == 'number' then total = total + rec['size'] end\n"
-    "        if latest == nil then latest = rec end\n"
+    "      if ok and type(rec) == 'table' and type(rec['size']) == 'number' then\n"
+    "        total = total + rec['size']\n"
     "      end\n"
+    "      if latest == nil and ok and type(rec) == 'table' then latest = v end\n"
     "    end\n"
     "  end\n"
     "  if n > 0 then\n"
-    "    local t = cjson.encode({name = name, snapshots = n, bytes = total, latest = latest})\n"
+    /* the record as stored (cjson would turn its empty arrays into {}) */
+    "    local t = '{\"name\":' .. cjson.encode(name) .. ',\"snapshots\":' .. n ..\n"
+    "      ',\"bytes\":' .. string.format('%d', total) .. ',\"latest\":' .. (latest or 'null') .. "
+    "'}'\n"
     "    bytes = bytes + #t\n"
     "    if #out > 0 and bytes > budget then break end\n"
     "    table.insert(out, t)\n"
@@ -161,7 +164,8 @@ static void deliver_error(struct op *op, const char *why)
 		return;
 	op->answered = true;
 	struct err e = {.code = ERR_UNAVAILABLE, .message = (char *)why};
-	op->cb(&e, NULL, NULL, 0, op->arg);
+	if (op->cb)
+		op->cb(&e, NULL, NULL, 0, op->arg);
 }
 
 static void unavailable_deferred(evutil_socket_t fd, short what, void *arg)
@@ -182,6 +186,10 @@ static void op_timeout_cb(evutil_socket_t fd, short what, void *arg)
 
 static void deliver(struct op *op, const redisReply *r)
 {
+	if (op->cb == NULL) {
+		op->answered = true;
+		return;
+	}
 	if (r->type != REDIS_REPLY_ARRAY || r->elements > SNAP_ANSWER_MAX) {
 		deliver_error(op, "redis: the snapshot script answered in an unexpected shape");
 		return;

@@ -23,8 +23,8 @@
 /* A record is at most this long (its skipped list and variables are capped). */
 #define STORE_SNAPSHOT_RECORD_MAX (256u << 10)
 
-/* Every call answers a list of JSON texts (borrowed for the call): records,
- * or for workspaces {"name","snapshots","bytes","latest":record}. */
+/* Every call answers a list (cb may be NULL: nobody listens) of JSON texts (borrowed for the call):
+ * records, or for workspaces {"name","snapshots","bytes","latest":record}. */
 typedef void (*store_snapshots_cb)(const struct err *e, const char *const *json, const size_t *len,
 				   size_t n, void *arg);
 
