@@ -30,6 +30,7 @@ and s3rver data removed by path, even on failure.
 import json
 import os
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -168,6 +169,8 @@ def measure(d, c, size_mb):
 
 
 def main():
+    # run.sh's time limit sends SIGTERM: leave through the finally blocks
+    signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))
     binary = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "ci-daemon")
     tmp = tempfile.mkdtemp(prefix="cibench-snap-")
     redis = RedisServer(tmp)

@@ -1145,3 +1145,137 @@ def test_ctl_end_to_end(dird, dir_a, sessions):
     sessions.ids.append((tenant, doc["id"]))
     assert doc["persist"] == {"paths": ["*.csv"], "variables": False, "on_end": True}, doc
     assert doc["workspace"] == name, doc
+
+
+# ---------------------------------------------------------------- ci-ctl's requests
+
+class FakeApi:
+    """A stand-in for the daemon's snapshot routes on 127.0.0.1: records
+    (method, path, JSON body) and answers the spec's documents. It checks
+    what ci-ctl sends and how it shows answers the real daemon may not give
+    on demand (202 pending, variables skipped)."""
+
+    REC = {"id": "0b6e3f0e-1c2d-4e5f-8a9b-0c1d2e3f4a5b", "workspace": "w1", "session": "s1",
+           "size": 20480, "files": 3, "sha256": "ab" * 32, "created_at": "2026-12-01T20:00:00Z",
+           "state": "stored", "content_bytes": 123, "paths": ["*.csv"],
+           "variables": {"saved": ["x"], "modules": {"np": "numpy"},
+                         "skipped": [{"name": "f", "reason": "function defined in the session"}]},
+           "skipped": [{"path": "link", "reason": "symlink"}]}
+
+    def __init__(self):
+        import http.server
+        owner = self
+        self.seen = []
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def _send(self, status, doc):
+                body = json.dumps(doc).encode() if doc is not None else b""
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def _any(self):
+                n = int(self.headers.get("content-length") or 0)
+                raw = self.rfile.read(n) if n else b""
+                owner.seen.append((self.command, self.path, json.loads(raw) if raw else None))
+                rec = owner.REC
+                if self.command == "DELETE":
+                    return self._send(204, None)
+                if self.command == "POST" and self.path.endswith("/snapshots"):
+                    return self._send(202, dict(rec, state="pending", error="store down"))
+                if self.command == "POST" and self.path == "/v1/sessions":
+                    return self._send(201, {"id": "new-session", "workspace": "w1",
+                                            "restored": {"snapshot": rec["id"], "workspace": "w1",
+                                                         "files": 3, "size": 20480, "ms": 41,
+                                                         "variables": {"loaded": ["x"],
+                                                                       "modules": {},
+                                                                       "skipped": []}}})
+                if self.path == "/v1/workspaces":
+                    return self._send(200, {"workspaces": [{"name": "w1", "snapshots": 2,
+                                                            "bytes": 40960, "latest": rec}]})
+                if self.path.startswith("/v1/snapshots/"):
+                    return self._send(200, rec)
+                if self.path.startswith("/v1/snapshots"):
+                    return self._send(200, {"snapshots": [rec]})
+                return self._send(404, {"error": {"code": "not_found", "message": "no route"}})
+
+            do_GET = do_POST = do_DELETE = _any
+
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.thread = threading.Thread(target=self.srv.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = "http://127.0.0.1:%d" % self.srv.server_address[1]
+
+    def ctl(self, *args):
+        from harness import CTL_BIN
+        return subprocess.run([CTL_BIN, "--server", self.url, *args], capture_output=True,
+                              text=True, timeout=60)
+
+    def stop(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+@pytest.fixture
+def fake_api():
+    f = FakeApi()
+    yield f
+    f.stop()
+
+
+def test_ctl_sends_the_spec_requests(fake_api):
+    f = fake_api
+    sid = FakeApi.REC["id"]
+    r = f.ctl("snapshot", "--paths", "*.csv", "--paths", "out/**", "--no-variables",
+              "--workspace", "w1", "sess-1")
+    assert r.returncode == 0 and r.stdout == sid + "\n", (r.stdout, r.stderr)
+    assert f.seen[-1] == ("POST", "/v1/sessions/sess-1/snapshots",
+                          {"paths": ["*.csv", "out/**"], "variables": False, "workspace": "w1"})
+    assert "pending" in r.stderr and "store down" in r.stderr, r.stderr
+    assert "f (function defined in the session)" in r.stderr and "link (symlink)" in r.stderr
+    r = f.ctl("snapshot", "sess-1")
+    assert r.returncode == 0 and f.seen[-1][2] == {}, f.seen[-1]
+    r = f.ctl("snapshots")
+    assert r.returncode == 0 and f.seen[-1][:2] == ("GET", "/v1/snapshots"), f.seen[-1]
+    assert r.stdout.splitlines()[1].split()[:5] == [sid, "w1", "stored", "3", "20.0"], r.stdout
+    r = f.ctl("snapshots", "ls", "--workspace", "w1")
+    assert f.seen[-1][:2] == ("GET", "/v1/snapshots?workspace=w1"), f.seen[-1]
+    r = f.ctl("snapshots", "show", sid)
+    assert r.returncode == 0 and f.seen[-1][:2] == ("GET", "/v1/snapshots/" + sid)
+    assert "variables.skipped:" in r.stdout and "sha256:" in r.stdout, r.stdout
+    r = f.ctl("snapshots", "rm", sid)
+    assert r.returncode == 0 and r.stdout == "removed %s\n" % sid, r.stdout
+    assert f.seen[-1][:2] == ("DELETE", "/v1/snapshots/" + sid)
+    r = f.ctl("workspaces")
+    assert r.returncode == 0 and r.stdout.splitlines()[1].split()[:2] == ["w1", "2"], r.stdout
+    assert f.seen[-1][:2] == ("GET", "/v1/workspaces")
+    r = f.ctl("restore", sid, "--memory", "256", "--persist-on-end", "--persist-path", "*.csv")
+    assert r.returncode == 0 and r.stdout == "new-session\n", (r.stdout, r.stderr)
+    assert f.seen[-1] == ("POST", "/v1/sessions",
+                          {"limits": {"memory_mb": 256}, "restore": sid,
+                           "persist": {"paths": ["*.csv"], "variables": True, "on_end": True}})
+    assert "restored snapshot %s" % sid in r.stderr and "41 ms" in r.stderr, r.stderr
+    r = f.ctl("restore", "--workspace", "w1", "--persist-no-variables")
+    assert r.returncode == 0, r.stderr
+    assert f.seen[-1][2] == {"workspace": "w1", "persist": {"paths": None, "variables": False,
+                                                            "on_end": False}}, f.seen[-1]
+    r = f.ctl("create", "--workspace", "w2")
+    assert r.returncode == 0 and f.seen[-1][2] == {"workspace": "w2"}, f.seen[-1]
+    r = f.ctl("--json", "snapshots", "show", sid)
+    assert json.loads(r.stdout)["id"] == sid
+    n = len(f.seen)
+    for args in (("restore",), ("restore", sid, "--workspace", "w1"), ("snapshots", "show", "x"),
+                 ("snapshots", "rm", "x"), ("snapshot",), ("snapshot", "--paths", "", "s"),
+                 ("snapshot", "--paths", "x" * 257, "s"), ("snapshot", "--workspace", "a/b", "s"),
+                 ("snapshots", "frob"), ("snapshots", "show", sid, "--workspace", "w"),
+                 ("workspaces", "extra"), ("create", "--workspace", ".x")):
+        r = f.ctl(*args)
+        assert r.returncode == 2, (args, r.returncode, r.stderr)
+    r = f.ctl("snapshot", *sum((["--paths", "g%d" % i] for i in range(65)), []), "s")
+    assert r.returncode == 2 and "64" in r.stderr, r.stderr
+    assert len(f.seen) == n  # usage errors send nothing
