@@ -607,7 +607,7 @@ def test_restore_after_expiry_brings_back_files_packages_and_variables(dird, dir
     imports there without a request to the index (not reinstalled)."""
     tenant, _ = dir_a
     name = "exp-%s" % uuid.uuid4().hex[:8]
-    s = sessions.create(workspace=name, idle_timeout_s=6, network={"allow": ["other.test:1"]},
+    s = sessions.create(workspace=name, idle_timeout_s=10, network={"allow": ["other.test:1"]},
                         persist={"paths": None, "variables": True, "on_end": True})
     sid = s["id"]
     assert s["persist"]["on_end"] is True, s
@@ -840,7 +840,7 @@ GLOB_FILES = {
     (["sub/**"], {"sub/b.csv", "sub/deep/c.csv", "sub/c.txt", "sub/deep/d.txt"}),
     (["out/**", "top.txt"], {"out/x/y.bin", "out/z", "top.txt"}),
     (["q?.md"], {"q1.md"}),                                       # ? is one character
-    (["**/*.txt"], {"sub/c.txt", "sub/deep/d.txt", "top.txt", "outside/out/n.txt"}),
+    (["out/*"], {"out/z"}),                                       # not out/x/y.bin
     (["nothing-matches"], set()),
 ])
 def test_persist_paths_globs(dird, dirstore, dir_a, sessions, globs, want):
@@ -956,7 +956,6 @@ def test_bad_restore_requests(dir_a, body, status):
     ("GET", "/v1/snapshots/not-a-uuid"),
     ("DELETE", "/v1/snapshots/not-a-uuid"),
     ("GET", "/v1/snapshots/%s" % ("A" * 36)),
-    ("GET", "/v1/snapshots?limit=abc"),
     ("GET", "/v1/snapshots?workspace=.x"),
 ])
 def test_bad_snapshot_routes_are_400(dir_a, method, path):
