@@ -822,6 +822,54 @@ def test_store_killed_mid_upload_is_retried_and_nothing_lost(redis_server, tmpdi
             store.remove()
 
 
+
+def test_pending_snapshot_survives_a_daemon_restart(redis_server, tmpdir_session):
+    """The store is down when the snapshot is taken: 202 pending, the
+    session keeps working; the daemon is stopped and started again (the
+    spool survives it) and the store comes back: the snapshot lands, whole."""
+    store = S3Store(signed=False)
+    d = None
+    try:
+        d = _daemon(redis_server, tmpdir_session, store, "--store-retries", "1",
+                    "--store-timeout-ms", "3000")
+        tenant, _ = _tenant(d, "s3-down")
+        s = tenant.create()
+        try:
+            data = os.urandom(3 * MB)
+            put_file(tenant, s["id"], "d/data.bin", data)
+            store.kill()
+            st, rec = snapshot(tenant, s["id"], {"variables": False})
+            assert st == 202, (st, rec)
+            assert rec["state"] == "pending" and rec["error"], rec
+            assert run(tenant, s["id"], "print(1+1)").strip() == "2"
+            assert [f for f in spool_files(d) if rec["id"] in f], "nothing spooled"
+            d.stop()
+            d.restart()
+            st, doc = get_snap(tenant, rec["id"])
+            assert st == 200 and doc["state"] == "pending", (st, doc)
+            store.start_again()
+            done = wait_stored(tenant, rec["id"], timeout=300)
+            assert done["sha256"] == rec["sha256"] and done["size"] == rec["size"], (done, rec)
+            out = os.path.join(store.tmp, "got.tar")
+            store.sdk("get", store.key("s3-down", rec["id"], "workspace.tar"), out)
+            assert sha_file(out) == rec["sha256"]
+            wait_for(lambda: not [f for f in spool_files(d) if rec["id"] in f], 30,
+                     what="the spool files of the stored snapshot to be removed")
+            st, r = restore(tenant, restore=rec["id"])
+            assert st == 201, (st, r)
+            try:
+                assert get_file(tenant, r["id"], "d/data.bin") == data
+            finally:
+                tenant.delete(r["id"])
+        finally:
+            tenant.delete(s["id"])
+    finally:
+        try:
+            if d is not None:
+                d.finish()
+        finally:
+            store.remove()
+
 def spool_files(d):
     spool = os.path.join(d.state_dir, "spool")
     return os.listdir(spool) if os.path.isdir(spool) else []
