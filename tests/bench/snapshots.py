@@ -143,7 +143,7 @@ def measure(d, c, size_mb):
             first_result(c, new["id"])
             t = ms_since(t0)
             made.append(new["id"])
-            if new.get("restored", {}).get("size") != rec["size"]:
+            if (new.get("restored") or {}).get("size") != rec["size"]:
                 raise RuntimeError("restore: %s" % json.dumps(new)[:400])
             keep and out["restore"].append(t)
             c.request("DELETE", "/v1/sessions/%s" % new["id"], timeout=TIMEOUT)
