@@ -50,6 +50,9 @@ POOL = 2
 MB = 1024 * 1024
 OUT_DIR = os.environ.get("BENCH_OUT", os.path.join(ROOT, "build", "bench"))
 TIMEOUT = 900
+# BENCH_IMAGE: another sandbox image than the daemon's default
+IMAGE_ARGS = ["--images", "python=%s" % os.environ["BENCH_IMAGE"]] if os.environ.get(
+    "BENCH_IMAGE") else []
 
 
 def log(msg):
@@ -181,7 +184,8 @@ def main():
             d = None
             try:
                 d = Daemon(redis, tmp, ("--log-level", "warn", "--pool-size", str(POOL),
-                                        "--max-disk-mb", "2048", *store.arg), binary=binary)
+                                        "--max-disk-mb", "2048", *store.arg, *IMAGE_ARGS),
+                           binary=binary)
                 c = Client(d.port, timeout=TIMEOUT)
                 for size_mb in SIZES:
                     log("%s store, %d MB: %d iterations" % (kind, size_mb, N))

@@ -44,6 +44,9 @@ ADMIN = "admin-" + "s" * 40
 MB = 1024 * 1024
 UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 SNAP_TIMEOUT = 600  # a request that snapshots or restores 100 MB on a loaded host
+# The sandbox image, when it is not the daemon's default (one built from
+# this tree's images/python with the ws_tar runner, before ci/python:latest is).
+IMAGE = os.environ.get("CITEST_SNAP_IMAGE")
 
 
 def sha_bytes(data):
@@ -276,6 +279,7 @@ def index():
 
 def _daemon(redis_server, tmpdir_session, store, *extra, image=None, index=None):
     args = ["--pool-size", "0", "--kill-grace-ms", "1000", *store.arg]
+    image = IMAGE or image
     if image is not None:
         args += ["--images", "python=%s" % image]
     if index is not None:
@@ -916,7 +920,7 @@ def test_caps_are_413(make_daemon):
     store = DirStore()
     try:
         d = make_daemon("--pool-size", "0", "--snapshot-max-mb", "1", "--snapshot-max-files", "20",
-                        *store.arg)
+                        *store.arg, *(["--images", "python=%s" % IMAGE] if IMAGE else []))
         api = d.api
         s = api.create()
         try:
