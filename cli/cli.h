@@ -71,6 +71,10 @@ extern const struct cli_cmd cmd_runs;
 extern const struct cli_cmd cmd_failures;
 extern const struct cli_cmd cmd_reviews;
 extern const struct cli_cmd cmd_install;
+extern const struct cli_cmd cmd_snapshot;
+extern const struct cli_cmd cmd_snapshots;
+extern const struct cli_cmd cmd_restore;
+extern const struct cli_cmd cmd_workspaces;
 
 /* getopt values of the global options; above any short option char. */
 enum {
@@ -208,6 +212,18 @@ int cli_utf8(const char *s);
  * "-" (caller frees). */
 int cli_exec_report(struct cli_ctx *ctx, yajl_val r, int print_streams, const char *save_dir);
 char *cli_read_code(const char *file, size_t *len, struct err **err);
+
+/* cmd_session.c: create's option parsing and request, shared with restore:
+ * with restore set it takes a SNAP_ID operand or --workspace NAME (one of
+ * them) and reports what was restored (cli_restore_print). */
+int cli_session_create(struct cli_ctx *ctx, int argc, char **argv, int restore);
+
+/* cmd_snapshot.c, shared with create: what a create answer says was
+ * restored (stderr); the workspace-name and glob rules the server applies
+ * (cli_glob_check reports a usage error and returns its status, else 0). */
+void cli_restore_print(yajl_val doc);
+int cli_workspace_name_ok(const char *name);
+int cli_glob_check(struct cli_ctx *ctx, const char *flag, const char *glob);
 
 /* "/v1/sessions/ID" + suffix with ID escaped; caller frees. */
 char *cli_session_path(const char *id, const char *suffix);

@@ -195,6 +195,10 @@ enum {
 	CREATE_ENV,
 	CREATE_META,
 	CREATE_RUNTIME,
+	CREATE_WORKSPACE,
+	CREATE_PERSIST_ON_END,
+	CREATE_PERSIST_PATH,
+	CREATE_PERSIST_NO_VARIABLES,
 };
 
 static const struct option create_options[] = {
@@ -209,6 +213,10 @@ static const struct option create_options[] = {
     {"env", required_argument, NULL, CREATE_ENV},
     {"meta", required_argument, NULL, CREATE_META},
     {"runtime", required_argument, NULL, CREATE_RUNTIME},
+    {"workspace", required_argument, NULL, CREATE_WORKSPACE},
+    {"persist-on-end", no_argument, NULL, CREATE_PERSIST_ON_END},
+    {"persist-path", required_argument, NULL, CREATE_PERSIST_PATH},
+    {"persist-no-variables", no_argument, NULL, CREATE_PERSIST_NO_VARIABLES},
     {"verbose", no_argument, NULL, 'v'},
     CLI_COMMON_OPTIONS,
     {NULL, 0, NULL, 0},
@@ -256,13 +264,14 @@ static int create_limit_opt(struct cli_ctx *ctx, int c, const char *arg, double 
 	return 0;
 }
 
-static int create_run(struct cli_ctx *ctx, int argc, char **argv)
+int cli_session_create(struct cli_ctx *ctx, int argc, char **argv, int restore)
 {
 	double limits[CREATE_NLIMITS] = {-1, -1, -1, -1, -1}; /* < 0: server default */
 	struct session_kv env = {0}, meta = {0};
-	const char **allow = NULL;
-	size_t nallow = 0, i, body_len;
-	const char *image = NULL, *runtime = NULL, *body;
+	const char **allow = NULL, **ppaths = NULL;
+	size_t nallow = 0, nppaths = 0, i, body_len;
+	const char *image = NULL, *runtime = NULL, *body, *workspace = NULL, *snap = NULL;
+	int persist = 0, persist_on_end = 0, persist_novars = 0;
 	double idle = -1;
 	int verbose = 0, have_limits = 0, text_ok, c, rc = CLI_EXIT_USAGE;
 	AUTOGEN yajl_gen g = NULL;
@@ -304,11 +313,50 @@ static int create_run(struct cli_ctx *ctx, int argc, char **argv)
 				goto out;
 			}
 			break;
+		case CREATE_WORKSPACE:
+			if (!cli_workspace_name_ok(optarg)) {
+				cli_usage_error(ctx, "--workspace: want [A-Za-z0-9._-]{1,64}, not "
+						     "starting with '.'");
+				goto out;
+			}
+			workspace = optarg;
+			break;
+		case CREATE_PERSIST_ON_END: persist = persist_on_end = 1; break;
+		case CREATE_PERSIST_NO_VARIABLES: persist = persist_novars = 1; break;
+		case CREATE_PERSIST_PATH:
+			if (cli_glob_check(ctx, "--persist-path", optarg) != 0)
+				goto out;
+			if (nppaths == 64) {
+				cli_usage_error(ctx, "--persist-path: at most 64 globs");
+				goto out;
+			}
+			ppaths = xrealloc(ppaths, (nppaths + 1) * sizeof(char *));
+			ppaths[nppaths++] = optarg;
+			persist = 1;
+			break;
 		default: break;
 		}
 	}
-	if ((rc = cli_want_args(ctx, argc - optind, 0, 0)) != 0)
+	if (!restore && cli_want_args(ctx, argc - optind, 0, 0) != 0)
 		goto out;
+	if (restore) {
+		/* restore SNAP_ID, or restore --workspace NAME: one of them */
+		if (cli_want_args(ctx, argc - optind, 0, 1) != 0)
+			goto out;
+		snap = argc - optind == 1 ? argv[optind] : NULL;
+		if (snap == NULL && workspace == NULL) {
+			cli_usage_error(ctx, "want a snapshot id or --workspace NAME");
+			goto out;
+		}
+		if (snap != NULL && workspace != NULL) {
+			cli_usage_error(ctx, "a snapshot id or --workspace NAME, not both");
+			goto out;
+		}
+		if (snap != NULL && (snap[0] == '\0' || !cli_utf8(snap))) {
+			cli_usage_error(ctx, "bad snapshot id '%s'", snap);
+			goto out;
+		}
+	}
 
 	/* The server refuses invalid UTF-8; say so here rather than have the
 	 * generator repair an argument. */
@@ -356,19 +404,41 @@ static int create_run(struct cli_ctx *ctx, int argc, char **argv)
 	}
 	session_kv_gen(g, "env", &env);
 	session_kv_gen(g, "metadata", &meta);
+	if (snap != NULL)
+		jg_kv_str(g, "restore", snap);
+	if (workspace != NULL)
+		jg_kv_str(g, "workspace", workspace);
+	if (persist) {
+		jg_str(g, "persist");
+		jg_obj(g);
+		jg_str(g, "paths");
+		if (nppaths == 0) {
+			jg_null(g);
+		} else {
+			jg_arr(g);
+			for (i = 0; i < nppaths; i++)
+				jg_str(g, ppaths[i]);
+			jg_arr_end(g);
+		}
+		jg_kv_bool(g, "variables", !persist_novars);
+		jg_kv_bool(g, "on_end", persist_on_end);
+		jg_obj_end(g);
+	}
 	jg_obj_end(g);
 	body = jg_text(g, &body_len);
 
-	rc = cli_call_doc(ctx,
-			  &(struct client_req){.method = "POST",
-					       .path = "/v1/sessions",
-					       .content_type = "application/json",
-					       .body = body,
-					       .body_len = body_len,
-					       /* a cold container takes ~0.6 s;
-						* leave room for a loaded host */
-					       .timeout_s = 120},
-			  &resp, &doc);
+	rc = cli_call_doc(
+	    ctx,
+	    &(struct client_req){.method = "POST",
+				 .path = "/v1/sessions",
+				 .content_type = "application/json",
+				 .body = body,
+				 .body_len = body_len,
+				 /* a cold container takes ~0.6 s;
+				  * leave room for a loaded host, and
+				  * for a large restore */
+				 .timeout_s = snap != NULL || workspace != NULL ? 1800 : 120},
+	    &resp, &doc);
 	if (rc != CLI_EXIT_OK || doc == NULL)
 		goto out;
 	rc = CLI_EXIT_API;
@@ -379,6 +449,8 @@ static int create_run(struct cli_ctx *ctx, int argc, char **argv)
 	}
 	/* The id alone on stdout, so ID=$(ci-ctl create) just works. */
 	printf("%s\n", id);
+	if (snap != NULL || workspace != NULL)
+		cli_restore_print(doc);
 	if (verbose) {
 		fflush(stdout);
 		session_print(doc, stderr);
@@ -390,7 +462,13 @@ out:
 	session_kv_release(&env);
 	session_kv_release(&meta);
 	free(allow);
+	free(ppaths);
 	return rc;
+}
+
+static int create_run(struct cli_ctx *ctx, int argc, char **argv)
+{
+	return cli_session_create(ctx, argc, argv, 0);
 }
 
 const struct cli_cmd cmd_create = {
@@ -411,6 +489,14 @@ const struct cli_cmd cmd_create = {
 	    "                        or *.example.org (repeatable); default: no network\n"
 	    "  --env K=V             environment variable (repeatable)\n"
 	    "  --meta K=V            metadata kept with the session (repeatable)\n"
+	    "  --workspace NAME      the session's workspace name: starts from the latest\n"
+	    "                        snapshot of NAME (empty when it has none); snapshots\n"
+	    "                        are filed under it\n"
+	    "  --persist-on-end      snapshot the workspace when the session is deleted or\n"
+	    "                        expires (an exit snapshot)\n"
+	    "  --persist-path GLOB   what snapshots save: files matching GLOB (repeatable;\n"
+	    "                        default: all of /workspace)\n"
+	    "  --persist-no-variables  snapshots do not save the kernel's variables\n"
 	    "  -v, --verbose         also print the session's details to stderr\n"
 	    "\n"
 	    "Prints the session id alone on stdout, so ID=$(ci-ctl create) works;\n"

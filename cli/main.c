@@ -13,10 +13,11 @@
 #include "client.h"
 
 static const struct cli_cmd *const main_cmds[] = {
-    &cmd_create, &cmd_ls,     &cmd_show,  &cmd_rm,       &cmd_keepalive, &cmd_exec,
-    &cmd_put,    &cmd_get,    &cmd_files, &cmd_rmfile,   &cmd_health,    &cmd_gc,
-    &cmd_drain,  &cmd_events, &cmd_keys,  &cmd_version,  &cmd_audit,     &cmd_quota,
-    &cmd_usage,  &cmd_run,    &cmd_runs,  &cmd_failures, &cmd_reviews,   &cmd_install,
+    &cmd_create,   &cmd_ls,        &cmd_show,    &cmd_rm,         &cmd_keepalive, &cmd_exec,
+    &cmd_put,      &cmd_get,       &cmd_files,   &cmd_rmfile,     &cmd_health,    &cmd_gc,
+    &cmd_drain,    &cmd_events,    &cmd_keys,    &cmd_version,    &cmd_audit,     &cmd_quota,
+    &cmd_usage,    &cmd_run,       &cmd_runs,    &cmd_failures,   &cmd_reviews,   &cmd_install,
+    &cmd_snapshot, &cmd_snapshots, &cmd_restore, &cmd_workspaces,
 };
 
 #define MAIN_NCMDS (sizeof(main_cmds) / sizeof(main_cmds[0]))

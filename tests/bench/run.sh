@@ -104,6 +104,15 @@ if [[ "${BENCH_INSTALL:-1}" != 0 ]]; then
 	timeout --signal=TERM --kill-after=60 600 /usr/bin/python3 tests/bench/install.py \
 		"$CITEST_DAEMON" || rc=$?
 fi
+# Snapshots (issue 13): snapshot and restore-to-first-result for 10 MB and
+# 100 MB workspaces, directory store and s3rver, beside a plain create and
+# the files API moving the same bytes, in this same run.
+if [[ "${BENCH_SNAPSHOTS:-1}" != 0 ]]; then
+	echo
+	echo "bench: snapshot and restore times (BENCH_SNAPSHOTS=0 skips it)"
+	timeout --signal=TERM --kill-after=60 1200 /usr/bin/python3 tests/bench/snapshots.py \
+		"$CITEST_DAEMON" || rc=$?
+fi
 timeout --signal=TERM --kill-after=120 "$limit" /usr/bin/python3 tests/bench/bench.py || rc=$?
 if [[ $rc == 124 || $rc == 143 || $rc == 137 ]]; then
 	echo "bench: stopped after the ${limit}s limit (BENCH_TIMEOUT_S)" >&2
