@@ -318,9 +318,23 @@ static int parse_text(const char *body, size_t len,
 	return rc;
 }
 
+static bool has_nul_escape(const char *text, size_t len);
+
+bool api_body_has_nul(const char *body, size_t len)
+{
+	return has_nul_escape(body, len);
+}
+
 int api_parse_session_body(const char *body, size_t len, struct session_request *r,
 			   struct err **errp)
 {
+	/* A C string ends at a NUL: "a\u0000b" would pass as "a" (a glob, a
+	 * workspace name, an env value). */
+	if (has_nul_escape(body, len)) {
+		memset(r, 0, sizeof(*r));
+		return err_set(errp, ERR_BAD_REQUEST,
+			       "body: holds a NUL character (\\u0000), which no field may");
+	}
 	for (size_t i = 0; i < len; i++)
 		if (body[i] != ' ' && body[i] != '\n' && body[i] != '\r' && body[i] != '\t')
 			return parse_text(body, len, api_parse_session_request, r, errp);

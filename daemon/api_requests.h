@@ -29,6 +29,9 @@ int api_parse_patch_body(const char *body, size_t len, struct session_request *r
 /* A JSON array of persist globs (or null: none) into *out (xcalloc'd
  * strings, *n of them), checked by session_check_globs; what names it in
  * errors. On failure what was taken is still the caller's to free. */
+/* Whether a JSON text has a \u0000 escape (a string would end there). */
+bool api_body_has_nul(const char *body, size_t len);
+
 int api_parse_globs(yajl_val v, const char *what, char ***out, size_t *n, struct err **errp);
 
 int api_parse_session_request(yajl_val body, struct session_request *r, struct err **errp);

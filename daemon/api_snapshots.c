@@ -83,6 +83,9 @@ static int parse_take(const char *body, size_t len, struct take_body *b, struct 
 		i++;
 	if (i == len)
 		return 0;
+	if (api_body_has_nul(body, len))
+		return err_set(errp, ERR_BAD_REQUEST,
+			       "body: holds a NUL character (\\u0000), which no field may");
 	AUTOJSON yajl_val v = json_parse(body, len, errp);
 	if (v == NULL)
 		return -1;

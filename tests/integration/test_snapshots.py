@@ -892,7 +892,7 @@ GLOB_FILES = {
     (["sub/**"], {"sub/b.csv", "sub/deep/c.csv", "sub/c.txt", "sub/deep/d.txt"}),
     (["out/**", "top.txt"], {"out/x/y.bin", "out/z", "top.txt"}),
     (["q?.md"], {"q1.md"}),                                       # ? is one character
-    (["out/*"], {"out/z"}),                                       # not out/x/y.bin
+    (["out/*"], {"out/x/y.bin", "out/z"}),                        # a matched directory, whole
     (["nothing-matches"], set()),
 ])
 def test_persist_paths_globs(dird, dirstore, dir_a, sessions, globs, want):
