@@ -237,7 +237,8 @@ static void tar_data(const char *data, size_t len, void *arg)
 			err_free(e);
 			e = w;
 		} else {
-			struct err *w = err_new(ERR_INTERNAL, "the sandbox's tar: %s", e->message);
+			struct err *w = err_new(ERR_UNAVAILABLE,
+						"the sandbox sent a malformed tar: %s", e->message);
 			err_free(e);
 			e = w;
 		}
@@ -306,7 +307,8 @@ static void tar_done(const struct err *fe, int64_t size, yajl_val answer, void *
 	}
 	struct err *e = NULL;
 	if (tar_scan_finish(c->ts, &e) < 0) {
-		capture_fail(c, err_new(ERR_INTERNAL, "the sandbox's tar: %s", e->message));
+		capture_fail(c, err_new(ERR_UNAVAILABLE, "the sandbox sent a malformed tar: %s",
+					e->message));
 		err_free(e);
 		return;
 	}
