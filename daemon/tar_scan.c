@@ -301,6 +301,7 @@ static int entry_done(struct tar_scan *ts, struct err **errp)
 		ts->files++;
 		ts->content_bytes += ts->cur.size;
 	}
+	ts->entries++;
 	free(ts->prev);
 	ts->prev = ts->path;
 	ts->prev_dir = ts->cur.dir;
@@ -448,7 +449,6 @@ static int header_done(struct tar_scan *ts, struct err **errp)
 			       (unsigned long long)size, (unsigned long long)ts->max_bytes,
 			       (unsigned long long)at);
 	}
-	ts->entries++;
 	free(ts->path);
 	ts->path = xstrdup(name);
 	ts->cur = (struct tar_entry){
