@@ -407,7 +407,10 @@ static int entry_parse(yajl_val v, size_t i, const char *prev, bool prev_dir,
 			       i);
 	*out = (struct snapshot_entry){.path = path, .dir = type[0] == 'd', .mode = (uint32_t)mode};
 	if (out->dir) {
-		if (json_get(v, "size") != NULL || json_get(v, "sha256") != NULL)
+		int64_t size = 0;
+		yajl_val sz = json_get(v, "size");
+		if ((sz != NULL && (!json_get_int(v, "size", &size) || size != 0)) ||
+		    json_get(v, "sha256") != NULL)
 			return err_set(errp, ERR_CORRUPT,
 				       "entries[%zu]: a directory with a size or sha256", i);
 		return 0;
@@ -492,23 +495,23 @@ static int manifest_fields(struct snapshot_manifest *m, uint64_t max_entries, st
 		return err_set(errp, ERR_CORRUPT, "sha256: not 64 lowercase hex digits");
 	memcpy(m->sha256, sha, sizeof(m->sha256));
 
+	/* The four descriptive parts may be left out (a manifest another tool
+	 * wrote): absent is null, or an empty list. */
 	m->paths = json_get(r, "paths");
-	if (m->paths == NULL || paths_check(m->paths, errp) != 0)
-		return err_set(errp, ERR_CORRUPT, "paths: missing");
+	if (paths_check(m->paths, errp) != 0)
+		return -1;
 	if (YAJL_IS_NULL(m->paths))
 		m->paths = NULL;
 	m->variables = json_get(r, "variables");
-	if (m->variables == NULL)
-		return err_set(errp, ERR_CORRUPT, "variables: missing");
 	if (YAJL_IS_NULL(m->variables))
 		m->variables = NULL;
-	else if (vars_check(m->variables, ERR_CORRUPT, errp) != 0)
+	else if (m->variables != NULL && vars_check(m->variables, ERR_CORRUPT, errp) != 0)
 		return -1;
 	m->packages = json_get(r, "packages");
-	if (packages_check(m->packages, errp) != 0)
+	if (m->packages != NULL && packages_check(m->packages, errp) != 0)
 		return -1;
 	m->skipped = json_get(r, "skipped");
-	if (skipped_check(m->skipped, ERR_CORRUPT, errp) != 0)
+	if (m->skipped != NULL && skipped_check(m->skipped, ERR_CORRUPT, errp) != 0)
 		return -1;
 
 	yajl_val entries = json_get(r, "entries");

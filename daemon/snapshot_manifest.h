@@ -108,10 +108,13 @@ struct snapshot_manifest {
 	char sha256[TAR_SHA256_HEX + 1];
 	struct snapshot_entry *entries; /* owned */
 	size_t n_entries;
-	yajl_val paths;     /* an array of strings, or NULL when null */
-	yajl_val variables; /* {"saved","modules","skipped"}, or NULL when null */
-	yajl_val packages;  /* [{"name","version"}] */
-	yajl_val skipped;   /* [{"path","reason"}] */
+	/* The descriptive parts, checked; each may be absent from the text
+	 * (another tool's manifest): paths and variables are then NULL as for
+	 * null, packages and skipped NULL for [] (json_arr_len(NULL) is 0). */
+	yajl_val paths;     /* an array of strings, or NULL: everything */
+	yajl_val variables; /* {"saved","modules","skipped"}, or NULL: none */
+	yajl_val packages;  /* [{"name","version"}] or NULL */
+	yajl_val skipped;   /* [{"path","reason"}] or NULL */
 	yajl_val root;      /* owned */
 };
 

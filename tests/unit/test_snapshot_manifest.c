@@ -330,21 +330,36 @@ TEST(snapshot_manifest_parse_checks_every_field)
 	parse_refused("\"sha256\":\"ba78", "\"sha256\":\"xa78", "entries[0].sha256: not 64");
 	parse_refused("\"type\":\"file\",\"size\":3", "\"type\":\"dir\",\"size\":3",
 		      "entries[0]: a directory with a size");
+	parse_refused("\"type\":\"file\",\"size\":3", "\"type\":\"dir\",\"size\":\"0\"",
+		      "entries[0]: a directory with a size");
 	parse_refused("\"entries\":[{", "\"entries\":7,\"x\":[{",
 		      "snapshot " SNAP_ID " is corrupt: manifest: entries: not an array");
 	parse_refused("\"entries\":[{", "\"entries\":[7,{", "entries[0]: not an object");
 	parse_refused("\"paths\":null", "\"paths\":\"*\"", "paths: not an array");
 	parse_refused("\"paths\":null", "\"paths\":[\"\"]", "paths[0]: not a glob");
-	parse_refused("\"paths\":null,", "", "paths: missing");
 	parse_refused("\"variables\":null", "\"variables\":{\"saved\":[1]}", "variables.saved[0]");
 	parse_refused("\"variables\":null", "\"variables\":{\"saved\":[],\"modules\":[]}",
 		      "variables.modules: not an object");
-	parse_refused("\"variables\":null,", "", "variables: missing");
 	parse_refused("\"packages\":[]", "\"packages\":[{\"name\":\"x\"}]", "packages[0]");
 	parse_refused("\"skipped\":[]", "\"skipped\":[{\"path\":\"a\"}]", "skipped[0]");
 	parse_refused("\"skipped\":[]", "\"skipped\":{}", "skipped: an object, not an array");
 	parse_refused("{\"format\"", "[{\"format\"", "snapshot manifest is corrupt");
 	parse_refused("\"skipped\":[]}", "\"skipped\":[]", "snapshot manifest is corrupt");
+
+	/* Another tool's manifest may leave out paths, variables, packages and
+	 * skipped, and give a directory "size":0. */
+	static const char bare[] =
+	    "{\"format\":1,\"id\":\"" SNAP_ID "\",\"tenant\":\"t1\",\"workspace\":\"w\","
+	    "\"session\":null,\"created_at\":\"2026-12-01T20:00:00Z\",\"size\":1024,\"files\":0,"
+	    "\"sha256\":\"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\","
+	    "\"content_bytes\":0,\"entries\":[{\"path\":\"d\",\"type\":\"dir\",\"size\":0,"
+	    "\"mode\":493}]}";
+	m = snapshot_manifest_parse(bare, strlen(bare), 10, &e);
+	CHECK(m != NULL && m->paths == NULL && m->variables == NULL && m->packages == NULL &&
+	      m->skipped == NULL && m->n_entries == 1 && m->entries[0].dir);
+	if (e)
+		fprintf(stderr, "  %s\n", e->message);
+	snapshot_manifest_free(m);
 
 	/* Too many entries for the cap given. */
 	m = snapshot_manifest_parse(good, strlen(good), 0, &e);
