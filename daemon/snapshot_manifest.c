@@ -541,7 +541,7 @@ static int manifest_fields(struct snapshot_manifest *m, uint64_t max_entries, st
 		return err_set(errp, ERR_CORRUPT,
 			       "content_bytes: %llu, but the entries' sizes add up to %llu",
 			       (unsigned long long)m->content_bytes, (unsigned long long)content);
-	if (content > m->size)
+	if (content > m->size || m->size < 1024)
 		return err_set(errp, ERR_CORRUPT, "size: %llu, less than the files it holds",
 			       (unsigned long long)m->size);
 	return 0;
@@ -637,6 +637,14 @@ int snapshot_verify_entry(const struct tar_entry *e, void *arg, struct err **err
 			       m->id, e->path);
 	v->next++;
 	return 0;
+}
+
+void snapshot_verify_scan_error(const struct snapshot_verify *v, struct err **errp)
+{
+	if (errp == NULL || *errp == NULL || (*errp)->code == ERR_CORRUPT)
+		return;
+	(*errp)->code = ERR_CORRUPT;
+	err_wrap(errp, "snapshot %s is corrupt", v->m->id);
 }
 
 int snapshot_verify_finish(struct snapshot_verify *v, const struct tar_scan *ts, struct err **errp)

@@ -17,8 +17,10 @@
  * Restore:
  *   struct snapshot_manifest *m = snapshot_manifest_parse(text, len, max_files, &e);
  *   struct snapshot_verify *v = snapshot_verify_new(m);
- *   struct tar_scan *ts = tar_scan_new(m->size, m->n_entries, snapshot_verify_entry, v);
- *   ... tar_scan_feed ..., tar_scan_finish, then snapshot_verify_finish(v, ts, &e)
+ *   struct tar_scan *ts = tar_scan_new(m->size, max_files, snapshot_verify_entry, v);
+ *   ... tar_scan_feed (each piece also to ws_untar) ..., tar_scan_finish;
+ *       on a failure of either: snapshot_verify_scan_error(v, &e) (ERR_CORRUPT)
+ *   snapshot_verify_finish(v, ts, &e): 0 → ws_untar_end commit:true, else commit:false
  *
  * Everything a manifest holds is checked both ways: what the builder writes
  * passes the parser. Errors of the parser and the verifier are ERR_CORRUPT
@@ -139,6 +141,12 @@ struct snapshot_verify *snapshot_verify_new(const struct snapshot_manifest *m);
  * next one (path, type, size, mode, sha256); ERR_CORRUPT "snapshot <id> is
  * corrupt: out/a.csv: sha256 does not match the manifest" otherwise. */
 int snapshot_verify_entry(const struct tar_entry *e, void *arg, struct err **errp);
+
+/* What tar_scan_feed or tar_scan_finish refused during a restore (a bad
+ * header, more bytes than the manifest's size): the tar came from the
+ * store, so it is corruption: *errp becomes ERR_CORRUPT "snapshot <id> is
+ * corrupt: tar: ...". An ERR_CORRUPT (the verifier's own) is left as it is. */
+void snapshot_verify_scan_error(const struct snapshot_verify *v, struct err **errp);
 
 /* After tar_scan_finish: every entry seen, and the tar's size and sha256
  * those of the manifest. -1 and ERR_CORRUPT otherwise. */

@@ -247,10 +247,23 @@ TEST(snapshot_verify_names_what_differs)
 	CHECK(x.len == t.len);
 	CHECK(verify_fails(m, &x, "the tar's sha256 does not match the manifest"));
 	tb_free(&x);
-	/* A tar the scanner refuses never reaches the verifier's last check. */
+	/* A tar the scanner refuses never reaches the verifier's last check;
+	 * at a restore that is corruption too. */
 	tb_dir(&x, "d");
 	tb_file(&x, "d/a", "alpha", 0644);
 	CHECK(verify(m, x.buf, x.len, 512, &e) == -1 && e && e->code == ERR_BAD_REQUEST);
+	struct snapshot_verify *v = snapshot_verify_new(m);
+	snapshot_verify_scan_error(v, &e);
+	CHECK(e && e->code == ERR_CORRUPT &&
+	      strcmp(e->message, "snapshot " SNAP_ID " is corrupt: tar: truncated (no end blocks), "
+				 "at byte 1536") == 0);
+	snapshot_verify_scan_error(v, &e); /* already corrupt: left */
+	CHECK(e && strncmp(e->message, "snapshot " SNAP_ID " is corrupt: tar", 50) == 0);
+	snapshot_verify_scan_error(v, NULL);
+	err_cleanup(&e);
+	snapshot_verify_scan_error(v, &e);
+	CHECK(e == NULL);
+	snapshot_verify_free(v);
 	tb_free(&x);
 
 	snapshot_manifest_free(m);
