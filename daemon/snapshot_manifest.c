@@ -68,6 +68,28 @@ static bool workspace_valid(const char *s)
 	return true;
 }
 
+/* The structural characters outside strings, plus one: at least the
+ * number of values and keys a tree of the text would hold. */
+static size_t json_tokens(const char *s, size_t n)
+{
+	size_t t = 1;
+	bool in_str = false;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		if (in_str) {
+			if (c == '\\')
+				i++;
+			else if (c == '"')
+				in_str = false;
+		} else if (c == '"') {
+			in_str = true;
+		} else if (c == ',' || c == ':' || c == '[' || c == '{') {
+			t++;
+		}
+	}
+	return t;
+}
+
 static bool short_str(yajl_val v, size_t max)
 {
 	return YAJL_IS_STRING(v) && v->u.string[0] != '\0' && strlen(v->u.string) <= max;
@@ -318,6 +340,12 @@ char *snapshot_builder_finish(struct snapshot_builder *b, const struct snapshot_
 			SNAPSHOT_MANIFEST_MAX / (1024 * 1024));
 		return NULL;
 	}
+	if (json_tokens(text, n) > SNAPSHOT_TOKENS_MAX) {
+		err_set(errp, ERR_PAYLOAD_TOO_LARGE,
+			"snapshot manifest: more than %d JSON tokens (entries and variables)",
+			SNAPSHOT_TOKENS_MAX);
+		return NULL;
+	}
 	char *out = xmalloc(n + 1);
 	memcpy(out, text, n);
 	out[n] = '\0';
@@ -553,6 +581,11 @@ struct snapshot_manifest *snapshot_manifest_parse(const char *text, size_t len,
 	if (len > SNAPSHOT_MANIFEST_MAX) {
 		err_set(errp, ERR_CORRUPT, "snapshot manifest is corrupt: %zu bytes, over %d MiB",
 			len, SNAPSHOT_MANIFEST_MAX / (1024 * 1024));
+		return NULL;
+	}
+	if (json_tokens(text, len) > SNAPSHOT_TOKENS_MAX) {
+		err_set(errp, ERR_CORRUPT, "snapshot manifest is corrupt: more than %d JSON tokens",
+			SNAPSHOT_TOKENS_MAX);
 		return NULL;
 	}
 	struct err *e = NULL;

@@ -38,8 +38,12 @@
 
 #define SNAPSHOT_MANIFEST_MAX (64 * 1024 * 1024) /* bytes of manifest.json */
 #define SNAPSHOT_UUID_LEN 36
-#define SNAPSHOT_NAME_MAX 1024    /* a variable's, module's or package's name, a reason */
-#define SNAPSHOT_LIST_MAX 100000  /* items in variables.saved/modules/skipped, packages */
+#define SNAPSHOT_NAME_MAX 1024  /* a variable's, module's or package's name, a reason */
+#define SNAPSHOT_LIST_MAX 50000 /* items in variables.saved/modules/skipped, packages */
+/* JSON tokens of a manifest (',' ':' '[' '{' outside strings, +1): bounds
+ * the parsed tree (tens of bytes a node) far below what 64 MiB of "[1,1,..."
+ * would build. 50,000 entries and full variable lists fit. */
+#define SNAPSHOT_TOKENS_MAX 1000000
 #define SNAPSHOT_SKIPPED_MAX 1000 /* items in skipped */
 
 struct install_pkg;
@@ -83,7 +87,8 @@ int snapshot_builder_entry(const struct tar_entry *e, void *arg, struct err **er
 /* The manifest's JSON text (caller frees it; *len its length): NULL and
  * ERR_BAD_REQUEST when the head or tail has a bad field (a bad variables
  * answer or skipped list from the sandbox, named), ERR_PAYLOAD_TOO_LARGE
- * over SNAPSHOT_MANIFEST_MAX. Call once. */
+ * over SNAPSHOT_MANIFEST_MAX or SNAPSHOT_TOKENS_MAX (so what is built always
+ * parses). Call once. */
 char *snapshot_builder_finish(struct snapshot_builder *b, const struct snapshot_tail *t,
 			      size_t *len, struct err **errp);
 
@@ -121,10 +126,11 @@ struct snapshot_manifest {
 };
 
 /* Parse and check len bytes of manifest.json (hostile: from the store).
- * NULL and ERR_CORRUPT naming the field ("snapshot manifest: entries[3].sha256:
- * not 64 lowercase hex digits"), also for more than max_entries entries or
- * a text over SNAPSHOT_MANIFEST_MAX. Counts must add up (files, content_bytes).
- * Caller frees the result (snapshot_manifest_free). */
+ * NULL and ERR_CORRUPT naming the field ("snapshot <id> is corrupt: manifest:
+ * entries[3].sha256: not 64 lowercase hex digits"), also for more than
+ * max_entries entries, a text over SNAPSHOT_MANIFEST_MAX or
+ * SNAPSHOT_TOKENS_MAX (counted before any tree is built). Counts must add up (files,
+ * content_bytes). Caller frees the result (snapshot_manifest_free). */
 struct snapshot_manifest *snapshot_manifest_parse(const char *text, size_t len,
 						  uint64_t max_entries, struct err **errp);
 

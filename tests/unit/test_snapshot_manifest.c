@@ -391,6 +391,28 @@ TEST(snapshot_manifest_parse_checks_every_field)
 	tb_free(&t);
 	err_cleanup(&e);
 
+	/* A text of many small values is refused before a tree is built. */
+	size_t nb = 2 * (size_t)SNAPSHOT_TOKENS_MAX + 2;
+	char *many = xmalloc(nb + 1);
+	many[0] = '[';
+	for (size_t i = 1; i < nb - 1; i += 2) {
+		many[i] = '1';
+		many[i + 1] = ',';
+	}
+	many[nb - 1] = '1';
+	many[nb] = ']';
+	m = snapshot_manifest_parse(many, nb + 1, 0, &e);
+	CHECK(m == NULL && e && e->code == ERR_CORRUPT && strstr(e->message, "JSON tokens"));
+	err_cleanup(&e);
+	/* Commas inside strings are not tokens. */
+	memset(many, ',', nb);
+	many[0] = '"';
+	many[nb - 1] = '"';
+	m = snapshot_manifest_parse(many, nb, 0, &e);
+	CHECK(m == NULL && e && strstr(e->message, "JSON tokens") == NULL);
+	err_cleanup(&e);
+	free(many);
+
 	/* A text over the cap is refused before it is read. */
 	m = snapshot_manifest_parse(good, (size_t)SNAPSHOT_MANIFEST_MAX + 1, 0, &e);
 	CHECK(m == NULL && e && e->code == ERR_CORRUPT && strstr(e->message, "over 64 MiB"));
@@ -488,6 +510,29 @@ TEST(snapshot_builder_refuses_bad_parts)
 		CHECK(snapshot_builder_finish(b, &tail, &len, &e) == NULL);
 		snapshot_manifest_free(m);
 		free(text);
+		snapshot_builder_free(b);
+	}
+	/* More entries than a manifest may hold tokens for: refused at the
+	 * build, so nothing is stored that a restore would refuse. */
+	{
+		AUTOERR struct err *e = NULL;
+		struct snapshot_head h = {
+		    .id = SNAP_ID, .tenant = "t", .workspace = "w", .all_paths = true};
+		struct snapshot_builder *b = snapshot_builder_new(&h);
+		char name[16];
+		int rc = 0;
+		for (int i = 0; i < SNAPSHOT_TOKENS_MAX / 10 && rc == 0; i++) {
+			snprintf(name, sizeof(name), "f%07d", i);
+			struct tar_entry te = {.path = name, .sha256 = ""};
+			rc = snapshot_builder_entry(&te, b, &e);
+		}
+		CHECK(rc == 0);
+		struct snapshot_tail tail = {
+		    .size = 1024,
+		    .sha256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"};
+		size_t len = 0;
+		CHECK(snapshot_builder_finish(b, &tail, &len, &e) == NULL && e &&
+		      e->code == ERR_PAYLOAD_TOO_LARGE && strstr(e->message, "JSON tokens"));
 		snapshot_builder_free(b);
 	}
 	snapshot_builder_free(NULL);
