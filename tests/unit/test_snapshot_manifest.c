@@ -16,6 +16,8 @@
 #define SNAP_ID "0f8fad5b-d9cb-469f-a165-70867728950e"
 #define SESS_ID "7c9e6679-7425-40de-944b-e07fc1f90ae7"
 
+static bool build_quiet; /* a test that expects the build to fail */
+
 /* Scan tar into a manifest; the caller frees the text. */
 static char *build(const void *tar, size_t len, yajl_val vars, yajl_val skipped, size_t *out_len)
 {
@@ -42,7 +44,7 @@ static char *build(const void *tar, size_t len, yajl_val vars, yajl_val skipped,
 				  .n_packages = 1,
 				  .skipped = skipped};
 	char *text = snapshot_builder_finish(b, &t, out_len, &e);
-	if (text == NULL)
+	if (text == NULL && !build_quiet)
 		fprintf(stderr, "  build: %s\n", e ? e->message : "?");
 	tar_scan_free(ts);
 	snapshot_builder_free(b);
@@ -484,7 +486,9 @@ TEST(snapshot_builder_refuses_bad_parts)
 		AUTOJSON yajl_val sk = json_parse(skj, strlen(skj), &e);
 		CHECK(sk != NULL);
 		size_t len = 0;
+		build_quiet = true;
 		char *text = build(t.buf, t.len, NULL, sk, &len);
+		build_quiet = false;
 		CHECK(text == NULL);
 		free(text);
 	}
