@@ -59,15 +59,16 @@ struct snapshot_head {
 	const char *const *paths;
 	size_t n_paths;
 	/* The kernel's save answer ({"saved","modules","skipped",...}), or NULL
-	 * (variables: null). Only saved, modules and skipped are kept. */
+	 * (variables: null). Only saved, modules and skipped are kept; see
+	 * snapshot_builder_finish for what is done with odd items. */
 	yajl_val variables;
 };
 
 /* What is known when the tar is over (borrowed during the call). */
 struct snapshot_tail {
-	uint64_t size;      /* the tar's bytes */
-	const char *sha256; /* the tar's, 64 lowercase hex */
-	const struct install_pkg *packages;
+	uint64_t size;                      /* the tar's bytes */
+	const char *sha256;                 /* the tar's, 64 lowercase hex */
+	const struct install_pkg *packages; /* name and version each */
 	size_t n_packages;
 	/* ws_tar_end's "skipped" ([{"path","reason"}]), or NULL for []. */
 	yajl_val skipped;
@@ -84,11 +85,15 @@ struct snapshot_builder *snapshot_builder_new(const struct snapshot_head *h);
  * would pass SNAPSHOT_MANIFEST_MAX. */
 int snapshot_builder_entry(const struct tar_entry *e, void *arg, struct err **errp);
 
-/* The manifest's JSON text (caller frees it; *len its length): NULL and
- * ERR_BAD_REQUEST when the head or tail has a bad field (a bad variables
- * answer or skipped list from the sandbox, named), ERR_PAYLOAD_TOO_LARGE
- * over SNAPSHOT_MANIFEST_MAX or SNAPSHOT_TOKENS_MAX (so what is built always
- * parses). Call once. */
+/* The manifest's JSON text (caller frees it; *len its length). What came
+ * from the sandbox (variables, skipped, packages: descriptive only) never
+ * fails a capture: an item of the wrong shape, empty or not UTF-8 is left
+ * out, a string over its cap (SNAPSHOT_NAME_MAX, TAR_PATH_MAX for a path)
+ * is cut at a character, a list at its cap; variables that are not an
+ * object are written as null. NULL and ERR_BAD_REQUEST for a bad head
+ * field (id, tenant, workspace, session, paths: the daemon's own) or tar
+ * sha256, ERR_PAYLOAD_TOO_LARGE over SNAPSHOT_MANIFEST_MAX or
+ * SNAPSHOT_TOKENS_MAX; so what is returned always parses. Call once. */
 char *snapshot_builder_finish(struct snapshot_builder *b, const struct snapshot_tail *t,
 			      size_t *len, struct err **errp);
 
