@@ -51,13 +51,13 @@ struct install_pkg;
 /* What is known when the capture starts (all borrowed during the call). */
 struct snapshot_head {
 	const char *id;        /* lowercase UUID */
-	const char *tenant;    /* non-empty */
-	const char *workspace; /* non-empty */
+	const char *tenant;    /* 1..SNAPSHOT_NAME_MAX bytes */
+	const char *workspace; /* [A-Za-z0-9._-]{1,64}, not starting with '.' */
 	const char *session;   /* UUID, or NULL: written as null */
 	int64_t created_at_ms; /* epoch ms */
 	bool all_paths;        /* paths: null (everything) */
 	const char *const *paths;
-	size_t n_paths;
+	size_t n_paths; /* at most 64 globs of 1..256 bytes */
 	/* The kernel's save answer ({"saved","modules","skipped",...}), or NULL
 	 * (variables: null). Only saved, modules and skipped are kept; see
 	 * snapshot_builder_finish for what is done with odd items. */
@@ -133,9 +133,13 @@ struct snapshot_manifest {
 /* Parse and check len bytes of manifest.json (hostile: from the store).
  * NULL and ERR_CORRUPT naming the field ("snapshot <id> is corrupt: manifest:
  * entries[3].sha256: not 64 lowercase hex digits"), also for more than
- * max_entries entries, a text over SNAPSHOT_MANIFEST_MAX or
- * SNAPSHOT_TOKENS_MAX (counted before any tree is built). Counts must add up (files,
- * content_bytes). Caller frees the result (snapshot_manifest_free). */
+ * max_entries entries (0: no cap), a text over SNAPSHOT_MANIFEST_MAX or
+ * SNAPSHOT_TOKENS_MAX (counted before any tree is built), and counts that
+ * do not add up (files, content_bytes, a size below the files' sum or an
+ * empty tar's 1024 bytes). Before the id is read the message begins
+ * "snapshot manifest is corrupt: ". The caller still compares m->id and
+ * m->tenant with the ones it asked for. Caller frees the result
+ * (snapshot_manifest_free). */
 struct snapshot_manifest *snapshot_manifest_parse(const char *text, size_t len,
 						  uint64_t max_entries, struct err **errp);
 
