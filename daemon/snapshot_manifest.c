@@ -68,13 +68,34 @@ static bool workspace_valid(const char *s)
 	return true;
 }
 
+/* The structural characters outside strings, plus one: at least the
+ * number of values and keys a tree of the text would hold. */
+static size_t json_tokens(const char *s, size_t n)
+{
+	size_t t = 1;
+	bool in_str = false;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		if (in_str) {
+			if (c == '\\')
+				i++;
+			else if (c == '"')
+				in_str = false;
+		} else if (c == '"') {
+			in_str = true;
+		} else if (c == ',' || c == ':' || c == '[' || c == '{') {
+			t++;
+		}
+	}
+	return t;
+}
+
 static bool short_str(yajl_val v, size_t max)
 {
 	return YAJL_IS_STRING(v) && v->u.string[0] != '\0' && strlen(v->u.string) <= max;
 }
 
-/* Checks shared by the builder (code ERR_BAD_REQUEST: the sandbox said it)
- * and the parser (ERR_CORRUPT: the store holds it). */
+/* The parser's checks of the descriptive lists (code: ERR_CORRUPT). */
 
 /* variables: {"saved":[name],"modules":{name:module},"skipped":[{"name","reason"}]} */
 static int vars_check(yajl_val v, enum err_code code, struct err **errp)
@@ -118,30 +139,99 @@ static int vars_check(yajl_val v, enum err_code code, struct err **errp)
 	return 0;
 }
 
+/* The builder's side of those lists: they come from the sandbox (the
+ * kernel's answer, the supervisor's skipped list, package names from the
+ * workspace), and they only describe the snapshot, so a bad item is left
+ * out and an overlong string cut (at a character) rather than failing the
+ * capture: what is written always passes the checks above. */
+
+/* Whether s may be written as a checked string, and how many bytes of it:
+ * not NULL or empty, valid UTF-8, cut to max bytes at a character. */
+static bool str_fit(const char *s, size_t max, size_t *n)
+{
+	if (s == NULL || s[0] == '\0')
+		return false;
+	size_t len = strlen(s);
+	if (!json_utf8_valid(s, len))
+		return false;
+	if (len > max) {
+		len = max;
+		while (len > 0 && ((unsigned char)s[len] & 0xC0) == 0x80)
+			len--;
+	}
+	*n = len;
+	return len > 0;
+}
+
+static bool item_fit(yajl_val v, size_t max, const char **s, size_t *n)
+{
+	*s = YAJL_IS_STRING(v) ? v->u.string : NULL;
+	return str_fit(*s, max, n);
+}
+
+/* [{"<k1>": str, "<k2>": str}] from the array v (or [] when it is not one). */
+static void pairs_gen(yajl_gen g, yajl_val v, const char *k1, size_t max1, const char *k2,
+		      size_t cap)
+{
+	jg_arr(g);
+	size_t written = 0;
+	for (size_t i = 0; YAJL_IS_ARRAY(v) && i < v->u.array.len && written < cap; i++) {
+		yajl_val it = v->u.array.values[i];
+		const char *a, *b;
+		size_t na, nb;
+		if (!item_fit(json_get(it, k1), max1, &a, &na) ||
+		    !item_fit(json_get(it, k2), SNAPSHOT_NAME_MAX, &b, &nb))
+			continue;
+		jg_obj(g);
+		jg_str(g, k1);
+		jg_strn(g, a, na);
+		jg_str(g, k2);
+		jg_strn(g, b, nb);
+		jg_obj_end(g);
+		written++;
+	}
+	jg_arr_end(g);
+}
+
 static void vars_gen(yajl_gen g, yajl_val v)
 {
-	yajl_val saved = json_get(v, "saved"), mods = json_get(v, "modules"),
-		 skipped = json_get(v, "skipped");
+	if (!YAJL_IS_OBJECT(v)) {
+		jg_null(g);
+		return;
+	}
+	yajl_val saved = json_get(v, "saved"), mods = json_get(v, "modules");
 	jg_obj(g);
 	jg_str(g, "saved");
 	jg_arr(g);
-	for (size_t i = 0; i < saved->u.array.len; i++)
-		jg_str(g, saved->u.array.values[i]->u.string);
+	size_t written = 0;
+	for (size_t i = 0; YAJL_IS_ARRAY(saved) && i < saved->u.array.len; i++) {
+		const char *s;
+		size_t n;
+		if (written < SNAPSHOT_LIST_MAX &&
+		    item_fit(saved->u.array.values[i], SNAPSHOT_NAME_MAX, &s, &n)) {
+			jg_strn(g, s, n);
+			written++;
+		}
+	}
 	jg_arr_end(g);
 	jg_str(g, "modules");
 	jg_obj(g);
-	for (size_t i = 0; i < mods->u.object.len; i++)
-		jg_kv_str(g, mods->u.object.keys[i], mods->u.object.values[i]->u.string);
+	written = 0;
+	for (size_t i = 0; YAJL_IS_OBJECT(mods) && i < mods->u.object.len; i++) {
+		const char *s;
+		size_t nk, nv;
+		if (written < SNAPSHOT_LIST_MAX &&
+		    str_fit(mods->u.object.keys[i], SNAPSHOT_NAME_MAX, &nk) &&
+		    item_fit(mods->u.object.values[i], SNAPSHOT_NAME_MAX, &s, &nv)) {
+			jg_strn(g, mods->u.object.keys[i], nk);
+			jg_strn(g, s, nv);
+			written++;
+		}
+	}
 	jg_obj_end(g);
 	jg_str(g, "skipped");
-	jg_arr(g);
-	for (size_t i = 0; i < skipped->u.array.len; i++) {
-		jg_obj(g);
-		jg_kv_str(g, "name", json_get_str(skipped->u.array.values[i], "name"));
-		jg_kv_str(g, "reason", json_get_str(skipped->u.array.values[i], "reason"));
-		jg_obj_end(g);
-	}
-	jg_arr_end(g);
+	pairs_gen(g, json_get(v, "skipped"), "name", SNAPSHOT_NAME_MAX, "reason",
+		  SNAPSHOT_LIST_MAX);
 	jg_obj_end(g);
 }
 
@@ -184,8 +274,6 @@ static int head_check(const struct snapshot_head *h, struct err **errp)
 	if (h->created_at_ms < 0)
 		return err_set(errp, ERR_BAD_REQUEST, "created_at: before 1970");
 	if (!h->all_paths && globs_check(h->paths, h->n_paths, errp) != 0)
-		return -1;
-	if (h->variables != NULL && vars_check(h->variables, ERR_BAD_REQUEST, errp) != 0)
 		return -1;
 	return 0;
 }
@@ -281,10 +369,6 @@ char *snapshot_builder_finish(struct snapshot_builder *b, const struct snapshot_
 			"snapshot manifest: sha256: not 64 lowercase hex digits");
 		return NULL;
 	}
-	if (t->skipped != NULL && skipped_check(t->skipped, ERR_BAD_REQUEST, errp) != 0) {
-		err_wrap(errp, "snapshot manifest");
-		return NULL;
-	}
 	yajl_gen g = b->g;
 	jg_arr_end(g);
 	jg_kv_int(g, "size", (int64_t)t->size);
@@ -293,29 +377,35 @@ char *snapshot_builder_finish(struct snapshot_builder *b, const struct snapshot_
 	jg_kv_int(g, "content_bytes", (int64_t)b->content_bytes);
 	jg_str(g, "packages");
 	jg_arr(g);
-	for (size_t i = 0; i < t->n_packages; i++) {
+	size_t written = 0;
+	for (size_t i = 0; i < t->n_packages && written < SNAPSHOT_LIST_MAX; i++) {
+		size_t nn, nv;
+		if (!str_fit(t->packages[i].name, SNAPSHOT_NAME_MAX, &nn) ||
+		    !str_fit(t->packages[i].version, SNAPSHOT_NAME_MAX, &nv))
+			continue;
 		jg_obj(g);
-		jg_kv_str(g, "name", t->packages[i].name);
-		jg_kv_str(g, "version", t->packages[i].version);
+		jg_str(g, "name");
+		jg_strn(g, t->packages[i].name, nn);
+		jg_str(g, "version");
+		jg_strn(g, t->packages[i].version, nv);
 		jg_obj_end(g);
+		written++;
 	}
 	jg_arr_end(g);
 	jg_str(g, "skipped");
-	jg_arr(g);
-	for (size_t i = 0; t->skipped != NULL && i < t->skipped->u.array.len; i++) {
-		yajl_val s = t->skipped->u.array.values[i];
-		jg_obj(g);
-		jg_kv_str(g, "path", json_get_str(s, "path"));
-		jg_kv_str(g, "reason", json_get_str(s, "reason"));
-		jg_obj_end(g);
-	}
-	jg_arr_end(g);
+	pairs_gen(g, t->skipped, "path", TAR_PATH_MAX, "reason", SNAPSHOT_SKIPPED_MAX);
 	jg_obj_end(g);
 	size_t n = 0;
 	const char *text = jg_text(g, &n);
 	if (n > SNAPSHOT_MANIFEST_MAX) {
 		err_set(errp, ERR_PAYLOAD_TOO_LARGE, "snapshot manifest: %zu bytes, over %d MiB", n,
 			SNAPSHOT_MANIFEST_MAX / (1024 * 1024));
+		return NULL;
+	}
+	if (json_tokens(text, n) > SNAPSHOT_TOKENS_MAX) {
+		err_set(errp, ERR_PAYLOAD_TOO_LARGE,
+			"snapshot manifest: more than %d JSON tokens (entries and variables)",
+			SNAPSHOT_TOKENS_MAX);
 		return NULL;
 	}
 	char *out = xmalloc(n + 1);
@@ -407,7 +497,10 @@ static int entry_parse(yajl_val v, size_t i, const char *prev, bool prev_dir,
 			       i);
 	*out = (struct snapshot_entry){.path = path, .dir = type[0] == 'd', .mode = (uint32_t)mode};
 	if (out->dir) {
-		if (json_get(v, "size") != NULL || json_get(v, "sha256") != NULL)
+		int64_t size = 0;
+		yajl_val sz = json_get(v, "size");
+		if ((sz != NULL && (!json_get_int(v, "size", &size) || size != 0)) ||
+		    json_get(v, "sha256") != NULL)
 			return err_set(errp, ERR_CORRUPT,
 				       "entries[%zu]: a directory with a size or sha256", i);
 		return 0;
@@ -492,23 +585,23 @@ static int manifest_fields(struct snapshot_manifest *m, uint64_t max_entries, st
 		return err_set(errp, ERR_CORRUPT, "sha256: not 64 lowercase hex digits");
 	memcpy(m->sha256, sha, sizeof(m->sha256));
 
+	/* The four descriptive parts may be left out (a manifest another tool
+	 * wrote): absent is null, or an empty list. */
 	m->paths = json_get(r, "paths");
-	if (m->paths == NULL || paths_check(m->paths, errp) != 0)
-		return err_set(errp, ERR_CORRUPT, "paths: missing");
+	if (paths_check(m->paths, errp) != 0)
+		return -1;
 	if (YAJL_IS_NULL(m->paths))
 		m->paths = NULL;
 	m->variables = json_get(r, "variables");
-	if (m->variables == NULL)
-		return err_set(errp, ERR_CORRUPT, "variables: missing");
 	if (YAJL_IS_NULL(m->variables))
 		m->variables = NULL;
-	else if (vars_check(m->variables, ERR_CORRUPT, errp) != 0)
+	else if (m->variables != NULL && vars_check(m->variables, ERR_CORRUPT, errp) != 0)
 		return -1;
 	m->packages = json_get(r, "packages");
-	if (packages_check(m->packages, errp) != 0)
+	if (m->packages != NULL && packages_check(m->packages, errp) != 0)
 		return -1;
 	m->skipped = json_get(r, "skipped");
-	if (skipped_check(m->skipped, ERR_CORRUPT, errp) != 0)
+	if (m->skipped != NULL && skipped_check(m->skipped, ERR_CORRUPT, errp) != 0)
 		return -1;
 
 	yajl_val entries = json_get(r, "entries");
@@ -538,7 +631,7 @@ static int manifest_fields(struct snapshot_manifest *m, uint64_t max_entries, st
 		return err_set(errp, ERR_CORRUPT,
 			       "content_bytes: %llu, but the entries' sizes add up to %llu",
 			       (unsigned long long)m->content_bytes, (unsigned long long)content);
-	if (content > m->size)
+	if (content > m->size || m->size < 1024)
 		return err_set(errp, ERR_CORRUPT, "size: %llu, less than the files it holds",
 			       (unsigned long long)m->size);
 	return 0;
@@ -550,6 +643,11 @@ struct snapshot_manifest *snapshot_manifest_parse(const char *text, size_t len,
 	if (len > SNAPSHOT_MANIFEST_MAX) {
 		err_set(errp, ERR_CORRUPT, "snapshot manifest is corrupt: %zu bytes, over %d MiB",
 			len, SNAPSHOT_MANIFEST_MAX / (1024 * 1024));
+		return NULL;
+	}
+	if (json_tokens(text, len) > SNAPSHOT_TOKENS_MAX) {
+		err_set(errp, ERR_CORRUPT, "snapshot manifest is corrupt: more than %d JSON tokens",
+			SNAPSHOT_TOKENS_MAX);
 		return NULL;
 	}
 	struct err *e = NULL;
@@ -634,6 +732,14 @@ int snapshot_verify_entry(const struct tar_entry *e, void *arg, struct err **err
 			       m->id, e->path);
 	v->next++;
 	return 0;
+}
+
+void snapshot_verify_scan_error(const struct snapshot_verify *v, struct err **errp)
+{
+	if (errp == NULL || *errp == NULL || (*errp)->code == ERR_CORRUPT)
+		return;
+	(*errp)->code = ERR_CORRUPT;
+	err_wrap(errp, "snapshot %s is corrupt", v->m->id);
 }
 
 int snapshot_verify_finish(struct snapshot_verify *v, const struct tar_scan *ts, struct err **errp)

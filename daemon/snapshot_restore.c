@@ -398,7 +398,8 @@ static void tar_fetch(struct snap_restore *r)
 		}
 	}
 	r->v = snapshot_verify_new(r->m);
-	r->ts = tar_scan_new(r->m->size, r->m->n_entries, snapshot_verify_entry, r->v);
+	r->ts = tar_scan_new(r->m->size, (uint64_t)r->sn->cfg->snapshot_max_files,
+			     snapshot_verify_entry, r->v);
 	char key[BLOB_KEY_MAX + 1];
 	snap_key(key, sizeof(key), r->tenant, r->snap_id, "workspace.tar");
 	struct blob_sink sink = {.write = tar_sink, .arg = r, .max_bytes = r->m->size};
@@ -446,9 +447,7 @@ static void manifest_got(const struct blob_result *res, void *arg)
 	r->m = snapshot_manifest_parse(r->mtext ? r->mtext : "", r->mlen,
 				       (uint64_t)r->sn->cfg->snapshot_max_files, &e);
 	if (r->m == NULL) {
-		struct err *w = err_new(ERR_CORRUPT, "snapshot %s: %s", r->snap_id, e->message);
-		err_free(e);
-		restore_fail(r, w);
+		restore_fail(r, e); /* ERR_CORRUPT, naming the snapshot and the field */
 		return;
 	}
 	if (strcmp(r->m->id, r->snap_id) != 0 || strcmp(r->m->tenant, r->tenant) != 0) {

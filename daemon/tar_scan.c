@@ -301,6 +301,7 @@ static int entry_done(struct tar_scan *ts, struct err **errp)
 		ts->files++;
 		ts->content_bytes += ts->cur.size;
 	}
+	ts->entries++;
 	free(ts->prev);
 	ts->prev = ts->path;
 	ts->prev_dir = ts->cur.dir;
@@ -360,10 +361,8 @@ static int header_done(struct tar_scan *ts, struct err **errp)
 		sum += (i >= 148 && i < 156) ? ' ' : h[i];
 	if (parse_num(h + 148, 8, &want) != 0 || want != sum)
 		return ts_fail(ts, errp, ERR_BAD_REQUEST, at, "a header checksum does not match");
-	if (memcmp(h + 257,
-		   "ustar\0"
-		   "00",
-		   8) != 0)
+	static const char magic[8] = {'u', 's', 't', 'a', 'r', '\0', '0', '0'};
+	if (memcmp(h + 257, magic, sizeof(magic)) != 0)
 		return ts_fail(ts, errp, ERR_BAD_REQUEST, at, "not a POSIX (ustar) header");
 	uint64_t size = 0, mode = 0;
 	if (parse_num(h + 124, 12, &size) != 0)
@@ -381,17 +380,14 @@ static int header_done(struct tar_scan *ts, struct err **errp)
 		ts->left = size;
 		if (type == 'g') {
 			ts->state = size > 0 ? TS_SKIP : TS_HEADER;
-			if (size == 0)
-				to_pad(ts, 0);
 			return 0;
 		}
 		ts->pax_pending = true;
 		ts->pax_size = (size_t)size;
 		ts->pax_len = 0;
+		free(ts->pax);
 		ts->pax = xmalloc(size > 0 ? (size_t)size : 1);
-		ts->state = TS_PAX;
-		if (size == 0)
-			ts->state = TS_HEADER;
+		ts->state = size > 0 ? TS_PAX : TS_HEADER;
 		return 0;
 	}
 	if (type != '0' && type != '\0' && type != '5')
@@ -448,7 +444,6 @@ static int header_done(struct tar_scan *ts, struct err **errp)
 			       (unsigned long long)size, (unsigned long long)ts->max_bytes,
 			       (unsigned long long)at);
 	}
-	ts->entries++;
 	free(ts->path);
 	ts->path = xstrdup(name);
 	ts->cur = (struct tar_entry){

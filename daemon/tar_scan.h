@@ -61,8 +61,8 @@ int tar_scan_finish(struct tar_scan *ts, struct err **errp);
 /* The SHA-256 (lowercase hex) of every byte fed so far. */
 void tar_scan_sha256(const struct tar_scan *ts, char out[TAR_SHA256_HEX + 1]);
 
-/* Bytes fed so far, entries seen, regular files among them and the sum of
- * their sizes. */
+/* Bytes fed so far, complete entries (those fn was called for), regular
+ * files among them and the sum of their sizes. */
 uint64_t tar_scan_bytes(const struct tar_scan *ts);
 uint64_t tar_scan_entries(const struct tar_scan *ts);
 uint64_t tar_scan_files(const struct tar_scan *ts);

@@ -247,10 +247,23 @@ TEST(snapshot_verify_names_what_differs)
 	CHECK(x.len == t.len);
 	CHECK(verify_fails(m, &x, "the tar's sha256 does not match the manifest"));
 	tb_free(&x);
-	/* A tar the scanner refuses never reaches the verifier's last check. */
+	/* A tar the scanner refuses never reaches the verifier's last check;
+	 * at a restore that is corruption too. */
 	tb_dir(&x, "d");
 	tb_file(&x, "d/a", "alpha", 0644);
 	CHECK(verify(m, x.buf, x.len, 512, &e) == -1 && e && e->code == ERR_BAD_REQUEST);
+	struct snapshot_verify *v = snapshot_verify_new(m);
+	snapshot_verify_scan_error(v, &e);
+	CHECK(e && e->code == ERR_CORRUPT &&
+	      strcmp(e->message, "snapshot " SNAP_ID " is corrupt: tar: truncated (no end blocks), "
+				 "at byte 1536") == 0);
+	snapshot_verify_scan_error(v, &e); /* already corrupt: left */
+	CHECK(e && strncmp(e->message, "snapshot " SNAP_ID " is corrupt: tar", 50) == 0);
+	snapshot_verify_scan_error(v, NULL);
+	err_cleanup(&e);
+	snapshot_verify_scan_error(v, &e);
+	CHECK(e == NULL);
+	snapshot_verify_free(v);
 	tb_free(&x);
 
 	snapshot_manifest_free(m);
@@ -330,21 +343,36 @@ TEST(snapshot_manifest_parse_checks_every_field)
 	parse_refused("\"sha256\":\"ba78", "\"sha256\":\"xa78", "entries[0].sha256: not 64");
 	parse_refused("\"type\":\"file\",\"size\":3", "\"type\":\"dir\",\"size\":3",
 		      "entries[0]: a directory with a size");
+	parse_refused("\"type\":\"file\",\"size\":3", "\"type\":\"dir\",\"size\":\"0\"",
+		      "entries[0]: a directory with a size");
 	parse_refused("\"entries\":[{", "\"entries\":7,\"x\":[{",
 		      "snapshot " SNAP_ID " is corrupt: manifest: entries: not an array");
 	parse_refused("\"entries\":[{", "\"entries\":[7,{", "entries[0]: not an object");
 	parse_refused("\"paths\":null", "\"paths\":\"*\"", "paths: not an array");
 	parse_refused("\"paths\":null", "\"paths\":[\"\"]", "paths[0]: not a glob");
-	parse_refused("\"paths\":null,", "", "paths: missing");
 	parse_refused("\"variables\":null", "\"variables\":{\"saved\":[1]}", "variables.saved[0]");
 	parse_refused("\"variables\":null", "\"variables\":{\"saved\":[],\"modules\":[]}",
 		      "variables.modules: not an object");
-	parse_refused("\"variables\":null,", "", "variables: missing");
 	parse_refused("\"packages\":[]", "\"packages\":[{\"name\":\"x\"}]", "packages[0]");
 	parse_refused("\"skipped\":[]", "\"skipped\":[{\"path\":\"a\"}]", "skipped[0]");
 	parse_refused("\"skipped\":[]", "\"skipped\":{}", "skipped: an object, not an array");
 	parse_refused("{\"format\"", "[{\"format\"", "snapshot manifest is corrupt");
 	parse_refused("\"skipped\":[]}", "\"skipped\":[]", "snapshot manifest is corrupt");
+
+	/* Another tool's manifest may leave out paths, variables, packages and
+	 * skipped, and give a directory "size":0. */
+	static const char bare[] =
+	    "{\"format\":1,\"id\":\"" SNAP_ID "\",\"tenant\":\"t1\",\"workspace\":\"w\","
+	    "\"session\":null,\"created_at\":\"2026-12-01T20:00:00Z\",\"size\":1024,\"files\":0,"
+	    "\"sha256\":\"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\","
+	    "\"content_bytes\":0,\"entries\":[{\"path\":\"d\",\"type\":\"dir\",\"size\":0,"
+	    "\"mode\":493}]}";
+	m = snapshot_manifest_parse(bare, strlen(bare), 10, &e);
+	CHECK(m != NULL && m->paths == NULL && m->variables == NULL && m->packages == NULL &&
+	      m->skipped == NULL && m->n_entries == 1 && m->entries[0].dir);
+	if (e)
+		fprintf(stderr, "  %s\n", e->message);
+	snapshot_manifest_free(m);
 
 	/* Too many entries for the cap given. */
 	m = snapshot_manifest_parse(good, strlen(good), 0, &e);
@@ -363,6 +391,28 @@ TEST(snapshot_manifest_parse_checks_every_field)
 	tb_free(&t);
 	err_cleanup(&e);
 
+	/* A text of many small values is refused before a tree is built. */
+	size_t nb = 2 * (size_t)SNAPSHOT_TOKENS_MAX + 2;
+	char *many = xmalloc(nb + 1);
+	many[0] = '[';
+	for (size_t i = 1; i < nb - 1; i += 2) {
+		many[i] = '1';
+		many[i + 1] = ',';
+	}
+	many[nb - 1] = '1';
+	many[nb] = ']';
+	m = snapshot_manifest_parse(many, nb + 1, 0, &e);
+	CHECK(m == NULL && e && e->code == ERR_CORRUPT && strstr(e->message, "JSON tokens"));
+	err_cleanup(&e);
+	/* Commas inside strings are not tokens. */
+	memset(many, ',', nb);
+	many[0] = '"';
+	many[nb - 1] = '"';
+	m = snapshot_manifest_parse(many, nb, 0, &e);
+	CHECK(m == NULL && e && strstr(e->message, "JSON tokens") == NULL);
+	err_cleanup(&e);
+	free(many);
+
 	/* A text over the cap is refused before it is read. */
 	m = snapshot_manifest_parse(good, (size_t)SNAPSHOT_MANIFEST_MAX + 1, 0, &e);
 	CHECK(m == NULL && e && e->code == ERR_CORRUPT && strstr(e->message, "over 64 MiB"));
@@ -376,34 +426,88 @@ TEST(snapshot_builder_refuses_bad_parts)
 	struct tb t = {0};
 	tb_file(&t, "a", "1", 0644);
 	tb_end(&t);
-	static const char *bad_vars[] = {
-	    "[]",
-	    "{\"saved\":{},\"modules\":{},\"skipped\":[]}",
-	    "{\"saved\":[\"\"],\"modules\":{},\"skipped\":[]}",
-	    "{\"saved\":[],\"modules\":{\"m\":1},\"skipped\":[]}",
-	    "{\"saved\":[],\"modules\":{},\"skipped\":[{\"name\":\"f\"}]}",
-	    "{\"saved\":[],\"modules\":{}}"};
-	for (size_t i = 0; i < sizeof(bad_vars) / sizeof(bad_vars[0]); i++) {
+	/* What the sandbox said is kept where it fits: a bad item is left
+	 * out, the rest written, and the result parses. */
+	static const struct {
+		const char *vars, *want;
+	} odd_vars[] = {
+	    {"[]", "\"variables\":null"},
+	    {"{\"saved\":{},\"modules\":{},\"skipped\":[]}",
+	     "\"variables\":{\"saved\":[],\"modules\":{},\"skipped\":[]}"},
+	    {"{\"saved\":[\"\",\"a\",7],\"modules\":{},\"skipped\":[]}", "\"saved\":[\"a\"]"},
+	    {"{\"saved\":[],\"modules\":{\"m\":1,\"\":\"x\",\"np\":\"numpy\"},\"skipped\":[]}",
+	     "\"modules\":{\"np\":\"numpy\"}"},
+	    {"{\"saved\":[],\"modules\":{},\"skipped\":[{\"name\":\"f\"},{\"name\":\"g\","
+	     "\"reason\":\"r\"}]}",
+	     "\"skipped\":[{\"name\":\"g\",\"reason\":\"r\"}]}"},
+	    {"{\"saved\":[\"x\"]}", "{\"saved\":[\"x\"],\"modules\":{},\"skipped\":[]}"},
+	};
+	for (size_t i = 0; i < sizeof(odd_vars) / sizeof(odd_vars[0]); i++) {
 		AUTOERR struct err *e = NULL;
-		AUTOJSON yajl_val v = json_parse(bad_vars[i], strlen(bad_vars[i]), &e);
-		struct snapshot_head h = {.id = SNAP_ID,
-					  .tenant = "t",
-					  .workspace = "w",
-					  .all_paths = true,
-					  .variables = v};
-		struct snapshot_builder *b = snapshot_builder_new(&h);
-		/* The scan's entries are refused too, so a capture stops early. */
-		struct tar_entry te = {.path = "a", .sha256 = ""};
-		CHECK(snapshot_builder_entry(&te, b, &e) == -1);
-		err_cleanup(&e);
-		struct snapshot_tail tail = {.size = 1, .sha256 = SNAP_ID};
+		AUTOJSON yajl_val v = json_parse(odd_vars[i].vars, strlen(odd_vars[i].vars), &e);
 		size_t len = 0;
-		char *text = snapshot_builder_finish(b, &tail, &len, &e);
-		CHECK(text == NULL && e && e->code == ERR_BAD_REQUEST &&
-		      strstr(e->message, "snapshot manifest: variables"));
-		if (e && !strstr(e->message, "variables"))
-			fprintf(stderr, "  %s\n", e->message);
+		char *text = build(t.buf, t.len, v, NULL, &len);
+		CHECK(text != NULL && strstr(text, odd_vars[i].want) != NULL);
+		if (text && !strstr(text, odd_vars[i].want))
+			fprintf(stderr, "  %s\n  has no %s\n", text, odd_vars[i].want);
+		struct snapshot_manifest *m =
+		    text ? snapshot_manifest_parse(text, len, 0, &e) : NULL;
+		CHECK(m != NULL);
+		snapshot_manifest_free(m);
+		free(text);
+	}
+	/* Overlong names are cut at a character, not refused: a variable of
+	 * 2000 two-byte letters, a skipped path of 5000 bytes. */
+	{
+		AUTOERR struct err *e = NULL;
+		char *name = xmalloc(4001), *path = xmalloc(5001);
+		for (int i = 0; i < 4000; i += 2)
+			memcpy(name + i, "\xc3\xa9", 2);
+		name[4000] = '\0';
+		memset(path, 'p', 5000);
+		path[5000] = '\0';
+		char *vj = xasprintf("{\"saved\":[\"%s\"],\"modules\":{},\"skipped\":[]}", name);
+		char *sj = xasprintf("[{\"path\":\"%s\",\"reason\":\"path too long\"}]", path);
+		AUTOJSON yajl_val v = json_parse(vj, strlen(vj), &e);
+		AUTOJSON yajl_val sk = json_parse(sj, strlen(sj), &e);
+		size_t len = 0;
+		char *text = build(t.buf, t.len, v, sk, &len);
+		struct snapshot_manifest *m =
+		    text ? snapshot_manifest_parse(text, len, 0, &e) : NULL;
+		CHECK(m != NULL);
+		const char *s0 =
+		    m ? json_arr_at(json_get(m->variables, "saved"), 0)->u.string : NULL;
+		CHECK(s0 && strlen(s0) == 1024 && strncmp(s0, name, 1024) == 0);
+		const char *p0 = m ? json_get_str(json_arr_at(m->skipped, 0), "path") : NULL;
+		CHECK(p0 && strlen(p0) == TAR_PATH_MAX);
+		snapshot_manifest_free(m);
+		free(text);
+		/* Odd bytes: 1023 'a's then a two-byte letter: cut before it. */
+		memset(name, 'a', 1023);
+		memcpy(name + 1023, "\xc3\xa9", 3);
+		struct install_pkg pk[] = {{.name = name, .version = "1"},
+					   {.name = "", .version = "1"},
+					   {.name = "ok", .version = "\xff"}};
+		struct snapshot_head h = {
+		    .id = SNAP_ID, .tenant = "t", .workspace = "w", .all_paths = true};
+		struct snapshot_builder *b = snapshot_builder_new(&h);
+		struct snapshot_tail tail = {
+		    .size = 1024,
+		    .sha256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+		    .packages = pk,
+		    .n_packages = 3};
+		text = snapshot_builder_finish(b, &tail, &len, &e);
+		m = text ? snapshot_manifest_parse(text, len, 0, &e) : NULL;
+		CHECK(m != NULL && json_arr_len(m->packages) == 1);
+		const char *n0 = m ? json_get_str(json_arr_at(m->packages, 0), "name") : NULL;
+		CHECK(n0 && strlen(n0) == 1023);
+		snapshot_manifest_free(m);
 		snapshot_builder_free(b);
+		free(text);
+		free(vj);
+		free(sj);
+		free(name);
+		free(path);
 	}
 	/* Bad head fields. */
 	static const struct snapshot_head heads[] = {
@@ -427,16 +531,17 @@ TEST(snapshot_builder_refuses_bad_parts)
 		      e->code == ERR_BAD_REQUEST);
 		snapshot_builder_free(b);
 	}
-	/* A bad skipped list from the supervisor; a bad tar sha256. */
+	/* A bad tar sha256. */
 	{
 		AUTOERR struct err *e = NULL;
-		static const char skj[] = "[{\"path\":\"\",\"reason\":\"x\"}]";
-		AUTOJSON yajl_val sk = json_parse(skj, strlen(skj), &e);
-		CHECK(sk != NULL);
+		struct snapshot_head h = {
+		    .id = SNAP_ID, .tenant = "t", .workspace = "w", .all_paths = true};
+		struct snapshot_builder *b = snapshot_builder_new(&h);
+		struct snapshot_tail tail = {.size = 1024, .sha256 = "E3B0"};
 		size_t len = 0;
-		char *text = build(t.buf, t.len, NULL, sk, &len);
-		CHECK(text == NULL);
-		free(text);
+		CHECK(snapshot_builder_finish(b, &tail, &len, &e) == NULL && e &&
+		      strstr(e->message, "sha256"));
+		snapshot_builder_free(b);
 	}
 	/* A null session and all paths: both written as null, and it parses. */
 	{
@@ -460,6 +565,29 @@ TEST(snapshot_builder_refuses_bad_parts)
 		CHECK(snapshot_builder_finish(b, &tail, &len, &e) == NULL);
 		snapshot_manifest_free(m);
 		free(text);
+		snapshot_builder_free(b);
+	}
+	/* More entries than a manifest may hold tokens for: refused at the
+	 * build, so nothing is stored that a restore would refuse. */
+	{
+		AUTOERR struct err *e = NULL;
+		struct snapshot_head h = {
+		    .id = SNAP_ID, .tenant = "t", .workspace = "w", .all_paths = true};
+		struct snapshot_builder *b = snapshot_builder_new(&h);
+		char name[16];
+		int rc = 0;
+		for (int i = 0; i < SNAPSHOT_TOKENS_MAX / 10 && rc == 0; i++) {
+			snprintf(name, sizeof(name), "f%07d", i);
+			struct tar_entry te = {.path = name, .sha256 = ""};
+			rc = snapshot_builder_entry(&te, b, &e);
+		}
+		CHECK(rc == 0);
+		struct snapshot_tail tail = {
+		    .size = 1024,
+		    .sha256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"};
+		size_t len = 0;
+		CHECK(snapshot_builder_finish(b, &tail, &len, &e) == NULL && e &&
+		      e->code == ERR_PAYLOAD_TOO_LARGE && strstr(e->message, "JSON tokens"));
 		snapshot_builder_free(b);
 	}
 	snapshot_builder_free(NULL);

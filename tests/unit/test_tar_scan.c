@@ -196,8 +196,12 @@ TEST(tar_scan_refuses_a_tar_cut_at_any_offset)
 	/* The last entry is a 6-byte file: its data block, then the ends. */
 	end += 512 + 1024;
 	CHECK(end < len);
-	size_t bad = 0, ok = 0;
-	for (size_t cut = 0; cut <= len; cut++) {
+	/* Every cut before the end; in the padding after it, a sample (each
+	 * cut is a whole scan, and valgrind runs this too). */
+	size_t bad = 0, ok = 0, tried_ok = 0;
+	for (size_t cut = 0; cut <= len; cut = cut < end ? cut + 1 : cut + 17) {
+		if (cut >= end)
+			tried_ok++;
 		struct seen s = {0};
 		AUTOERR struct err *e = NULL;
 		int rc = scan(buf, cut, 1 << 20, 0, 0, &s, &e);
@@ -217,7 +221,7 @@ TEST(tar_scan_refuses_a_tar_cut_at_any_offset)
 		seen_free(&s);
 	}
 	CHECK(bad == 0);
-	CHECK(ok == len - end + 1);
+	CHECK(ok == tried_ok && ok > 10);
 	free(buf);
 }
 
