@@ -550,7 +550,10 @@ class Untar:
                 except OSError:
                     self._fail("%s: duplicate entry" % name[:200])
             self._dirs[tuple(parts)] = mode
-            self._state, self._need = (self.GLOBAL, size + _pad(size)) if size else (self.HEADER, BLOCK)
+            if size:                   # a directory's data (never written): passed over
+                self._state, self._need = self.GLOBAL, size + _pad(size)
+            else:
+                self._state, self._need = self.HEADER, BLOCK
             return
         try:
             fd = os.open(parts[-1], _CREATE_FLAGS, 0o600, dir_fd=pfd)

@@ -619,6 +619,22 @@ def test_file_abort_and_unknown(shared):
     assert not any(".ci-upload-" in n for n in os.listdir(shared.ws))
 
 
+def test_request_queued_behind_a_download_is_answered(sb):
+    """A request that waits behind a download is served when the download
+    ends, even when the last chunks go out at once (a loop that then polls
+    for input only would leave it waiting for the next frame)."""
+    with open(os.path.join(sb.ws, "big.bin"), "wb") as f:
+        f.write(os.urandom(4 << 20))
+    for _ in range(30):
+        gid = sb.file({"t": "file_get", "path": "big.bin"})
+        lid = sb.file({"t": "file_list"})
+        while True:
+            h, _ = sb.sup.recv()
+            if h["id"] == lid:
+                break
+            assert h["id"] == gid and h["t"] in ("file_meta", "file_data", "file_end"), h
+
+
 def test_file_ops_while_kernel_busy(shared):
     # The code runs until the test releases it (the file appears), so the
     # file operations below are served while the kernel is provably busy:
