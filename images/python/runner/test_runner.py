@@ -1605,3 +1605,19 @@ def test_bench_ws_tar_untar(sb, capsys):
                         (t3 - t2) * 1e3, len(data) / (t3 - t2) / 1e6, len(data)))
     with capsys.disabled():
         print("\n" + "\n".join(lines))
+
+
+def test_ws_deep_tree_round_trip(sb):
+    deep = os.path.join(sb.ws, *(["d"] * 300))
+    os.makedirs(deep)
+    with open(os.path.join(deep, "f.txt"), "wb") as f:
+        f.write(b"deep")
+    with open(os.path.join(sb.ws, "d", "top.txt"), "wb") as f:
+        f.write(b"top")
+    data, h = ws_tar(sb)
+    assert h["t"] == "ws_tar_end" and h["entries"] == 302 and h["files"] == 2, h
+    want = tree_entries(sb.ws)
+    shutil.rmtree(os.path.join(sb.ws, "d"))
+    h = ws_untar(sb, data)
+    assert h["t"] == "ws_untar_ok" and h["files"] == 2, h
+    assert tree_entries(sb.ws) == want
