@@ -68,7 +68,7 @@ LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 LIB_A := $(BUILD)/lib/libci.a
 DAEMON_OBJS := $(DAEMON_SRCS:%.c=$(BUILD)/obj/%.o)
 GEN_OBJS := $(BUILD)/obj/gen/seccomp_profile.o $(BUILD)/obj/gen/stateless_runner.o \
-	$(BUILD)/obj/gen/review_page.o
+	$(BUILD)/obj/gen/review_page.o $(BUILD)/obj/gen/snapshot_vars.o
 DAEMON_LIB_OBJS := $(DAEMON_LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(GEN_OBJS)
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
 UNIT_OBJS := $(UNIT_SRCS:%.c=$(BUILD)/obj/%.o)
@@ -164,6 +164,15 @@ build/gen/stateless_runner.c: daemon/stateless_runner.py
 	$(Q){ echo '/* Generated from $< by the Makefile; do not edit. */'; \
 	  echo 'extern const char stateless_runner_source[];'; \
 	  echo 'const char stateless_runner_source[] ='; \
+	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $<; \
+	  echo ';'; } > $@.tmp && mv $@.tmp $@
+# The snapshots' variables code, sent to the kernel by the snapshot engine, the same way.
+build/gen/snapshot_vars.c: daemon/snapshot_vars.py
+	@mkdir -p $(dir $@)
+	@echo "  GEN     $@"
+	$(Q){ echo '/* Generated from $< by the Makefile; do not edit. */'; \
+	  echo 'extern const char snapshot_vars_source[];'; \
+	  echo 'const char snapshot_vars_source[] ='; \
 	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $<; \
 	  echo ';'; } > $@.tmp && mv $@.tmp $@
 # The reviewer's page (GET /review, /review/app.js, /review/app.css), embedded

@@ -122,8 +122,7 @@ class TarWriter:
         self.files = 0
         self.entries = 0
         self.bytes = 0                 # of the tar, as produced so far
-        self.skipped = []
-        self.nskipped = 0
+        self.skipped = []               # the first SKIPPED_MAX
         self._buf = bytearray()
         self._pending = []             # directories not yet written: [(path, st)]
         self._fds = set()
@@ -156,7 +155,6 @@ class TarWriter:
         _close(fd)
 
     def _skip(self, path, reason):
-        self.nskipped += 1
         if len(self.skipped) < SKIPPED_MAX:
             self.skipped.append({"path": path, "reason": reason})
 
