@@ -1621,3 +1621,23 @@ def test_ws_deep_tree_round_trip(sb):
     h = ws_untar(sb, data)
     assert h["t"] == "ws_untar_ok" and h["files"] == 2, h
     assert tree_entries(sb.ws) == want
+
+
+def test_vars_with_builtins_rebound_by_the_session(tmp_path, capfd):
+    """A session that rebinds `list`, `type`, `open`... in its namespace (where
+    the variables code runs) neither breaks it nor loses those values."""
+    names = ["list", "type", "open", "str", "len", "isinstance", "Exception", "print",
+             "dict", "getattr", "super", "tuple", "bytes", "BaseException", "globals",
+             "KeyboardInterrupt", "ValueError", "sorted", "exec"]
+    g = {"__name__": "__main__", "__builtins__": __builtins__}
+    for i, n in enumerate(names):
+        g[n] = i
+    ans = vars_run(g, "__ci_vars_save()", str(tmp_path), capfd)
+    assert ans["saved"] == names and ans["skipped"] == []
+    assert user_names(g) == sorted(names)
+    g2 = {"__name__": "__main__", "__builtins__": __builtins__}
+    g2.update({n: "shadowed" for n in names})
+    ans = vars_run(g2, "__ci_vars_load()", str(tmp_path), capfd)
+    assert ans["loaded"] == names
+    assert {n: g2[n] for n in names} == {n: i for i, n in enumerate(names)}
+    assert user_names(g2) == sorted(names)
