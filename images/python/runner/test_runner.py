@@ -1134,6 +1134,10 @@ def test_ws_tar_kernel_death_noticed_while_daemon_reads_slowly(sb):
     assert h["t"] == "file_data"       # the tar is running, and we read no more
     kpid = sb.kern.hello["pid"]
     os.kill(kpid, signal.SIGKILL)
+    # Reaped (gone from /proc, not a zombie) while the tar still waits for
+    # us to read: the supervisor's loop watched the kernel meanwhile.
+    wait_for(lambda: not os.path.exists("/proc/%d" % kpid), T,
+             what="the supervisor to reap the killed kernel")
     while True:
         h, _ = sb.sup.recv()
         if h["t"] == "kernel_exit":
