@@ -1645,3 +1645,54 @@ def test_vars_with_builtins_rebound_by_the_session(tmp_path, capfd):
     assert ans["loaded"] == names
     assert {n: g2[n] for n in names} == {n: i for i, n in enumerate(names)}
     assert user_names(g2) == sorted(names)
+
+
+def test_ci_tar_untar_byte_by_byte_and_mutated(tmp_path):
+    """The extractor on its own: fed one byte at a time it builds the same
+    tree; fed mutated archives it fails only with TarError (or an OSError
+    the supervisor maps), and never writes outside the workspace."""
+    import random
+    import ci_tar
+    src = str(tmp_path / "src")
+    os.mkdir(src)
+    make_tree(src)
+    for n in ("link", "out/dirlink", "fifo", "bad\udcffname.csv", ".ci-restore-7",
+              "out/.b.csv.ci-upload-1234abcd", "out/deep/c.bin"):
+        p = os.path.join(src, n)
+        shutil.rmtree(p) if os.path.isdir(p) and not os.path.islink(p) else os.unlink(p)
+    data = make_archive(src)
+    ws = str(tmp_path / "ws")
+    os.mkdir(ws)
+    u = ci_tar.Untar(ws, 1)
+    for i in range(len(data)):
+        u.feed(data[i:i + 1])
+    u.finish()
+    u.commit()
+    assert tree_entries(ws) == tree_entries(src)
+    shutil.rmtree(ws)
+
+    rnd = random.Random(13)
+    outside = sorted(os.listdir(str(tmp_path))) + ["ws"]
+    for k in range(300):
+        m = bytearray(data)
+        for _ in range(rnd.randint(1, 4)):
+            i = rnd.randrange(len(m))
+            m[i] = rnd.randrange(256) if rnd.random() < 0.7 else ord(rnd.choice("/.\0x5"))
+        if rnd.random() < 0.2:
+            m = m[:rnd.randrange(len(m))]
+        os.mkdir(ws)
+        u = ci_tar.Untar(ws, k)
+        try:
+            for i in range(0, len(m), 997):
+                u.feed(bytes(m[i:i + 997]))
+            u.finish()
+            u.commit()
+        except ci_tar.TarError as e:
+            assert e.code == "bad_request" and e.message.startswith("tar: "), e.message
+        except OSError:
+            pass
+        finally:
+            u.discard()
+        assert not [n for n in os.listdir(ws) if n.startswith(".ci-restore-")]
+        assert sorted(os.listdir(str(tmp_path))) == outside, k
+        shutil.rmtree(ws)
