@@ -1696,3 +1696,33 @@ def test_ci_tar_untar_byte_by_byte_and_mutated(tmp_path):
         assert not [n for n in os.listdir(ws) if n.startswith(".ci-restore-")]
         assert sorted(os.listdir(str(tmp_path))) == outside, k
         shutil.rmtree(ws)
+
+
+def test_ws_tar_never_follows_a_swapped_symlink(sb, tmp_path):
+    """Sandboxed code swaps a directory for a symlink to the outside while
+    ws_tar is inside it (held back by the daemon reading slowly): the walk
+    goes on in the directory it opened, never through the new link."""
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    (secret / "z.txt").write_bytes(b"SECRET")
+    d = os.path.join(sb.ws, "d")
+    os.mkdir(d)
+    with open(os.path.join(d, "a-big.bin"), "wb") as f:
+        f.write(b"\1" * (16 << 20))
+    with open(os.path.join(d, "z.txt"), "wb") as f:
+        f.write(b"mine")
+    rid = sb.file({"t": "ws_tar", "paths": None, "max_bytes": TAR_MB, "max_files": 100})
+    h, first = sb.sup.recv()
+    assert h["t"] == "file_data"                   # inside d/a-big.bin, held back
+    os.rename(d, d + ".real")
+    os.symlink(str(secret), d)
+    data = bytearray(first)
+    while True:
+        h, body = sb.sup.recv()
+        assert h["id"] == rid
+        if h["t"] != "file_data":
+            break
+        data += body
+    assert h["t"] == "ws_tar_end", h
+    ents = {e[0]: e[3] for e in tar_entries(bytes(data))}
+    assert ents["d/z.txt"] == b"mine" and b"SECRET" not in ents.values()
