@@ -439,6 +439,7 @@ class Untar:
         self._pax_size = 0
         self._fd = -1                  # the file being written
         self._entry = None             # (mode, mtime) of that file
+        self._pad_after = 0            # its padding to the next block
         self._dirs = {}                # {parts: mode} in creation order, applied at commit
         self._chain = None             # _DirChain under staging
         self._root_fd = os.open(root, _DIR_FLAGS)
