@@ -75,6 +75,10 @@ struct file_op *manager_snapshot_tar(struct manager *m, const char *id, enum fil
 				     const char *params, const struct file_op_cbs *cbs, void *arg,
 				     struct err **errp);
 
+/* Remove path (relative to /workspace) in session id, not waiting for
+ * it: the variables file once its snapshot has it. */
+void manager_snapshot_forget_file(struct manager *m, const char *id, const char *path);
+
 /* Delete session id without an exit snapshot (a create whose restore
  * failed: there is nothing of the client's to keep). */
 int manager_discard(struct manager *m, const char *id, const char *tenant, manager_done_cb cb,

@@ -199,3 +199,22 @@ void manager_set_workspace(struct manager *m, const char *id, const char *tenant
 	ms->s->workspace = strcmp(name, ms->s->id) == 0 ? NULL : xstrdup(name);
 	msession_persist(ms);
 }
+
+static void forget_done(const struct err *e, int64_t size, yajl_val answer, void *arg)
+{
+	(void)size;
+	(void)answer;
+	(void)arg;
+	if (e && e->code != ERR_NOT_FOUND && e->code != ERR_EXPIRED)
+		log_debug("snapshot: removing a variables file: %s", e->message);
+}
+
+static const struct file_op_cbs forget_cbs = {.done = forget_done};
+
+void manager_snapshot_forget_file(struct manager *m, const char *id, const char *path)
+{
+	struct err *e = NULL;
+	struct msession *ms = snapshot_session(m, id, &e);
+	if (ms == NULL || files_start(ms->files, FILE_DELETE, path, &forget_cbs, NULL, &e) == NULL)
+		err_free(e);
+}

@@ -339,6 +339,10 @@ static void tar_done(const struct err *fe, int64_t size, yajl_val answer, void *
 		return;
 	}
 	c->tar_path[0] = '\0'; /* the spool's now: kept */
+	/* The variables file is in the tar; left in the workspace, a later
+	 * snapshot without variables would carry these old ones. */
+	if (c->variables)
+		manager_snapshot_forget_file(c->sn->mgr, c->session, ".ci/vars.pkl");
 	log_info("snapshot %s of session %s: %llu files, %llu bytes spooled", c->id, c->session,
 		 (unsigned long long)tar_scan_files(c->ts),
 		 (unsigned long long)tar_scan_bytes(c->ts));

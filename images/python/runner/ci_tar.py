@@ -122,8 +122,7 @@ class TarWriter:
         self.files = 0
         self.entries = 0
         self.bytes = 0                 # of the tar, as produced so far
-        self.skipped = []
-        self.nskipped = 0
+        self.skipped = []               # the first SKIPPED_MAX
         self._buf = bytearray()
         self._pending = []             # directories not yet written: [(path, st)]
         self._fds = set()
@@ -156,7 +155,6 @@ class TarWriter:
         _close(fd)
 
     def _skip(self, path, reason):
-        self.nskipped += 1
         if len(self.skipped) < SKIPPED_MAX:
             self.skipped.append({"path": path, "reason": reason})
 
@@ -383,6 +381,46 @@ def parse_pax(data):
     return out
 
 
+class _DirChain:
+    """Descriptors of the directories from `base` down to the last one
+    asked for, each opened from its parent with O_NOFOLLOW.  Entries come
+    depth-first, so the next directory asked for shares most of the chain:
+    walking only the part that differs keeps a deep tree linear."""
+
+    def __init__(self, base):
+        self.base = base
+        self.names = []
+        self.fds = []
+
+    def open(self, parts, made=None):
+        """The descriptor of base/parts; a missing directory is made (0700)
+        and reported to made(parts so far) when made is given, else
+        FileNotFoundError.  ELOOP or ENOTDIR: something on the way is not a
+        directory (a symlink is never followed)."""
+        k = 0
+        while k < len(self.names) and k < len(parts) and self.names[k] == parts[k]:
+            k += 1
+        for fd in self.fds[k:]:
+            _close(fd)
+        del self.names[k:], self.fds[k:]
+        for p in parts[k:]:
+            parent = self.fds[-1] if self.fds else self.base
+            try:
+                fd = os.open(p, _DIR_FLAGS, dir_fd=parent)
+            except FileNotFoundError:
+                if made is None:
+                    raise
+                os.mkdir(p, 0o700, dir_fd=parent)
+                made(tuple(self.names) + (p,))
+                fd = os.open(p, _DIR_FLAGS, dir_fd=parent)
+            self.names.append(p)
+            self.fds.append(fd)
+        return self.fds[-1] if self.fds else self.base
+
+    def close(self):
+        self.open([])
+
+
 class Untar:
     """ws_untar: extracts a tar stream into <root>/.ci-restore-<id>/ as it
     arrives; commit() moves it into the workspace, discard() removes it."""
@@ -401,20 +439,23 @@ class Untar:
         self._pax_size = 0
         self._fd = -1                  # the file being written
         self._entry = None             # (mode, mtime) of that file
+        self._pad_after = 0            # its padding to the next block
         self._dirs = {}                # {parts: mode} in creation order, applied at commit
-        self._pcache = (None, -1)      # (parts of a staging dir, its fd)
+        self._chain = None             # _DirChain under staging
         self._root_fd = os.open(root, _DIR_FLAGS)
         self._stage_fd = -1
         try:
             self._remove_stage()       # left over by a supervisor that died
             os.mkdir(self.stage, 0o700, dir_fd=self._root_fd)
             self._stage_fd = os.open(self.stage, _DIR_FLAGS, dir_fd=self._root_fd)
+            self._chain = _DirChain(self._stage_fd)
         except BaseException:
             self.discard()
             raise
 
     def fds(self):
-        return [fd for fd in (self._root_fd, self._stage_fd, self._fd, self._pcache[1]) if fd >= 0]
+        chain = self._chain.fds if self._chain is not None else []
+        return [fd for fd in (self._root_fd, self._stage_fd, self._fd) if fd >= 0] + chain
 
     def _remove_stage(self):
         try:
@@ -429,8 +470,8 @@ class Untar:
     def _close_work(self):
         _close(self._fd)
         self._fd = -1
-        _close(self._pcache[1])
-        self._pcache = (None, -1)
+        if self._chain is not None:
+            self._chain.close()
 
     def discard(self):
         """Staging removed, every descriptor closed; safe to call twice."""
@@ -550,7 +591,10 @@ class Untar:
                 except OSError:
                     self._fail("%s: duplicate entry" % name[:200])
             self._dirs[tuple(parts)] = mode
-            self._state, self._need = (self.GLOBAL, size + _pad(size)) if size else (self.HEADER, BLOCK)
+            if size:                   # a directory's data (never written): passed over
+                self._state, self._need = self.GLOBAL, size + _pad(size)
+            else:
+                self._state, self._need = self.HEADER, BLOCK
             return
         try:
             fd = os.open(parts[-1], _CREATE_FLAGS, 0o600, dir_fd=pfd)
@@ -581,32 +625,14 @@ class Untar:
             self._state, self._need = self.HEADER, BLOCK
 
     def _parent(self, parts, name):
-        """The staging directory holding an entry, walked (and created when
-        an archive omits it) one component at a time without following."""
-        key = tuple(parts)
-        if self._pcache[0] == key:
-            return self._pcache[1]
-        fd = os.dup(self._stage_fd)
+        """The staging directory holding an entry (made when an archive
+        omits it: 0755 at commit), never through a symlink."""
         try:
-            for i, p in enumerate(parts):
-                try:
-                    nfd = os.open(p, _DIR_FLAGS, dir_fd=fd)
-                except FileNotFoundError:
-                    os.mkdir(p, 0o700, dir_fd=fd)
-                    self._dirs.setdefault(key[:i + 1], 0o755)
-                    nfd = os.open(p, _DIR_FLAGS, dir_fd=fd)
-                except OSError as e:
-                    if e.errno in (errno.ELOOP, errno.ENOTDIR):
-                        self._fail("%s: a parent is not a directory" % name[:200])
-                    raise
-                os.close(fd)
-                fd = nfd
-        except BaseException:
-            _close(fd)
+            return self._chain.open(parts, lambda p: self._dirs.setdefault(p, 0o755))
+        except OSError as e:
+            if e.errno in (errno.ELOOP, errno.ENOTDIR):
+                self._fail("%s: a parent is not a directory" % name[:200])
             raise
-        _close(self._pcache[1])
-        self._pcache = (key, fd)
-        return fd
 
     def finish(self):
         """The stream is over: was the archive complete?"""
@@ -621,19 +647,15 @@ class Untar:
         directories' modes, removes staging."""
         self._close_work()
         self._merge(self._stage_fd, self._root_fd)
-        for parts, mode in reversed(list(self._dirs.items())):
-            try:
-                fd = os.dup(self._root_fd)
+        chain = _DirChain(self._root_fd)
+        try:
+            for parts, mode in reversed(list(self._dirs.items())):
                 try:
-                    for p in parts:
-                        nfd = os.open(p, _DIR_FLAGS, dir_fd=fd)
-                        os.close(fd)
-                        fd = nfd
-                    os.fchmod(fd, mode)
-                finally:
-                    _close(fd)
-            except OSError:
-                pass           # replaced meanwhile by the session's own code
+                    os.fchmod(chain.open(parts), mode)
+                except OSError:
+                    pass       # replaced meanwhile by the session's own code
+        finally:
+            chain.close()
         self.discard()
 
     def _merge(self, sfd, dfd):

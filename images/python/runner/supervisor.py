@@ -803,9 +803,10 @@ class Supervisor:
                 p.register(self.wake[0], POLLIN)
             sock = self.sock
             if sock is not None:
-                # A download in progress must wake us when the socket can take
-                # more, even when everything queued so far went out at once.
-                busy = self.get is not None or self.tar is not None
+                # A download in progress, or a request waiting behind one that
+                # just ended, must wake us when the socket can take more, even
+                # when everything queued so far went out at once.
+                busy = self.get is not None or self.tar is not None or bool(self.pending)
                 ev = POLLOUT if (self.out or busy) else 0
                 if len(self.pending) < PENDING_MAX:
                     ev |= POLLIN
