@@ -847,6 +847,15 @@ def test_pending_snapshot_survives_a_daemon_restart(redis_server, tmpdir_session
             assert rec["state"] == "pending" and rec["error"], rec
             assert run(tenant, s["id"], "print(1+1)").strip() == "2"
             assert [f for f in spool_files(d) if rec["id"] in f], "nothing spooled"
+            # a pending one is not deleted (409) and not restored (503) yet
+            st, doc = tenant.request("DELETE", "/v1/snapshots/%s" % rec["id"])
+            assert st == 409, (st, doc)
+            before = _sessions_of(tenant)
+            st, doc = restore(tenant, restore=rec["id"])
+            if st == 201:
+                tenant.delete(doc["id"])
+            assert st == 503, (st, doc)
+            assert _sessions_of(tenant) == before
             d.stop()
             d.restart()
             st, doc = get_snap(tenant, rec["id"])
@@ -1330,3 +1339,56 @@ def test_ctl_sends_the_spec_requests(fake_api):
     r = f.ctl("snapshot", *sum((["--paths", "g%d" % i] for i in range(65)), []), "s")
     assert r.returncode == 2 and "64" in r.stderr, r.stderr
     assert len(f.seen) == n  # usage errors send nothing
+
+
+
+def test_retention_keeps_the_newest_per_workspace(make_daemon):
+    """--snapshot-keep: per tenant and workspace, the newest N are kept and
+    the older ones deleted by the reaper, objects and record."""
+    store = DirStore()
+    try:
+        d = make_daemon("--pool-size", "0", "--snapshot-keep", "2",
+                        "--snapshot-retention-every-s", "1", *store.arg,
+                        *(["--images", "python=%s" % IMAGE] if IMAGE else []), admin_key=ADMIN)
+        tenant, _ = _tenant(d, "keep-a")
+        s = tenant.create(workspace="kw")
+        try:
+            recs = []
+            for i in range(3):
+                put_file(tenant, s["id"], "v.txt", b"%d" % i)
+                recs.append(snapshot_ok(tenant, s["id"], {"variables": False}))
+            other = snapshot_ok(tenant, s["id"], {"variables": False, "workspace": "kw-other"})
+            wait_for(lambda: [r["id"] for r in list_snaps(tenant, "kw")] ==
+                     [recs[2]["id"], recs[1]["id"]], 30, interval=0.2,
+                     what="retention to remove the oldest of three (keep 2)")
+            assert not store.exists("keep-a", recs[0]["id"], "manifest.json")
+            assert not store.exists("keep-a", recs[0]["id"], "workspace.tar")
+            assert store.exists("keep-a", recs[1]["id"], "workspace.tar")
+            assert [r["id"] for r in list_snaps(tenant, "kw-other")] == [other["id"]]
+            d.wait_log("snapshot %s of tenant keep-a: removed by retention" % recs[0]["id"])
+        finally:
+            tenant.delete(s["id"])
+    finally:
+        store.remove()
+
+
+def test_retention_per_tenant_override(make_daemon):
+    """The tenant's quota record overrides --snapshot-keep (snapshot_keep)."""
+    store = DirStore()
+    try:
+        d = make_daemon("--pool-size", "0", "--snapshot-keep", "5",
+                        "--snapshot-retention-every-s", "1", *store.arg,
+                        *(["--images", "python=%s" % IMAGE] if IMAGE else []), admin_key=ADMIN)
+        st, doc = d.admin.request("PUT", "/v1/admin/tenants/keep-b/quota",
+                                  body={"snapshot_keep": 1})
+        assert st == 200, (st, doc)
+        tenant, _ = _tenant(d, "keep-b")
+        s = tenant.create(workspace="kb")
+        try:
+            recs = [snapshot_ok(tenant, s["id"], {"variables": False}) for _ in range(3)]
+            wait_for(lambda: [r["id"] for r in list_snaps(tenant, "kb")] == [recs[2]["id"]], 30,
+                     interval=0.2, what="retention to keep the newest one only (snapshot_keep 1)")
+        finally:
+            tenant.delete(s["id"])
+    finally:
+        store.remove()
