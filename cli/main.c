@@ -40,7 +40,7 @@ static void main_help(FILE *out)
 		"Commands:\n",
 		CLI_PROG);
 	for (i = 0; i < MAIN_NCMDS; i++)
-		fprintf(out, "  %-10s %s\n", main_cmds[i]->name, main_cmds[i]->summary);
+		fprintf(out, "  %-11s %s\n", main_cmds[i]->name, main_cmds[i]->summary);
 	fprintf(out,
 		"\n"
 		"Global options (before or after the command):\n"

@@ -794,6 +794,7 @@ def test_store_killed_mid_upload_is_retried_and_nothing_lost(redis_server, tmpdi
             finally:
                 t.join(SNAP_TIMEOUT)
             st, rec = answer["r"]
+            print("the snapshot's answer with the store killed mid-upload: %d" % st)
             assert st in (201, 202), (st, rec)
             if st == 202:
                 assert rec["state"] == "pending" and rec["error"], rec
