@@ -204,8 +204,17 @@ class S3Store:
     def __init__(self, signed=True):
         self.tmp = tempfile.mkdtemp(prefix="cit-s3snap-")
         self.port = free_port()
-        self.srv = self._start()
-        self.front = SigV4Front(self.port) if signed else None
+        self.front = None
+        try:
+            self.srv = self._start()
+        except BaseException:
+            shutil.rmtree(self.tmp, ignore_errors=True)  # nobody holds a store that did not start
+            raise
+        try:
+            self.front = SigV4Front(self.port) if signed else None
+        except BaseException:
+            self.remove()
+            raise
         self.creds = creds_file(_Path(self.tmp))
         endpoint = self.front.endpoint if self.front else self.srv.endpoint
         self.endpoint = endpoint
