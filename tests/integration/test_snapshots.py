@@ -1450,3 +1450,52 @@ def test_large_snapshot_is_streamed_not_held(make_daemon):
                 api.delete(sid)
     finally:
         store.remove()
+
+
+def _hostile_tar(kind):
+    """(tar bytes, manifest dict) of a snapshot made to attack the restore."""
+    snap_id = str(uuid.uuid4())
+    tar, man = build_snapshot(snap_id, "snap-a", "hostile", {"ok.txt": b"ok\n"})
+    man = json.loads(man)
+    if kind == "symlink":
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
+            info = tarfile.TarInfo("link")
+            info.type = tarfile.SYMTYPE
+            info.linkname = "/etc/passwd"
+            t.addfile(info)
+        tar = buf.getvalue()
+        man["entries"] = [{"path": "link", "type": "file", "size": 0, "mode": 420,
+                           "sha256": sha_bytes(b"")}]
+        man["files"], man["content_bytes"] = 1, 0
+    elif kind == "dotdot":
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
+            info = tarfile.TarInfo("../escape.txt")
+            info.size = 3
+            t.addfile(info, io.BytesIO(b"bad"))
+        tar = buf.getvalue()
+        man["entries"] = [{"path": "../escape.txt", "type": "file", "size": 3, "mode": 420,
+                           "sha256": sha_bytes(b"bad")}]
+    elif kind == "other-id":
+        man["id"] = str(uuid.uuid4())
+    elif kind == "other-tenant":
+        man["tenant"] = "snap-b"
+    elif kind == "size":
+        man["entries"][0]["size"] = 4
+        man["content_bytes"] = 4
+    man["size"], man["sha256"] = len(tar), sha_bytes(tar)
+    return snap_id, tar, json.dumps(man).encode()
+
+
+@pytest.mark.parametrize("kind", ["symlink", "dotdot", "other-id", "other-tenant", "size"])
+def test_hostile_snapshot_in_the_store_is_refused(dird, dirstore, dir_a, kind):
+    """Objects written into the store by someone else, consistent with
+    their own manifest, but a symlink, a '..' path, a manifest naming
+    another snapshot or tenant, a size that lies: 422, nothing applied."""
+    tenant, _ = dir_a
+    snap_id, tar, man = _hostile_tar(kind)
+    dirstore.write("snap-a", snap_id, "workspace.tar", tar)
+    dirstore.write("snap-a", snap_id, "manifest.json", man)
+    doc = _refused(dird, tenant, snap_id)
+    assert dird.api.request("GET", "/readyz")[0] == 200, doc  # still serving
