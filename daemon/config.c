@@ -270,7 +270,7 @@ static const struct opt opt_table[] = {
     {"snapshot-keep", OPT_INT, O(snapshot_keep), "50", 0, 100000,
      "snapshots kept per workspace of a tenant (older ones are deleted; 0 = no count limit)",
      OPT_LIVE},
-    {"snapshot-max-age-s", OPT_INT, O(snapshot_max_age_s), "2592000", 60, 315360000,
+    {"snapshot-max-age-s", OPT_INT, O(snapshot_max_age_s), "2592000", 1, 315360000,
      "snapshots older than this are deleted (default 30 days)", OPT_LIVE},
     {"snapshot-retention-every-s", OPT_INT, O(snapshot_retention_every_s), "60", 1, 86400,
      "how often retention runs", OPT_RESTART},

@@ -125,6 +125,10 @@ static void capture_end(struct snap_capture *c, const struct err *e)
 		c->sn->stats.failed++;
 		log_warn("snapshot %s of session %s: %s", c->id, c->session, e->message);
 	}
+	/* The variables file is in the tar (or the capture failed); left in the
+	 * workspace, a later snapshot without variables would carry it. */
+	if (c->variables && !c->sn->closing)
+		manager_snapshot_forget_file(c->sn->mgr, c->session, ".ci/vars.pkl");
 	struct capture_told *t = xcalloc(1, sizeof(*t));
 	t->cb = c->cb;
 	t->arg = c->arg;
@@ -299,10 +303,19 @@ static void tar_done(const struct err *fe, int64_t size, yajl_val answer, void *
 	c->op = NULL;
 	if (c->error) /* the deferred failure ends it */
 		return;
+	if (fe && fe->code == ERR_PAYLOAD_TOO_LARGE) {
+		capture_fail(
+		    c, err_new(ERR_PAYLOAD_TOO_LARGE,
+			       "the workspace is over the snapshot cap (%lld MiB, %lld files; "
+			       "--snapshot-max-mb, --snapshot-max-files): choose files with "
+			       "paths (%s)",
+			       (long long)c->sn->cfg->snapshot_max_mb,
+			       (long long)c->sn->cfg->snapshot_max_files, fe->message));
+		return;
+	}
 	if (fe) {
 		capture_fail(
-		    c, err_new(fe->code == ERR_PAYLOAD_TOO_LARGE ? ERR_PAYLOAD_TOO_LARGE : fe->code,
-			       "snapshot of session %s: %s", c->session, fe->message));
+		    c, err_new(fe->code, "snapshot of session %s: %s", c->session, fe->message));
 		return;
 	}
 	struct err *e = NULL;
@@ -339,10 +352,6 @@ static void tar_done(const struct err *fe, int64_t size, yajl_val answer, void *
 		return;
 	}
 	c->tar_path[0] = '\0'; /* the spool's now: kept */
-	/* The variables file is in the tar; left in the workspace, a later
-	 * snapshot without variables would carry these old ones. */
-	if (c->variables)
-		manager_snapshot_forget_file(c->sn->mgr, c->session, ".ci/vars.pkl");
 	log_info("snapshot %s of session %s: %llu files, %llu bytes spooled", c->id, c->session,
 		 (unsigned long long)tar_scan_files(c->ts),
 		 (unsigned long long)tar_scan_bytes(c->ts));
