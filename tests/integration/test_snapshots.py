@@ -851,7 +851,15 @@ def test_pending_snapshot_survives_a_daemon_restart(redis_server, tmpdir_session
         try:
             data = os.urandom(3 * MB)
             put_file(tenant, s["id"], "d/data.bin", data)
+            earlier = snapshot_ok(tenant, s["id"], {"variables": False})
             store.kill()
+            # a stored snapshot cannot be read while the store is down: 503, no session
+            before = _sessions_of(tenant)
+            st, doc = restore(tenant, restore=earlier["id"])
+            if st == 201:
+                tenant.delete(doc["id"])
+            assert st == 503 and doc["error"]["code"] == "unavailable", (st, doc)
+            assert _sessions_of(tenant) == before
             st, rec = snapshot(tenant, s["id"], {"variables": False})
             assert st == 202, (st, rec)
             assert rec["state"] == "pending" and rec["error"], rec
