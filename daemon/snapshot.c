@@ -26,6 +26,8 @@
 #include "config.h"
 #include "json.h"
 #include "log.h"
+#include "quota.h"
+#include "store_quota.h"
 #include "store_snapshots.h"
 #include "xalloc.h"
 
@@ -689,6 +691,7 @@ struct retention_run {
 };
 
 static void retention_tenant(struct retention_run *r);
+static void retention_limits(const struct err *e, const struct quota_override *o, void *arg);
 
 static void retention_end(struct retention_run *r)
 {
@@ -759,10 +762,29 @@ static void retention_tenant(struct retention_run *r)
 		return;
 	}
 	const char *tenant = r->tenants[r->next++];
-	const struct config *cfg = r->sn->cfg;
-	int64_t cutoff = clock_now_ms() - cfg->snapshot_max_age_s * 1000;
-	store_snapshots_expired(r->sn->store, tenant, cfg->snapshot_keep, cutoff, RETENTION_BATCH,
-				retention_found, r);
+	/* The tenant's quota record may set its own snapshot_keep and
+	 * snapshot_max_age_s (quota.h); the flags are the defaults. */
+	store_quota_get(r->sn->store, tenant, retention_limits, r);
+}
+
+static void retention_limits(const struct err *e, const struct quota_override *o, void *arg)
+{
+	struct retention_run *r = arg;
+	if (r->sn->closing) {
+		retention_end(r);
+		return;
+	}
+	const char *tenant = r->tenants[r->next - 1];
+	if (e)
+		log_warn("snapshot retention of tenant %s: its quotas: %s; the flags apply", tenant,
+			 e->message);
+	struct quota d, eff;
+	quota_from_config(r->sn->cfg, &d);
+	quota_merge(&d, e ? NULL : o, &eff);
+	int64_t age = eff.v[QUOTA_SNAPSHOT_MAX_AGE_S];
+	int64_t cutoff = age > 0 ? clock_now_ms() - age * 1000 : 0; /* 0: none by age */
+	store_snapshots_expired(r->sn->store, tenant, eff.v[QUOTA_SNAPSHOT_KEEP], cutoff,
+				RETENTION_BATCH, retention_found, r);
 }
 
 static void retention_tenants(const struct err *e, const char *const *json, const size_t *len,

@@ -447,7 +447,19 @@ static void manifest_got(const struct blob_result *res, void *arg)
 	r->m = snapshot_manifest_parse(r->mtext ? r->mtext : "", r->mlen,
 				       (uint64_t)r->sn->cfg->snapshot_max_files, &e);
 	if (r->m == NULL) {
-		restore_fail(r, e); /* ERR_CORRUPT, naming the snapshot and the field */
+		/* ERR_CORRUPT naming the field; one the parser could not read the id
+		 * of is named here by the id it was fetched by. */
+		if (strstr(e->message, r->snap_id) == NULL) {
+			static const char generic[] = "snapshot manifest is corrupt: ";
+			const char *what = e->message;
+			if (strncmp(what, generic, sizeof(generic) - 1) == 0)
+				what += sizeof(generic) - 1;
+			struct err *w = err_new(ERR_CORRUPT, "snapshot %s is corrupt: manifest: %s",
+						r->snap_id, what);
+			err_free(e);
+			e = w;
+		}
+		restore_fail(r, e);
 		return;
 	}
 	if (strcmp(r->m->id, r->snap_id) != 0 || strcmp(r->m->tenant, r->tenant) != 0) {

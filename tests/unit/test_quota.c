@@ -79,8 +79,10 @@ TEST(quota_merge_override_beats_the_flag)
 	config_defaults(&cfg);
 	struct quota d, q;
 	quota_from_config(&cfg, &d);
-	for (int i = 0; i < QUOTA_COUNT; i++)
+	for (int i = 0; i < QUOTA_SNAPSHOT_KEEP; i++)
 		CHECK(d.v[i] == 0); /* the defaults: unlimited, as before quotas */
+	/* The retention limits default to their flags. */
+	CHECK(d.v[QUOTA_SNAPSHOT_KEEP] == 50 && d.v[QUOTA_SNAPSHOT_MAX_AGE_S] == 2592000);
 	cfg.quota_sessions = 3;
 	cfg.quota_requests_per_second = 7;
 	quota_from_config(&cfg, &d);
@@ -103,12 +105,12 @@ TEST(quota_json_shapes)
 	quota_override_to_json(&o, g);
 	size_t len;
 	CHECK_STR(jg_text(g, &len), "{\"executions\":2}");
-	struct quota q = {{1, 2, 3, 4, 5}};
+	struct quota q = {{1, 2, 3, 4, 5, 6, 7}};
 	AUTOGEN yajl_gen g2 = json_gen_new();
 	quota_to_json(&q, g2);
 	CHECK_STR(jg_text(g2, &len),
 		  "{\"sessions\":1,\"executions\":2,\"memory_mb\":3,\"exec_seconds_per_hour\":4,"
-		  "\"requests_per_second\":5}");
+		  "\"requests_per_second\":5,\"snapshot_keep\":6,\"snapshot_max_age_s\":7}");
 	/* What quota_override_to_json writes parses back to the same. */
 	struct quota_override back;
 	const char *text = jg_text(g, &len);
