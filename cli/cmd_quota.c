@@ -15,13 +15,19 @@
 #include "xalloc.h"
 
 /* The daemon's quota names (daemon/quota.h), in its order. */
-static const char *const quota_names[] = {"sessions", "executions", "memory_mb",
-					  "exec_seconds_per_hour", "requests_per_second"};
+static const char *const quota_names[] = {"sessions",
+					  "executions",
+					  "memory_mb",
+					  "exec_seconds_per_hour",
+					  "requests_per_second",
+					  "snapshot_keep",
+					  "snapshot_max_age_s"};
 #define NQUOTAS (sizeof(quota_names) / sizeof(quota_names[0]))
 
 /* The usage counters, each with the quota that bounds it. */
 static const char *const usage_names[NQUOTAS] = {"sessions", "executions", "memory_mb",
 						 "exec_seconds_last_hour", "requests_last_second"};
+/* (The two retention limits have no usage counter: NULL.) */
 
 /* [a-z0-9][a-z0-9_-]{0,62}, as the daemon wants; checked here so a bad
  * name is a usage error and never a path of its choosing. */
@@ -104,7 +110,7 @@ static int quota_set_arg(struct cli_ctx *ctx, const char *arg, long long *set)
 		return cli_usage_error(ctx,
 				       "--set %s: want NAME=VALUE, NAME one of sessions, "
 				       "executions, memory_mb, exec_seconds_per_hour, "
-				       "requests_per_second",
+				       "requests_per_second, snapshot_keep, snapshot_max_age_s",
 				       arg);
 	if (strcmp(eq + 1, "default") == 0)
 		set[i] = -2;
@@ -186,7 +192,9 @@ static char *tenant_path(struct cli_ctx *ctx, const char *tenant, const char *wh
 
 static int quota_run(struct cli_ctx *ctx, int argc, char **argv)
 {
-	long long set[NQUOTAS] = {-1, -1, -1, -1, -1};
+	long long set[NQUOTAS];
+	for (size_t i = 0; i < NQUOTAS; i++)
+		set[i] = -1;
 	char *path, *body = NULL;
 	int c, rc, any = 0;
 
@@ -233,8 +241,9 @@ const struct cli_cmd cmd_quota = {
 	    "  --set NAME=VALUE  set the tenant's own quota NAME (repeatable): a whole number,\n"
 	    "                    'unlimited' (0), or 'default' to fall back to the server's.\n"
 	    "                    Names: sessions, executions, memory_mb,\n"
-	    "                    exec_seconds_per_hour, requests_per_second.  Quotas not\n"
-	    "                    named keep their value.\n"
+	    "                    exec_seconds_per_hour, requests_per_second, and the\n"
+	    "                    snapshot retention limits snapshot_keep (per workspace)\n"
+	    "                    and snapshot_max_age_s.  Quotas not named keep their value.\n"
 	    "\n"
 	    "--json prints the answer: {\"tenant\":...,\"quota\":{...},\"overrides\":{...}}.\n",
     .run = quota_run,
@@ -257,6 +266,8 @@ static void usage_print(yajl_val doc)
 		char now[32], limit[32];
 		double v;
 
+		if (usage_names[i] == NULL)
+			continue;
 		if (json_path_num(used, usage_names[i], &v))
 			snprintf(now, sizeof(now), "%g", v);
 		else
