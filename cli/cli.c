@@ -281,6 +281,36 @@ int cli_call_doc(struct cli_ctx *ctx, const struct client_req *req, struct clien
 	return CLI_EXIT_OK;
 }
 
+int cli_get_list(struct cli_ctx *ctx, const char *path, const char *param, const char *value,
+		 const char *key, yajl_val *doc, yajl_val *list)
+{
+	struct client_resp resp = {0};
+	char *full, *esc = NULL;
+	int rc;
+
+	*list = NULL;
+	if (value != NULL) {
+		esc = codec_url_escape(value, 0);
+		full = xasprintf("%s?%s=%s", path, param, esc);
+	} else {
+		full = xstrdup(path);
+	}
+	rc = cli_call_doc(ctx, &(struct client_req){.method = "GET", .path = full, .timeout_s = 60},
+			  &resp, doc);
+	client_resp_release(&resp);
+	free(full);
+	free(esc);
+	if (rc != CLI_EXIT_OK || *doc == NULL)
+		return rc;
+	if ((*list = json_path_arr(*doc, key)) == NULL) {
+		output_note("%s: the server's answer has no %s list\n", CLI_PROG, key);
+		json_free(*doc);
+		*doc = NULL;
+		return CLI_EXIT_API;
+	}
+	return CLI_EXIT_OK;
+}
+
 int cli_stream_error(struct err **err, const char *code, const char *msg)
 {
 	enum err_code ec = ERR_INTERNAL;

@@ -173,6 +173,16 @@ int cli_call_doc(struct cli_ctx *ctx, const struct client_req *req, struct clien
 		 yajl_val *doc);
 
 /*
+ * GET path, with "?param=VALUE" (value escaped) when value is not NULL, and
+ * the answer's list, its array member key: CLI_EXIT_OK with *doc (the
+ * caller's, json_free) and *list borrowed from it. With --json the answer
+ * is printed as is and *doc is NULL. An answer without the list is reported
+ * (CLI_EXIT_API).
+ */
+int cli_get_list(struct cli_ctx *ctx, const char *path, const char *param, const char *value,
+		 const char *key, yajl_val *doc, yajl_val *list);
+
+/*
  * Prints "ci-ctl: [what: ]code: message (HTTP 404)" or a transport error
  * to stderr; in --json mode an API error document in resp (may be NULL)
  * also goes to stdout as is.  Returns the exit status (cli_exit_status).

@@ -35,28 +35,13 @@ static int failures_ls(struct cli_ctx *ctx, const char *limit)
 {
 	static const char *const headers[] = {"SIGNATURE", "SEEN",      "RETRIED", "FIXED",
 					      "CLASS",     "LAST SEEN", "ERROR",   "LINE"};
-	struct client_resp resp = {0};
 	yajl_val doc = NULL, list;
 	struct table *t = NULL;
-	char *path, *esc = NULL;
 	int rc;
 
-	if (limit != NULL) {
-		esc = codec_url_escape(limit, 0);
-		path = xasprintf("/v1/failures?limit=%s", esc);
-	} else {
-		path = xstrdup("/v1/failures");
-	}
-	rc = cli_call_doc(ctx, &(struct client_req){.method = "GET", .path = path, .timeout_s = 60},
-			  &resp, &doc);
+	rc = cli_get_list(ctx, "/v1/failures", "limit", limit, "failures", &doc, &list);
 	if (rc != CLI_EXIT_OK || doc == NULL)
-		goto out;
-	list = json_path_arr(doc, "failures");
-	if (list == NULL) {
-		output_note("%s: the server's answer has no failures list\n", CLI_PROG);
-		rc = CLI_EXIT_API;
-		goto out;
-	}
+		return rc;
 	t = table_new(8, headers);
 	for (size_t i = 0; i < json_arr_len(list); i++) {
 		yajl_val f = json_arr_at(list, i);
@@ -77,12 +62,8 @@ static int failures_ls(struct cli_ctx *ctx, const char *limit)
 				 error, json_path_str(f, "line")});
 	}
 	table_print(t, stdout);
-out:
 	table_free(t);
 	json_free(doc);
-	client_resp_release(&resp);
-	free(path);
-	free(esc);
 	return rc;
 }
 

@@ -77,28 +77,13 @@ static int keys_create(struct cli_ctx *ctx, const char *tenant, const char *quot
 static int keys_ls(struct cli_ctx *ctx, const char *tenant)
 {
 	static const char *const headers[] = {"ID", "TENANT", "CREATED"};
-	struct client_resp resp = {0};
 	yajl_val doc = NULL, list;
 	struct table *t = NULL;
-	char *path, *esc = NULL;
 	int rc;
 
-	if (tenant != NULL) {
-		esc = codec_url_escape(tenant, 0);
-		path = xasprintf("/v1/admin/keys?tenant=%s", esc);
-	} else {
-		path = xstrdup("/v1/admin/keys");
-	}
-	rc = cli_call_doc(ctx, &(struct client_req){.method = "GET", .path = path, .timeout_s = 60},
-			  &resp, &doc);
+	rc = cli_get_list(ctx, "/v1/admin/keys", "tenant", tenant, "keys", &doc, &list);
 	if (rc != CLI_EXIT_OK || doc == NULL)
-		goto out;
-	list = json_path_arr(doc, "keys");
-	if (list == NULL) {
-		output_note("%s: the server's answer has no keys list\n", CLI_PROG);
-		rc = CLI_EXIT_API;
-		goto out;
-	}
+		return rc;
 	t = table_new(3, headers);
 	for (size_t i = 0; i < json_arr_len(list); i++) {
 		yajl_val k = json_arr_at(list, i);
@@ -109,12 +94,8 @@ static int keys_ls(struct cli_ctx *ctx, const char *tenant)
 				 output_when(json_path_str(k, "created"), when, sizeof(when))});
 	}
 	table_print(t, stdout);
-out:
 	table_free(t);
 	json_free(doc);
-	client_resp_release(&resp);
-	free(path);
-	free(esc);
 	return rc;
 }
 

@@ -54,25 +54,14 @@ static void print_field(const char *name, const char *v)
 static int reviews_list(struct cli_ctx *ctx, int all)
 {
 	static const char *const headers[] = {"ID", "RUN", "STATE", "CREATED", "ATTEMPTS", "GOAL"};
-	struct client_resp resp = {0};
 	yajl_val doc = NULL, list;
 	struct table *t = NULL;
 	int rc;
 
-	rc = cli_call_doc(ctx,
-			  &(struct client_req){.method = "GET",
-					       .path = all ? "/v1/reviews?state=all&limit=500"
-							   : "/v1/reviews?limit=500",
-					       .timeout_s = 60},
-			  &resp, &doc);
+	rc = cli_get_list(ctx, all ? "/v1/reviews?state=all&limit=500" : "/v1/reviews?limit=500",
+			  NULL, NULL, "reviews", &doc, &list);
 	if (rc != CLI_EXIT_OK || doc == NULL)
-		goto out;
-	list = json_path_arr(doc, "reviews");
-	if (list == NULL) {
-		output_note("%s: the server's answer has no reviews list\n", CLI_PROG);
-		rc = CLI_EXIT_API;
-		goto out;
-	}
+		return rc;
 	t = table_new(6, headers);
 	for (size_t i = 0; i < json_arr_len(list); i++) {
 		yajl_val r = json_arr_at(list, i);
@@ -87,10 +76,8 @@ static int reviews_list(struct cli_ctx *ctx, int all)
 				 g ? goal : NULL});
 	}
 	table_print(t, stdout);
-out:
 	table_free(t);
 	json_free(doc);
-	client_resp_release(&resp);
 	return rc;
 }
 

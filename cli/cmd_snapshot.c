@@ -412,28 +412,13 @@ static int snapshots_ls(struct cli_ctx *ctx, const char *workspace)
 {
 	static const char *const headers[] = {"ID",    "WORKSPACE", "STATE",
 					      "FILES", "SIZE",      "CREATED"};
-	struct client_resp resp = {0};
 	yajl_val doc = NULL, list;
 	struct table *t = NULL;
-	char *path, *esc = NULL;
 	int rc;
 
-	if (workspace != NULL) {
-		esc = codec_url_escape(workspace, 0);
-		path = xasprintf("/v1/snapshots?workspace=%s", esc);
-	} else {
-		path = xstrdup("/v1/snapshots");
-	}
-	rc = cli_call_doc(ctx, &(struct client_req){.method = "GET", .path = path, .timeout_s = 60},
-			  &resp, &doc);
+	rc = cli_get_list(ctx, "/v1/snapshots", "workspace", workspace, "snapshots", &doc, &list);
 	if (rc != CLI_EXIT_OK || doc == NULL)
-		goto out;
-	list = json_path_arr(doc, "snapshots");
-	if (list == NULL) {
-		output_note("%s: the server's answer has no snapshots list\n", CLI_PROG);
-		rc = CLI_EXIT_API;
-		goto out;
-	}
+		return rc;
 	t = table_new(6, headers);
 	for (size_t i = 0; i < json_arr_len(list); i++) {
 		yajl_val s = json_arr_at(list, i);
@@ -447,12 +432,8 @@ static int snapshots_ls(struct cli_ctx *ctx, const char *workspace)
 			      output_when(json_path_str(s, "created_at"), when, sizeof(when))});
 	}
 	table_print(t, stdout);
-out:
 	table_free(t);
 	json_free(doc);
-	client_resp_release(&resp);
-	free(path);
-	free(esc);
 	return rc;
 }
 

@@ -235,8 +235,11 @@ static void op_send_request(struct file_op *op)
 		put_flush(op);
 }
 
-struct file_op *files_start(struct files *f, enum file_op_kind kind, const char *path,
-			    const struct file_op_cbs *cbs, void *arg, struct err **errp)
+/* Queue an op (a path for the file ops, params for the tar ones); the
+ * first in the queue is sent at once. */
+static struct file_op *op_enqueue(struct files *f, enum file_op_kind kind, const char *path,
+				  const char *params, const struct file_op_cbs *cbs, void *arg,
+				  struct err **errp)
 {
 	if (f->queued >= FILES_MAX_QUEUED) {
 		err_set(errp, ERR_BUSY, "%d file transfers are already queued for this session",
@@ -250,6 +253,7 @@ struct file_op *files_start(struct files *f, enum file_op_kind kind, const char 
 	op->kind = kind;
 	op->id = ++f->next_id;
 	op->path = path ? xstrdup(path) : NULL;
+	op->params = params ? xstrdup(params) : NULL;
 	op->cbs = cbs;
 	op->arg = arg;
 	bool first = TAILQ_EMPTY(&f->ops);
@@ -260,29 +264,16 @@ struct file_op *files_start(struct files *f, enum file_op_kind kind, const char 
 	return op;
 }
 
+struct file_op *files_start(struct files *f, enum file_op_kind kind, const char *path,
+			    const struct file_op_cbs *cbs, void *arg, struct err **errp)
+{
+	return op_enqueue(f, kind, path, NULL, cbs, arg, errp);
+}
+
 struct file_op *files_start_tar(struct files *f, enum file_op_kind kind, const char *params,
 				const struct file_op_cbs *cbs, void *arg, struct err **errp)
 {
-	if (f->queued >= FILES_MAX_QUEUED) {
-		err_set(errp, ERR_BUSY, "%d file transfers are already queued for this session",
-			FILES_MAX_QUEUED);
-		return NULL;
-	}
-	if (f->idle == NULL)
-		f->idle = evtimer_new(f->base, idle_cb, f);
-	struct file_op *op = xcalloc(1, sizeof(*op));
-	op->f = f;
-	op->kind = kind;
-	op->id = ++f->next_id;
-	op->params = params ? xstrdup(params) : NULL;
-	op->cbs = cbs;
-	op->arg = arg;
-	bool first = TAILQ_EMPTY(&f->ops);
-	TAILQ_INSERT_TAIL(&f->ops, op, q);
-	f->queued++;
-	if (first)
-		op_send_request(op);
-	return op;
+	return op_enqueue(f, kind, NULL, params, cbs, arg, errp);
 }
 
 void files_tar_in_end(struct file_op *op, bool commit)
