@@ -21,7 +21,10 @@ import inspect
 import json
 import os
 import sys
+import traceback
 import types
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
 
 MAX_WIDTH = 79                 # IPython's PlainTextFormatter defaults
 MAX_SEQ_LENGTH = 1000
@@ -123,6 +126,23 @@ def _encode(mime, data):
     return None
 
 
+def _call(m, name, obj):
+    """m(); an exception is printed on stderr and the MIME type skipped, as
+    IPython's formatters do (catch_format_error)."""
+    try:
+        if name == "_repr_mimebundle_":
+            return m(include=None, exclude=None)
+        return m()
+    except Exception as e:
+        tb = traceback.TracebackException.from_exception(e)
+        tb.stack = traceback.StackSummary.from_list(
+            [f for f in tb.stack if os.path.dirname(f.filename) != _HERE])
+        sys.stderr.write("".join(tb.format()))
+        sys.stderr.write("[ci] %s.%s() raised %s: its output is left out\n"
+                         % (type(obj).__name__, name, type(e).__name__))
+        return None
+
+
 def displays_itself(obj):
     """The object's _ipython_display_, when it has one (it calls display())."""
     if type(obj) in _SIMPLE:
@@ -143,10 +163,7 @@ def bundle(obj, with_plain=True):
             if with_plain else []
     mb = _real_method(obj, "_repr_mimebundle_")
     if mb is not None:
-        try:
-            d = mb(include=None, exclude=None)
-        except TypeError:
-            d = mb()
+        d = _call(mb, "_repr_mimebundle_", obj)
         if isinstance(d, tuple) and len(d) == 2:
             d = d[0]
         if isinstance(d, dict):
@@ -166,7 +183,7 @@ def bundle(obj, with_plain=True):
         m = _real_method(obj, name)
         if m is None:
             continue
-        b = _encode(mime, m())
+        b = _encode(mime, _call(m, name, obj))
         if b is not None:
             out.append((mime, b))
     if with_plain:
