@@ -7,8 +7,8 @@ standard library, so it is loaded from IPython's directory without importing
 the IPython package and its second of start-up) into calls on get_ipython():
 `system`, `getoutput`, `run_line_magic`, `run_cell_magic`.  get_ipython() (a
 builtin in the kernel) answers them with the small shell below.  Plain code is
-never transformed: the kernel calls wants_transform() only when the cell has a
-'!' or a '%' at all.
+never transformed: the kernel imports this module and transforms a cell only
+when a line of it starts with one (kernel._ESCAPE).
 
 Shell commands run under /bin/bash -c with the kernel's fds 1 and 2 (so their
 output is captured like a child process's) and stdin /dev/null; their exit
@@ -17,7 +17,6 @@ An interrupt (the daemon's soft timeout, or POST .../interrupt) reaches the
 command and raises KeyboardInterrupt in the cell.
 """
 
-import builtins
 import importlib.util
 import math
 import os
@@ -35,8 +34,6 @@ _SHELL = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"
 PIP_MESSAGE = ("%s is not available in the kernel: install packages with "
                "POST /v1/sessions/{id}/packages (ci-ctl packages SESSION NAME...); "
                "they are importable in this session right after")
-# a line starting with ! or %, or `names = !cmd` / `names = %magic`
-_ESCAPE = re.compile(r"^[ \t]*(?:[!%]|[\w., \t\[\]()*]+=[ \t]*[!%])", re.M)
 
 _it2 = None
 _shell = None
@@ -44,10 +41,6 @@ _shell = None
 
 class UsageError(Exception):
     """A magic used wrongly (IPython's name for it)."""
-
-
-def wants_transform(src):
-    return _ESCAPE.search(src) is not None
 
 
 def _load_it2():
@@ -555,6 +548,3 @@ def get_ipython():
         _shell = CIShell(ns)
     return _shell
 
-
-def install():
-    builtins.get_ipython = get_ipython

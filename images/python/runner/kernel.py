@@ -19,6 +19,7 @@ import ctypes
 import io
 import linecache
 import os
+import re
 import select
 import signal
 import sys
@@ -27,9 +28,11 @@ import time
 import traceback
 import types
 
-import ci_format
 import ci_frame
-import ci_magics
+
+# ci_format (display) and ci_magics (magics, shell escapes) are imported on
+# first use: plain code and simple values never load them.
+ci_format = ci_magics = None
 
 current = None                 # the running Kernel; ci_display looks it up
 
@@ -53,6 +56,32 @@ try:
 except (OSError, AttributeError):
     _c_fflush = None
 _pack = ci_frame.pack
+# Exactly these types: repr() is IPython's text/plain, and nothing else applies.
+_SIMPLE = frozenset((int, float, str, bool, bytes, complex, type(None)))
+# a line starting with ! or %, or `names = !cmd` / `names = %magic`: only then
+# does a cell go through IPython's input transformer
+_ESCAPE = re.compile(r"^[ \t]*(?:[!%]|[\w., \t\[\]()*]+=[ \t]*[!%])", re.M)
+
+
+def _fmt():
+    global ci_format
+    if ci_format is None:
+        import ci_format as m
+        ci_format = m
+    return ci_format
+
+
+def _magics():
+    global ci_magics
+    if ci_magics is None:
+        import ci_magics as m
+        ci_magics = m
+    return ci_magics
+
+
+def _get_ipython():
+    """get_ipython(), a builtin as in IPython: the kernel's small shell."""
+    return _magics().get_ipython()
 
 
 class _Stream:
@@ -216,7 +245,7 @@ class Kernel:
         sys.modules["__main__"] = main
         self.ns = main.__dict__
         builtins.display = self.display
-        ci_magics.install()            # builtins.get_ipython
+        builtins.get_ipython = _get_ipython
         sys.meta_path.insert(0, _IPythonDisplayHook(self))
         os.register_at_fork(after_in_child=self._after_fork_child)
 
@@ -532,11 +561,11 @@ class Kernel:
             if self._figure(obj):
                 self.display_png(self._figure_png(obj))
                 continue
-            own = ci_format.displays_itself(obj)
+            own = _fmt().displays_itself(obj)
             if own is not None:
                 own()
                 continue
-            items = ci_format.bundle(obj)
+            items = _fmt().bundle(obj)
             if include:
                 items = [(m, d) for m, d in items if m in include]
             if exclude:
@@ -548,7 +577,7 @@ class Kernel:
         items = []
         for mime, v in data.items():
             if isinstance(mime, str):
-                b = ci_format._encode(mime, v)
+                b = _fmt()._encode(mime, v)
                 if b is not None:
                     items.append((mime, b))
         items.sort(key=lambda it: it[0] != "text/plain")
@@ -616,16 +645,16 @@ class Kernel:
         """text/plain of the last expression's value, as IPython shows it; its
         other MIME types go out as display frames marked "result" (Jupyter's
         execute_result). None when the object displayed itself."""
-        if type(value) in ci_format._SIMPLE:
+        if type(value) in _SIMPLE:
             return repr(value)
         if self._figure(value):
             self._send_displays([("image/png", self._figure_png(value))], {"result": True})
-            return ci_format.plain(value)
-        own = ci_format.displays_itself(value)
+            return _fmt().plain(value)
+        own = _fmt().displays_itself(value)
         if own is not None:
             own()
             return None
-        items = ci_format.bundle(value)
+        items = _fmt().bundle(value)
         self._send_displays(items[1:], {"result": True})
         return items[0][1].decode("utf-8", "replace")
 
@@ -780,9 +809,9 @@ class Kernel:
         except UnicodeDecodeError:
             src = body.decode("utf-8", "replace")
         linecache.cache[fname] = (len(src), None, src.splitlines(True), fname)
-        if ("%" in src or "!" in src) and ci_magics.wants_transform(src):
+        if ("%" in src or "!" in src) and _ESCAPE.search(src) is not None:
             try:
-                src = ci_magics.transform(src)
+                src = _magics().transform(src)
             except Exception as e:     # left as is: compile says what is wrong
                 self._log("input transformer: %s: %s" % (type(e).__name__, e))
         status, result, error = self._run(src, fname)
