@@ -204,6 +204,12 @@ def _dollar(ns):
 class CIShell:
     """What the transformed code calls on get_ipython()."""
 
+    # Libraries that find get_ipython() as a builtin take a `kernel`
+    # attribute for "a Jupyter kernel, not a terminal" (pandas then shows 20
+    # columns of a wide DataFrame, as in Jupyter, instead of sizing it to a
+    # terminal there is not).
+    kernel = None
+
     def __init__(self, ns):
         self.user_ns = ns
         self._oldpwd = None

@@ -812,8 +812,8 @@ class Kernel:
         if ("%" in src or "!" in src) and _ESCAPE.search(src) is not None:
             try:
                 src = _magics().transform(src)
-            except Exception as e:     # left as is: compile says what is wrong
-                self._log("input transformer: %s: %s" % (type(e).__name__, e))
+            except Exception:          # left as is: compile says what is wrong
+                pass
         status, result, error = self._run(src, fname)
         if os.getpid() != self.pid:
             self._forked_exit(status, error)

@@ -186,6 +186,8 @@ def test_dataframe_plain_and_html(k):
     assert "<table" in html and "dataframe" in html
     r = ok(k.exec("display(df)"))
     assert [m for m, _ in r["display"]] == ["text/plain", "text/html"]
+    # pandas takes the kernel for Jupyter's, not a terminal: 20 columns
+    assert ok(k.exec("pd.get_option('display.max_columns')"))["result"] == "20"
     r = ok(k.exec("df['a']"))                     # a Series: text/plain only
     assert r["result"].startswith("0    1\n1    2") and r["display"] == []
 
