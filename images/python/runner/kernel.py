@@ -2,8 +2,10 @@
 
 Forked by the supervisor (see docs/protocol.md).  It connects to $SANDBOX_IPC,
 says hello as role "kernel", then answers every `exec` frame with `stream`,
-`display` and a final `done` frame.  Stdlib only; matplotlib is used only
-when the user's code imports it.
+`display` and a final `done` frame.  Stdlib only at start; matplotlib is
+used only when the user's code imports it, and two files of IPython (its
+pretty printer, its input transformer: ci_format.py, ci_magics.py) only when
+a value is not a builtin scalar or a line starts with `!` or `%`.
 
 Threads: the main thread runs the protocol and the user's code; one reader
 thread, started once, forwards what is written to fds 1 and 2 (pipes).  Every
@@ -36,7 +38,7 @@ ci_format = ci_magics = None
 
 current = None                 # the running Kernel; ci_display looks it up
 
-RESULT_CAP = 100_000           # characters of repr(last expression)
+RESULT_CAP = 100_000           # characters of the last expression's text/plain
 DISPLAY_MAX = 20               # display frames per execution (the daemon keeps 20)
 WALK_MAX = 10_000              # entries visited by the /workspace walk
 DEFAULT_STREAM_CAP = 1 << 20   # when the exec header carries no cap
