@@ -32,8 +32,9 @@ import types
 
 _SHELL = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"
 PIP_MESSAGE = ("%s is not available in the kernel: install packages with "
-               "POST /v1/sessions/{id}/packages (ci-ctl packages SESSION NAME...); "
-               "they are importable in this session right after")
+               "POST /v1/sessions/{id}/packages {\"pip\": [\"NAME\", ...]} "
+               "(ci-ctl install SESSION NAME...); they are importable in this "
+               "session right after")
 
 _it2 = None
 _shell = None
@@ -41,6 +42,10 @@ _shell = None
 
 class UsageError(Exception):
     """A magic used wrongly (IPython's name for it)."""
+
+
+# Shown as `UsageError: ...`, as IPython shows it, not `ci_magics.UsageError`.
+UsageError.__module__ = "builtins"
 
 
 def _load_it2():
