@@ -17,8 +17,8 @@
  * daemon buffer without bound. */
 #define STREAM_BACKLOG_CAP (8u << 20)
 
-static void exec_event_cb(const char *type, const char *data, size_t len, const char *extra,
-			  void *arg)
+static void exec_event_cb(const char *type, const char *data, size_t len,
+			  const struct exec_display *display, void *arg)
 {
 	struct call *c = arg;
 	if (http_req_client_gone(c->req) || http_req_output_backlog(c->req) > STREAM_BACKLOG_CAP)
@@ -26,10 +26,8 @@ static void exec_event_cb(const char *type, const char *data, size_t len, const 
 	AUTOGEN yajl_gen g = json_gen_new();
 	jg_obj(g);
 	jg_kv_str(g, "type", type);
-	if (strcmp(type, "display") == 0) {
-		jg_kv_str(g, "mime", extra);
-		jg_str(g, "data");
-		jg_strn(g, data, len);
+	if (display != NULL) {
+		exec_display_members(display, g);
 	} else {
 		jg_str(g, "text");
 		jg_strn(g, data, len);

@@ -84,6 +84,8 @@ struct exec_result *exec_result_dup(const struct exec_result *r)
 	for (size_t i = 0; i < r->n_display; i++) {
 		d->display[i].mime = dup_str(r->display[i].mime);
 		d->display[i].b64 = dup_str(r->display[i].b64);
+		d->display[i].group = r->display[i].group;
+		d->display[i].result = r->display[i].result;
 	}
 	d->files = r->n_files ? xcalloc(r->n_files, sizeof(*d->files)) : NULL;
 	for (size_t i = 0; i < r->n_files; i++) {
@@ -132,13 +134,17 @@ size_t exec_result_on_stream(struct exec_result *r, bool is_stderr, const char *
 	return capbuf_append(cb, data, len);
 }
 
-bool exec_result_on_display(struct exec_result *r, const char *mime, const char *data, size_t len)
+bool exec_result_on_display(struct exec_result *r, const struct exec_display_info *info,
+			    const char *data, size_t len)
 {
 	if (r->n_display >= EXEC_MAX_DISPLAY)
 		return false;
 	r->display = xrealloc(r->display, (r->n_display + 1) * sizeof(*r->display));
-	r->display[r->n_display].mime = xstrndup(mime, 128);
-	r->display[r->n_display].b64 = codec_base64_encode((const unsigned char *)data, len);
+	struct exec_display *d = &r->display[r->n_display];
+	d->mime = xstrndup(info->mime, 128);
+	d->b64 = codec_base64_encode((const unsigned char *)data, len);
+	d->group = info->group >= 0 ? info->group : (int64_t)r->n_display;
+	d->result = info->result;
 	r->n_display++;
 	return true;
 }
@@ -244,6 +250,21 @@ static void output_to_json(yajl_gen g, const char *key, const struct capbuf *cb)
 	free(text);
 }
 
+void exec_display_members(const struct exec_display *d, yajl_gen g)
+{
+	jg_kv_str(g, "mime", d->mime);
+	jg_kv_str(g, "data", d->b64);
+	jg_kv_int(g, "group", d->group);
+	jg_kv_bool(g, "result", d->result);
+}
+
+void exec_display_to_json(const struct exec_display *d, yajl_gen g)
+{
+	jg_obj(g);
+	exec_display_members(d, g);
+	jg_obj_end(g);
+}
+
 void exec_result_to_json(const struct exec_result *r, yajl_gen g)
 {
 	jg_obj(g);
@@ -269,12 +290,8 @@ void exec_result_to_json(const struct exec_result *r, yajl_gen g)
 	}
 	jg_str(g, "display");
 	jg_arr(g);
-	for (size_t i = 0; i < r->n_display; i++) {
-		jg_obj(g);
-		jg_kv_str(g, "mime", r->display[i].mime);
-		jg_kv_str(g, "data", r->display[i].b64);
-		jg_obj_end(g);
-	}
+	for (size_t i = 0; i < r->n_display; i++)
+		exec_display_to_json(&r->display[i], g);
 	jg_arr_end(g);
 	jg_str(g, "files");
 	jg_arr(g);

@@ -23,6 +23,16 @@ enum exec_status { EXEC_OK, EXEC_ERROR, EXEC_TIMEOUT, EXEC_KILLED };
 struct exec_display {
 	char *mime;
 	char *b64;
+	int64_t group; /* entries of one MIME bundle (one display() call) share it */
+	bool result;   /* a MIME type of the last expression's value (execute_result) */
+};
+
+/* What a display frame says besides its data (docs/protocol.md). group < 0:
+ * not said (a runner before bundles): the entry is a bundle of its own. */
+struct exec_display_info {
+	const char *mime;
+	int64_t group;
+	bool result;
 };
 
 struct exec_file {
@@ -66,8 +76,14 @@ void exec_result_drop_outputs(struct exec_result *r);
 size_t exec_result_on_stream(struct exec_result *r, bool is_stderr, const char *data, size_t len,
 			     bool tail, uint64_t dropped);
 
+/* One display entry's members (mime, data, group, result), into an open
+ * object; or as an object of its own. */
+void exec_display_members(const struct exec_display *d, yajl_gen g);
+void exec_display_to_json(const struct exec_display *d, yajl_gen g);
+
 /* A display frame; false when over the display cap (dropped). */
-bool exec_result_on_display(struct exec_result *r, const char *mime, const char *data, size_t len);
+bool exec_result_on_display(struct exec_result *r, const struct exec_display_info *info,
+			    const char *data, size_t len);
 
 /* The kernel's "done" header: status, result, error, files. */
 int exec_result_on_done(struct exec_result *r, yajl_val done, struct err **errp);

@@ -402,7 +402,9 @@ static int conn_frame(struct kernel_conn *c, const char *hdr, size_t hlen, const
 	case KERNEL_FRAME_STREAM:
 		LINK_CALL(link, exec_stream, f.id, f.is_stderr, body, blen, f.tail, f.dropped);
 		break;
-	case KERNEL_FRAME_DISPLAY: LINK_CALL(link, exec_display, f.id, f.mime, body, blen); break;
+	case KERNEL_FRAME_DISPLAY:
+		LINK_CALL(link, exec_display, f.id, &f.display, body, blen);
+		break;
 	case KERNEL_FRAME_DONE: LINK_CALL(link, exec_done, f.id, f.header); break;
 	case KERNEL_FRAME_IGNORED: break;
 	case KERNEL_FRAME_KERNEL_EXIT: LINK_CALL(link, kernel_exit, f.code, f.sig, f.oom); break;

@@ -18,6 +18,7 @@
 #include <yajl/yajl_tree.h>
 
 #include "err.h"
+struct exec_display_info;
 
 /* What the link reports to its owner. Headers are borrowed: valid only during
  * the call. The owner may free the link from inside any of these. */
@@ -31,8 +32,8 @@ struct kernel_link_ops {
 	void (*kernel_exit)(void *arg, int code, int sig, bool oom);
 	void (*exec_stream)(void *arg, uint64_t id, bool is_stderr, const char *data, size_t len,
 			    bool tail, uint64_t dropped);
-	void (*exec_display)(void *arg, uint64_t id, const char *mime, const char *data,
-			     size_t len);
+	void (*exec_display)(void *arg, uint64_t id, const struct exec_display_info *info,
+			     const char *data, size_t len);
 	void (*exec_done)(void *arg, uint64_t id, yajl_val header);
 	/* Any other frame from the supervisor (file replies). */
 	void (*supervisor_frame)(void *arg, yajl_val header, const char *body, size_t len);

@@ -29,6 +29,13 @@ static int decode_kernel(struct kernel_frame *f, const char *t, struct err **err
 			return err_set(errp, ERR_BAD_REQUEST,
 				       "a display frame without a mime type");
 		f->kind = KERNEL_FRAME_DISPLAY;
+		f->display.mime = f->mime;
+		int64_t group = -1;
+		if (!json_get_int(h, "group", &group) || group < 0)
+			group = -1;
+		f->display.group = group;
+		yajl_val result = json_get(h, "result");
+		f->display.result = result && YAJL_IS_TRUE(result);
 	} else if (strcmp(t, "done") == 0) {
 		f->kind = KERNEL_FRAME_DONE;
 	} else {

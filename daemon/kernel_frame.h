@@ -14,6 +14,7 @@
 #include <yajl/yajl_tree.h>
 
 #include "err.h"
+#include "exec_result.h"
 
 enum kernel_frame_from {
 	KERNEL_FRAME_FROM_PENDING, /* before hello */
@@ -24,7 +25,7 @@ enum kernel_frame_from {
 enum kernel_frame_kind {
 	KERNEL_FRAME_HELLO,       /* pending: role is "kernel" or "supervisor" */
 	KERNEL_FRAME_STREAM,      /* kernel: id, is_stderr, tail, dropped; body = output */
-	KERNEL_FRAME_DISPLAY,     /* kernel: id, mime; body = the data */
+	KERNEL_FRAME_DISPLAY,     /* kernel: id, display; body = the data */
 	KERNEL_FRAME_DONE,        /* kernel: id; the header is the result */
 	KERNEL_FRAME_IGNORED,     /* kernel: a type a newer runner may send */
 	KERNEL_FRAME_KERNEL_EXIT, /* supervisor: code, sig (-1: none), oom */
@@ -40,6 +41,7 @@ struct kernel_frame {
 	uint64_t dropped;
 	int code, sig;
 	bool oom;
+	struct exec_display_info display; /* mime borrowed from header */
 };
 
 /* Decode the JSON header of a frame sent by `from`. -1 (bad_request) when

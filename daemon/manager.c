@@ -325,9 +325,10 @@ static void ms_exec_stream(void *arg, uint64_t id, bool is_stderr, const char *d
 	exec_on_stream(arg, id, is_stderr, data, len, tail, dropped);
 }
 
-static void ms_exec_display(void *arg, uint64_t id, const char *mime, const char *data, size_t len)
+static void ms_exec_display(void *arg, uint64_t id, const struct exec_display_info *info,
+			    const char *data, size_t len)
 {
-	exec_on_display(arg, id, mime, data, len);
+	exec_on_display(arg, id, info, data, len);
 }
 
 static void ms_exec_done(void *arg, uint64_t id, yajl_val header)

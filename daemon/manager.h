@@ -27,10 +27,11 @@ struct manager;
 typedef void (*manager_session_cb)(const struct session *s, const struct err *e, void *arg);
 typedef void (*manager_exec_cb)(const struct exec_result *r, const struct err *e, void *arg);
 typedef void (*manager_done_cb)(const struct err *e, void *arg);
-/* Live output of a streaming execution: "stdout" or "stderr" text, or a
- * "display" (data is the base64 PNG, mime in extra). */
-typedef void (*manager_event_cb)(const char *type, const char *data, size_t len, const char *extra,
-				 void *arg);
+/* Live output of a streaming execution: "stdout" or "stderr" text (display
+ * NULL), or a "display" (the entry kept in the result: mime, base64 data,
+ * group, result; data is its base64). */
+typedef void (*manager_event_cb)(const char *type, const char *data, size_t len,
+				 const struct exec_display *display, void *arg);
 
 struct sandbox_net;
 struct egress_peer;

@@ -158,15 +158,15 @@ void exec_on_stream(struct msession *ms, uint64_t id, bool is_stderr, const char
 		op->on_event(is_stderr ? "stderr" : "stdout", data, kept, NULL, op->arg);
 }
 
-void exec_on_display(struct msession *ms, uint64_t id, const char *mime, const char *data,
-		     size_t len)
+void exec_on_display(struct msession *ms, uint64_t id, const struct exec_display_info *info,
+		     const char *data, size_t len)
 {
 	struct exec_op *op = current_exec(ms, id);
 	if (op == NULL)
 		return;
-	if (exec_result_on_display(op->result, mime, data, len) && op->on_event) {
+	if (exec_result_on_display(op->result, info, data, len) && op->on_event) {
 		const struct exec_display *d = &op->result->display[op->result->n_display - 1];
-		op->on_event("display", d->b64, strlen(d->b64), d->mime, op->arg);
+		op->on_event("display", d->b64, strlen(d->b64), d, op->arg);
 	}
 }
 

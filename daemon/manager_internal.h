@@ -167,8 +167,8 @@ void exec_on_kernel_down(struct msession *ms);
 void exec_on_kernel_exit(struct msession *ms);
 void exec_on_stream(struct msession *ms, uint64_t id, bool is_stderr, const char *data, size_t len,
 		    bool tail, uint64_t dropped);
-void exec_on_display(struct msession *ms, uint64_t id, const char *mime, const char *data,
-		     size_t len);
+void exec_on_display(struct msession *ms, uint64_t id, const struct exec_display_info *info,
+		     const char *data, size_t len);
 void exec_on_done(struct msession *ms, uint64_t id, yajl_val header);
 /* The session ends under a running execution: it is answered "killed". */
 void exec_abort(struct exec_op *op, const char *reason);

@@ -23,13 +23,15 @@ static const char done[] =
     "\"error\":{\"ename\":\"E\",\"evalue\":\"v\",\"traceback\":[\"a\",\"b\"]},"
     "\"files\":[{\"path\":\"a.txt\",\"size\":3,\"change\":\"created\"}]}";
 
+static const struct exec_display_info png = {"image/png", -1, false};
+
 static struct exec_result *full_result(void)
 {
 	struct exec_result *r = exec_result_new(16);
 	exec_result_on_stream(r, false, "0123456789abcdefXYZ", 19, false, 0);
 	exec_result_on_stream(r, false, "tail", 4, true, 7);
 	exec_result_on_stream(r, true, "err\n", 4, false, 0);
-	exec_result_on_display(r, "image/png", "\x89PNG", 4);
+	exec_result_on_display(r, &png, "\x89PNG", 4);
 	struct err *e = NULL;
 	yajl_val v = json_parse(done, sizeof(done) - 1, &e);
 	CHECK(v && exec_result_on_done(r, v, &e) == 0);

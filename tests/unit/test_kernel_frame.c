@@ -56,6 +56,25 @@ TEST(kernel_frame_kernel_frames)
 		     "{\"t\":\"display\",\"id\":1,\"mime\":\"image/png\"}", &f) == 0);
 	CHECK(f.kind == KERNEL_FRAME_DISPLAY);
 	CHECK_STR(f.mime, "image/png");
+	CHECK_STR(f.display.mime, "image/png");
+	CHECK(f.display.group == -1 && !f.display.result);
+	kernel_frame_clear(&f);
+	CHECK(decode(KERNEL_FRAME_FROM_KERNEL,
+		     "{\"t\":\"display\",\"id\":1,\"mime\":\"text/html\",\"group\":3,"
+		     "\"result\":true}",
+		     &f) == 0);
+	CHECK(f.display.group == 3 && f.display.result);
+	kernel_frame_clear(&f);
+	/* a group that is not a count, a result that is not true: not said */
+	CHECK(decode(KERNEL_FRAME_FROM_KERNEL,
+		     "{\"t\":\"display\",\"id\":1,\"mime\":\"a/b\",\"group\":-2,"
+		     "\"result\":\"yes\"}",
+		     &f) == 0);
+	CHECK(f.display.group == -1 && !f.display.result);
+	kernel_frame_clear(&f);
+	CHECK(decode(KERNEL_FRAME_FROM_KERNEL,
+		     "{\"t\":\"display\",\"id\":1,\"mime\":\"a/b\",\"group\":\"1\"}", &f) == 0);
+	CHECK(f.display.group == -1);
 	kernel_frame_clear(&f);
 	CHECK(decode(KERNEL_FRAME_FROM_KERNEL, "{\"t\":\"done\",\"id\":1,\"status\":\"ok\"}", &f) ==
 	      0);

@@ -59,12 +59,15 @@ TEST(capbuf_keeps_head_and_tail)
 	capbuf_release(&cb);
 }
 
+/* a display frame of a runner before bundles: no group, not a result */
+static const struct exec_display_info png = {"image/png", -1, false};
+
 TEST(exec_result_assembles_and_serialises)
 {
 	struct exec_result *r = exec_result_new(1024);
 	exec_result_on_stream(r, false, "out\n", 4, false, 0);
 	exec_result_on_stream(r, true, "err\n", 4, false, 0);
-	exec_result_on_display(r, "image/png", "\x89PNG", 4);
+	exec_result_on_display(r, &png, "\x89PNG", 4);
 	const char *done =
 	    "{\"t\":\"done\",\"id\":1,\"status\":\"error\",\"result\":null,"
 	    "\"error\":{\"ename\":\"ZeroDivisionError\",\"evalue\":\"division by zero\","
@@ -82,7 +85,8 @@ TEST(exec_result_assembles_and_serialises)
 	const char *t = jg_text(g, &len);
 	CHECK(strstr(t, "\"status\":\"error\"") && strstr(t, "\"stdout\":\"out\\n\""));
 	CHECK(strstr(t, "\"ename\":\"ZeroDivisionError\""));
-	CHECK(strstr(t, "\"data\":\"iVBORw==\""));
+	CHECK(strstr(t, "{\"mime\":\"image/png\",\"data\":\"iVBORw==\",\"group\":0,"
+			"\"result\":false}"));
 	CHECK(strstr(t, "\"kernel\":\"preserved\""));
 	CHECK(strstr(t, "\"result\":null"));
 	exec_result_free(r);
@@ -97,8 +101,32 @@ TEST(exec_result_rejects_bad_status_and_caps_display)
 	yajl_tree_free(v);
 	err_free(e);
 	for (int i = 0; i < EXEC_MAX_DISPLAY; i++)
-		CHECK(exec_result_on_display(r, "image/png", "x", 1));
-	CHECK(!exec_result_on_display(r, "image/png", "x", 1));
+		CHECK(exec_result_on_display(r, &png, "x", 1));
+	CHECK(!exec_result_on_display(r, &png, "x", 1));
+	exec_result_free(r);
+}
+
+/* A bundle's entries share the group the kernel gave; the last expression's
+ * rich MIME types are marked result; an entry without a group is its own. */
+TEST(exec_result_display_bundles)
+{
+	struct exec_result *r = exec_result_new(16);
+	const struct exec_display_info plain = {"text/plain", 4, false};
+	const struct exec_display_info html = {"text/html", 4, true};
+	CHECK(exec_result_on_display(r, &plain, "df", 2));
+	CHECK(exec_result_on_display(r, &html, "<t>", 3));
+	CHECK(exec_result_on_display(r, &png, "x", 1));
+	CHECK(r->display[0].group == 4 && r->display[1].group == 4 && r->display[2].group == 2);
+	CHECK(!r->display[0].result && r->display[1].result && !r->display[2].result);
+	struct exec_result *d = exec_result_dup(r);
+	CHECK(d->display[1].group == 4 && d->display[1].result);
+	AUTOGEN yajl_gen g = json_gen_new();
+	exec_result_to_json(d, g);
+	size_t len;
+	const char *t = jg_text(g, &len);
+	CHECK(strstr(t, "{\"mime\":\"text/html\",\"data\":\"PHQ+\",\"group\":4,"
+			"\"result\":true}"));
+	exec_result_free(d);
 	exec_result_free(r);
 }
 

@@ -2,8 +2,10 @@
 
 Forked by the supervisor (see docs/protocol.md).  It connects to $SANDBOX_IPC,
 says hello as role "kernel", then answers every `exec` frame with `stream`,
-`display` and a final `done` frame.  Stdlib only; matplotlib is used only
-when the user's code imports it.
+`display` and a final `done` frame.  Stdlib only at start; matplotlib is
+used only when the user's code imports it, and two files of IPython (its
+pretty printer, its input transformer: ci_format.py, ci_magics.py) only when
+a value is not a builtin scalar or a line starts with `!` or `%`.
 
 Threads: the main thread runs the protocol and the user's code; one reader
 thread, started once, forwards what is written to fds 1 and 2 (pipes).  Every
@@ -19,6 +21,7 @@ import ctypes
 import io
 import linecache
 import os
+import re
 import select
 import signal
 import sys
@@ -29,10 +32,14 @@ import types
 
 import ci_frame
 
+# ci_format (display) and ci_magics (magics, shell escapes) are imported on
+# first use: plain code and simple values never load them.
+ci_format = ci_magics = None
+
 current = None                 # the running Kernel; ci_display looks it up
 
-RESULT_CAP = 100_000           # characters of repr(last expression)
-DISPLAY_MAX = 20               # displays per execution
+RESULT_CAP = 100_000           # characters of the last expression's text/plain
+DISPLAY_MAX = 20               # display frames per execution (the daemon keeps 20)
 WALK_MAX = 10_000              # entries visited by the /workspace walk
 DEFAULT_STREAM_CAP = 1 << 20   # when the exec header carries no cap
 DEFAULT_FILES_CAP = 1000
@@ -43,13 +50,40 @@ DRAIN_LIMIT = 2 << 20          # bytes read per pipe by the final drain
 _THIS_FILE = (lambda: 0).__code__.co_filename
 _RUNNER_DIR = os.path.dirname(_THIS_FILE)
 _RUNNER_FILES = frozenset(os.path.join(_RUNNER_DIR, n)
-                          for n in ("kernel.py", "ci_display.py", "supervisor.py", "ci_frame.py"))
+                          for n in ("kernel.py", "ci_display.py", "supervisor.py", "ci_frame.py",
+                                    "ci_format.py", "ci_magics.py"))
 try:
     _c_fflush = ctypes.CDLL(None).fflush      # C stdio buffers (printf in extensions)
     _c_fflush.argtypes = (ctypes.c_void_p,)
 except (OSError, AttributeError):
     _c_fflush = None
 _pack = ci_frame.pack
+# Exactly these types: repr() is IPython's text/plain, and nothing else applies.
+_SIMPLE = frozenset((int, float, str, bool, bytes, complex, type(None)))
+# a line starting with ! or %, or `names = !cmd` / `names = %magic`: only then
+# does a cell go through IPython's input transformer
+_ESCAPE = re.compile(r"^[ \t]*(?:[!%]|[\w., \t\[\]()*]+=[ \t]*[!%])", re.M)
+
+
+def _fmt():
+    global ci_format
+    if ci_format is None:
+        import ci_format as m
+        ci_format = m
+    return ci_format
+
+
+def _magics():
+    global ci_magics
+    if ci_magics is None:
+        import ci_magics as m
+        ci_magics = m
+    return ci_magics
+
+
+def _get_ipython():
+    """get_ipython(), a builtin as in IPython: the kernel's small shell."""
+    return _magics().get_ipython()
 
 
 class _Stream:
@@ -80,6 +114,42 @@ def _text_stream(fd):
                             errors="backslashreplace", line_buffering=True)
 
 
+class _IPythonDisplayHook:
+    """IPython.display.display() prints its arguments when no IPython shell
+    runs; once the user's code imports it, this hook points it (and
+    publish_display_data, clear_output) at the kernel before IPython.display
+    re-exports the names."""
+
+    NAME = "IPython.core.display_functions"
+
+    def __init__(self, kern):
+        self.kern = kern
+
+    def find_spec(self, name, path=None, target=None):
+        if name != self.NAME:
+            return None
+        import importlib.machinery
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        loader, kern = spec.loader, self.kern
+
+        class Loader:
+            def create_module(self, spec):
+                return loader.create_module(spec)
+
+            def exec_module(self, module):
+                loader.exec_module(module)
+                module.display = kern.display
+                module.publish_display_data = (
+                    lambda data, metadata=None, source=None, **kw: kern.display_raw(data))
+                module.clear_output = lambda wait=False: None
+                module.update_display = lambda obj, **kw: kern.display(obj)
+
+        spec.loader = Loader()
+        return spec
+
+
 class Kernel:
     def __init__(self, ipc, root):
         self.ipc = ipc
@@ -95,7 +165,9 @@ class Kernel:
         self.early_frames = []         # frames decoded while looking for an interrupt
         self.count = 0
         self.streams = (_Stream("stdout"), _Stream("stderr"))
-        self.displays = 0
+        self.displays = 0              # display frames sent in this execution
+        self.groups = 0                # bundles sent in this execution
+        self.display_full = False
         self.displayed = {}            # id(fig) -> fig shown during this exec
         self.main_ident = threading.get_ident()
         self.log_fd = 2
@@ -175,6 +247,8 @@ class Kernel:
         sys.modules["__main__"] = main
         self.ns = main.__dict__
         builtins.display = self.display
+        builtins.get_ipython = _get_ipython
+        sys.meta_path.insert(0, _IPythonDisplayHook(self))
         os.register_at_fork(after_in_child=self._after_fork_child)
 
     def _after_fork_child(self):
@@ -416,20 +490,29 @@ class Kernel:
         except OSError:
             pass
 
-    def display_png(self, data):
-        """Send a PNG as a display frame of the running execution."""
-        if self.cur_id is None:
+    def _send_displays(self, items, extra=None):
+        """Send [(mime, bytes)] as display frames of the running execution,
+        all or none of them (a bundle is not cut in half by the limit)."""
+        if self.cur_id is None or not items:
             return
-        self.displays += 1
-        if self.displays > DISPLAY_MAX:
-            if self.displays == DISPLAY_MAX + 1:
-                self._note("display limit of %d images per execution reached; "
-                           "further images are dropped" % DISPLAY_MAX)
+        kept = []
+        for mime, data in items:
+            if len(data) > ci_frame.MAX_BODY:
+                self._note("%s display of %d bytes exceeds the 1 MiB display limit; "
+                           "not sent" % (mime, len(data)))
+            else:
+                kept.append((mime, data))
+        if not kept:
             return
-        if len(data) > ci_frame.MAX_BODY:
-            self._note("image of %d bytes exceeds the 1 MiB display limit; not sent"
-                       % len(data))
+        if self.displays + len(kept) > DISPLAY_MAX:
+            if not self.display_full:
+                self.display_full = True
+                self._note("display limit of %d per execution reached; "
+                           "further displays are dropped" % DISPLAY_MAX)
             return
+        self.displays += len(kept)
+        group = self.groups
+        self.groups += 1
         main = threading.get_ident() == self.main_ident
         prev = self.in_user
         if main:
@@ -441,14 +524,21 @@ class Kernel:
                 if eid is not None:
                     self._drain(0, DRAIN_LIMIT)
                     self._drain(1, DRAIN_LIMIT)
-                    self._send(_pack({"t": "display", "id": eid, "mime": "image/png"},
-                                     data))
+                    for mime, data in kept:
+                        h = {"t": "display", "id": eid, "mime": mime, "group": group}
+                        if extra:
+                            h.update(extra)
+                        self._send(_pack(h, data))
         finally:
             if main:
                 self.in_user = prev
                 if prev and self.pending_int:
                     self.pending_int = False
                     raise KeyboardInterrupt
+
+    def display_png(self, data):
+        """Send a PNG as a display frame of the running execution."""
+        self._send_displays([("image/png", data)])
 
     def _figure_png(self, fig):
         buf = io.BytesIO()
@@ -457,29 +547,43 @@ class Kernel:
         self.displayed[id(fig)] = fig
         return buf.getvalue()
 
-    def _to_png(self, obj):
+    def _figure(self, obj):
         fm = sys.modules.get("matplotlib.figure")
-        if fm is not None and isinstance(obj, fm.Figure):
-            return self._figure_png(obj)
-        if isinstance(obj, type):
-            return None
-        meth = getattr(obj, "_repr_png_", None)
-        if callable(meth):
-            data = meth()
-            if isinstance(data, str):
-                data = base64.b64decode(data)
-            if isinstance(data, (bytes, bytearray)) and data:
-                return bytes(data)
-        return None
+        return fm is not None and isinstance(obj, fm.Figure)
 
-    def display(self, *objs):
-        """display(obj): a PNG for figures and objects with _repr_png_, else print(repr)."""
+    def display(self, *objs, include=None, exclude=None, metadata=None, transient=None,
+                display_id=None, raw=False, clear=False, **kwargs):
+        """display(obj, ...): each object's MIME bundle as display frames, as
+        Jupyter's display() (a matplotlib figure: its PNG)."""
         for obj in objs:
-            png = self._to_png(obj)
-            if png is None:
-                print(repr(obj))
-            else:
-                self.display_png(png)
+            if raw:
+                if isinstance(obj, dict):
+                    self.display_raw(obj)
+                continue
+            if self._figure(obj):
+                self.display_png(self._figure_png(obj))
+                continue
+            own = _fmt().displays_itself(obj)
+            if own is not None:
+                own()
+                continue
+            items = _fmt().bundle(obj)
+            if include:
+                items = [(m, d) for m, d in items if m in include]
+            if exclude:
+                items = [(m, d) for m, d in items if m not in exclude]
+            self._send_displays(items)
+
+    def display_raw(self, data, metadata=None, **kwargs):
+        """A MIME bundle given as {mime: data} (IPython's publish_display_data)."""
+        items = []
+        for mime, v in data.items():
+            if isinstance(mime, str):
+                b = _fmt()._encode(mime, v)
+                if b is not None:
+                    items.append((mime, b))
+        items.sort(key=lambda it: it[0] != "text/plain")
+        self._send_displays(items)
 
     def show_figures(self):
         """Send every open matplotlib figure as a display and close it (plt.show())."""
@@ -527,16 +631,39 @@ class Kernel:
         return {"ename": type(e).__name__, "evalue": evalue[:RESULT_CAP],
                 "traceback": lines}
 
+    @staticmethod
+    def compile_cell(src, fname):
+        """(code of all but a last expression, code of that expression)."""
+        tree = compile(src, fname, "exec", ast.PyCF_ONLY_AST, True)
+        last = None
+        body = tree.body
+        if body and isinstance(body[-1], ast.Expr):
+            last = ast.Expression(body.pop().value)
+        code = compile(tree, fname, "exec", 0, True) if body else None
+        ecode = compile(last, fname, "eval", 0, True) if last is not None else None
+        return code, ecode
+
+    def _result_text(self, value):
+        """text/plain of the last expression's value, as IPython shows it; its
+        other MIME types go out as display frames marked "result" (Jupyter's
+        execute_result). None when the object displayed itself."""
+        if type(value) in _SIMPLE:
+            return repr(value)
+        if self._figure(value):
+            self._send_displays([("image/png", self._figure_png(value))], {"result": True})
+            return _fmt().plain(value)
+        own = _fmt().displays_itself(value)
+        if own is not None:
+            own()
+            return None
+        items = _fmt().bundle(value)
+        self._send_displays(items[1:], {"result": True})
+        return items[0][1].decode("utf-8", "replace")
+
     def _run(self, src, fname):
         """Returns (status, result, error)."""
         try:
-            tree = compile(src, fname, "exec", ast.PyCF_ONLY_AST, True)
-            last = None
-            body = tree.body
-            if body and isinstance(body[-1], ast.Expr):
-                last = ast.Expression(body.pop().value)
-            code = compile(tree, fname, "exec", 0, True) if body else None
-            ecode = compile(last, fname, "eval", 0, True) if last is not None else None
+            code, ecode = self.compile_cell(src, fname)
         except BaseException as e:     # SyntaxError, ValueError, MemoryError...
             return "error", None, self._error(e)
         value = None
@@ -563,12 +690,14 @@ class Kernel:
             return "ok", None, None
         self.in_user = True
         try:
-            r = repr(value)
+            r = self._result_text(value)
             self.in_user = False
         except BaseException as e:
             self.in_user = False
             return "error", None, self._error(e)
         ns["_"] = value
+        if r is None:
+            return "ok", None, None
         if len(r) > RESULT_CAP:
             r = r[:RESULT_CAP]
         return "ok", r, None
@@ -664,6 +793,8 @@ class Kernel:
             self.streams[0].reset(so)
             self.streams[1].reset(se)
         self.displays = 0
+        self.groups = 0
+        self.display_full = False
         self.displayed.clear()
         # pending_int is not reset here: a SIGINT since cur_id was set is
         # for this execution (it is reset when the last one ended).
@@ -680,6 +811,11 @@ class Kernel:
         except UnicodeDecodeError:
             src = body.decode("utf-8", "replace")
         linecache.cache[fname] = (len(src), None, src.splitlines(True), fname)
+        if ("%" in src or "!" in src) and _ESCAPE.search(src) is not None:
+            try:
+                src = _magics().transform(src)
+            except Exception:          # left as is: compile says what is wrong
+                pass
         status, result, error = self._run(src, fname)
         if os.getpid() != self.pid:
             self._forked_exit(status, error)

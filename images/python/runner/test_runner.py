@@ -404,8 +404,12 @@ def test_display_builtin(shared):
         "display(P())\n"
         "display({'a': 1})\n")
     assert r["status"] == "ok", r["error"]
-    assert r["display"] == [("image/png", PNG_MAGIC + b"fake")]
-    assert r["stdout"] == b"{'a': 1}\n"
+    # Jupyter's display(): each object's MIME bundle, text/plain included
+    # (more in test_display.py)
+    assert [m for m, _ in r["display"]] == ["text/plain", "image/png", "text/plain"]
+    assert r["display"][1] == ("image/png", PNG_MAGIC + b"fake")
+    assert r["display"][2] == ("text/plain", b"{'a': 1}")
+    assert r["stdout"] == b""
 
 
 def test_files_diff(shared):
