@@ -22,6 +22,7 @@ daemon's kill of the kernel (hard timeout). Stdlib only.
 import ctypes
 import json
 import os
+import select
 import signal
 import subprocess
 
@@ -29,6 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 LANGUAGES = ("python", "javascript", "bash")
 REPLY_MAX = 4 << 20            # bytes of one answer line from a child
 READ_CHUNK = 65536
+REINTERRUPT_S = 0.1            # after an interrupt: see _Child.interrupt
 
 try:
     _prctl = ctypes.CDLL(None, use_errno=True).prctl
@@ -82,6 +84,19 @@ def _descendants(root):
     return out
 
 
+def _handles_sigint(pid):
+    """Whether pid catches or ignores SIGINT (or is gone)."""
+    bit = 1 << (signal.SIGINT - 1)
+    try:
+        with open("/proc/%d/status" % pid, "rb") as f:
+            for line in f:
+                if line.startswith((b"SigCgt:", b"SigIgn:")) and int(line.split()[1], 16) & bit:
+                    return True
+    except (OSError, ValueError, IndexError):
+        return True
+    return False
+
+
 class _Child:
     name = None
 
@@ -132,10 +147,19 @@ class _Child:
                 pass
         return p
 
-    def interrupt(self):
+    def interrupt(self, signalled):
+        """SIGINT to the child and its descendants. Again (on the kernel's
+        next tick) to the child itself, which takes any number of them, and
+        to a process that neither catches nor ignores SIGINT and is still
+        there: it was forked as the signal went out and lost it before its
+        exec. A process that catches SIGINT gets only one (signalled: the
+        pids already sent one, updated)."""
         if self.proc is None:
             return
         for pid in _descendants(self.proc.pid):
+            if pid in signalled and pid != self.proc.pid and _handles_sigint(pid):
+                continue
+            signalled.add(pid)
             try:
                 os.kill(pid, signal.SIGINT)
             except OSError:
@@ -147,8 +171,9 @@ class _Child:
             n = os.write(self.to_fd, view)
             view = view[n:]
 
-    def read_line(self):
-        """One answer line, or None when the child closed its end."""
+    def read_line(self, timeout=None):
+        """One answer line, None when the child closed its end, or False
+        when timeout (seconds) passed first."""
         while True:
             i = self.buf.find(b"\n")
             if i >= 0:
@@ -157,6 +182,10 @@ class _Child:
                 return line
             if len(self.buf) > REPLY_MAX:
                 raise ValueError("answer line over %d bytes" % REPLY_MAX)
+            if timeout is not None:
+                r, _, _ = select.select([self.from_fd], [], [], timeout)
+                if not r:
+                    return False
             data = os.read(self.from_fd, READ_CHUNK)
             if not data:
                 return None
@@ -258,13 +287,25 @@ def run(kernel, lang, src, cell):
         except OSError:
             pass                       # it died: read_line sees the end
         kernel.in_user = True
+        signalled = None               # pids sent SIGINT, once interrupted
+        if kernel.pending_int:         # it came while in_user was still False
+            kernel.pending_int = False
+            kernel.in_user = False
+            signalled = set()
+            child.interrupt(signalled)
+            kernel.in_user = True
         while True:
             try:
-                line = child.read_line()
-                break
+                line = child.read_line(None if signalled is None else REINTERRUPT_S)
+                if line is not False:
+                    break
+                kernel.in_user = False
+                child.interrupt(signalled)
+                kernel.in_user = True
             except KeyboardInterrupt:
                 kernel.in_user = False
-                child.interrupt()
+                signalled = signalled if signalled is not None else set()
+                child.interrupt(signalled)
                 kernel.in_user = True
     except (OSError, ValueError) as e:
         kernel.in_user = False

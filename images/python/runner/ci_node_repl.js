@@ -34,6 +34,14 @@ for (const k of ['console', 'process', 'Buffer', 'setTimeout', 'clearTimeout', '
   if (k in globalThis)
     sandbox[k] = globalThis[k];
 }
+// Writes to fds 1 and 2 (the kernel's pipes) block, as Python's do: Node
+// would otherwise queue what a full pipe does not take, without bound, and
+// go on writing it after the cell's answer (when it is discarded).
+for (const s of [process.stdout, process.stderr]) {
+  if (s._handle && typeof s._handle.setBlocking === 'function')
+    s._handle.setBlocking(true);
+}
+
 const replFile = path.join(process.cwd(), '<repl>');
 const userModule = { exports: {}, filename: replFile, id: '<repl>', paths: [] };
 sandbox.require = createRequire(replFile);   // resolves from the workspace
@@ -117,6 +125,16 @@ function reply(msg) {
   }
 }
 
+// What is still queued on a stream (when its writes could not be made
+// blocking) is written before the answer.
+function drained(s) {
+  return new Promise((resolve) => {
+    if (!s.writableLength)
+      return resolve();
+    s.once('drain', resolve);
+  });
+}
+
 async function runCell(msg) {
   let value;
   try {
@@ -161,7 +179,10 @@ async function pump() {
               error: { ename: 'ProtocolError', evalue: 'bad request line', traceback: [] } });
       continue;
     }
-    reply(await runCell(msg));
+    const answer = await runCell(msg);
+    await drained(process.stdout);
+    await drained(process.stderr);
+    reply(answer);
   }
   busy = false;
 }
