@@ -266,7 +266,8 @@ TEST(exec_request_language)
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
 		struct exec_request r;
 		struct err *e = NULL;
-		CHECK(api_parse_exec_request(good[i].body, strlen(good[i].body), i % 2, &r, &e) == 0);
+		CHECK(api_parse_exec_request(good[i].body, strlen(good[i].body), i % 2, &r, &e) ==
+		      0);
 		CHECK(e == NULL);
 		if (good[i].want)
 			CHECK(r.language && strcmp(r.language, good[i].want) == 0);

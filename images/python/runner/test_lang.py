@@ -196,11 +196,12 @@ def test_unknown_language_and_python_by_name(shared):
 
 # ------------------------------------------------------------ javascript
 
-def node_inspect(expr):
-    """How Node itself (util.inspect) shows expr."""
-    out = subprocess.run(["node", "-e", "process.stdout.write(require('util').inspect(%s))" % expr],
-                         capture_output=True, check=True, timeout=T)
-    return out.stdout.decode()
+def node_inspect(*exprs):
+    """How Node itself (util.inspect) shows each expression (one node run)."""
+    script = "process.stdout.write(JSON.stringify([%s].map((v) => require('util').inspect(v))))" % (
+        ", ".join("(%s)" % e for e in exprs))
+    out = subprocess.run(["node", "-e", script], capture_output=True, check=True, timeout=T)
+    return json.loads(out.stdout)
 
 
 @needs_node
@@ -209,12 +210,14 @@ def test_js_state_and_results(shared):
     assert r["status"] == "ok" and r["result"] == "3" and r["error"] is None, r
     r = run(shared, "console.log('sum', a + b); inc(b)", "javascript")
     assert r["stdout"] == b"sum 3\n" and r["result"] == "3", r
-    assert run(shared, "c", "javascript")["result"] == node_inspect("{x: 'y', n: [1, 2, 3]}")
-    for expr in ("'str'", "[1, 'two', {three: 3}, null]", "new Map([[1, {a: 2}]])",
-                 "Array.from({length: 200}, (_, i) => i)", "{deep: {er: {than: {two: 1}}}}",
-                 "10n", "Symbol('s')", "new Error('shown').message"):
+    exprs = ("{x: 'y', n: [1, 2, 3]}", "'str'", "[1, 'two', {three: 3}, null]",
+             "new Map([[1, {a: 2}]])", "Array.from({length: 200}, (_, i) => i)",
+             "{deep: {er: {than: {two: 1}}}}", "10n", "Symbol('s')", "new Error('shown').message")
+    want = node_inspect(*exprs)
+    assert run(shared, "c", "javascript")["result"] == want[0]
+    for expr, w in zip(exprs[1:], want[1:]):
         r = run(shared, "(" + expr + ")", "javascript")
-        assert r["status"] == "ok" and r["result"] == node_inspect(expr), (expr, r)
+        assert r["status"] == "ok" and r["result"] == w, (expr, r)
     r = run(shared, "let nothing = undefined; nothing", "javascript")
     assert r["status"] == "ok" and r["result"] is None, r
     r = run(shared, "Promise.resolve(40).then((v) => v + b)", "javascript")
