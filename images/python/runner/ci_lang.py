@@ -28,7 +28,7 @@ import subprocess
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LANGUAGES = ("python", "javascript", "bash")
-REPLY_MAX = 4 << 20            # bytes of one answer line from a child
+REPLY_MAX = 8 << 20            # bytes of one answer line from a child
 READ_CHUNK = 65536
 REINTERRUPT_S = 0.1            # after an interrupt: see _Child.interrupt
 

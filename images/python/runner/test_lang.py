@@ -165,6 +165,8 @@ def test_bash_ignoring_sigint_is_ended_by_the_kernel_kill(sb):
     wait_for(lambda: not signal_pending(shell, signal.SIGINT), T,
              what="the shell to take the forwarded SIGINT")
     assert alive(shell) and alive(sleeper)   # they ignore it: the hard timeout's case
+    # in the kernel's process group, which the supervisor kills when the kernel dies
+    assert os.getpgid(shell) == kpid and os.getpgid(sleeper) == kpid
     kill_kernel(sb)
     wait_for(lambda: not alive(shell) and not alive(sleeper), T,
              what="the shell and its child to die with the kernel")
