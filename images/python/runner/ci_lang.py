@@ -171,25 +171,28 @@ class _Child:
             n = os.write(self.to_fd, view)
             view = view[n:]
 
-    def read_line(self, timeout=None):
-        """One answer line, None when the child closed its end, or False
-        when timeout (seconds) passed first."""
-        while True:
-            i = self.buf.find(b"\n")
-            if i >= 0:
-                line = bytes(self.buf[:i])
-                del self.buf[:i + 1]
-                return line
+    def line(self):
+        """A complete answer line from the buffer, else None."""
+        i = self.buf.find(b"\n")
+        if i < 0:
             if len(self.buf) > REPLY_MAX:
                 raise ValueError("answer line over %d bytes" % REPLY_MAX)
-            if timeout is not None:
-                r, _, _ = select.select([self.from_fd], [], [], timeout)
-                if not r:
-                    return False
-            data = os.read(self.from_fd, READ_CHUNK)
-            if not data:
-                return None
-            self.buf += data
+            return None
+        line = bytes(self.buf[:i])
+        del self.buf[:i + 1]
+        return line
+
+    def wait(self, timeout):
+        """Whether the answer pipe is readable within timeout (None: no
+        bound). The only place an interrupt (KeyboardInterrupt) is taken."""
+        r, _, _ = select.select([self.from_fd], [], [], timeout)
+        return bool(r)
+
+    def fill(self):
+        """Read what the pipe has; False at its end (the child is gone)."""
+        data = os.read(self.from_fd, READ_CHUNK)
+        self.buf += data
+        return bool(data)
 
 
 class _Bash(_Child):
@@ -285,28 +288,31 @@ def run(kernel, lang, src, cell):
         try:
             child.send(child.request(src, cell))
         except OSError:
-            pass                       # it died: read_line sees the end
-        kernel.in_user = True
+            pass                       # it died: fill() sees the end
         signalled = None               # pids sent SIGINT, once interrupted
-        if kernel.pending_int:         # it came while in_user was still False
-            kernel.pending_int = False
-            kernel.in_user = False
-            signalled = set()
-            child.interrupt(signalled)
-            kernel.in_user = True
         while True:
-            try:
-                line = child.read_line(None if signalled is None else REINTERRUPT_S)
-                if line is not False:
-                    break
-                kernel.in_user = False
-                child.interrupt(signalled)
+            # in_user only in wait(): an interrupt never cuts a read short.
+            # One that came outside it (kernel.pending_int) counts the same.
+            ready = False
+            if not kernel.pending_int:
                 kernel.in_user = True
-            except KeyboardInterrupt:
-                kernel.in_user = False
+                try:
+                    ready = child.wait(None if signalled is None else REINTERRUPT_S)
+                    kernel.in_user = False
+                except KeyboardInterrupt:
+                    kernel.in_user = False
+                    kernel.pending_int = True
+            if kernel.pending_int or (signalled is not None and not ready):
+                kernel.pending_int = False
                 signalled = signalled if signalled is not None else set()
                 child.interrupt(signalled)
-                kernel.in_user = True
+            if ready:
+                if not child.fill():
+                    line = None
+                    break
+                line = child.line()
+                if line is not None:
+                    break
     except (OSError, ValueError) as e:
         kernel.in_user = False
         child.close()
