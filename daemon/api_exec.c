@@ -134,8 +134,9 @@ static void exec_admitted(struct call *c, void *arg)
 	struct exec_request *xr = arg;
 	struct err *e = NULL;
 	c->op_start_us = clock_mono_us();
-	int rc = manager_exec(c->api->mgr, c->id, c->tenant, xr->code, xr->len, xr->timeout_s,
-			      c->stream ? exec_event_cb : NULL, exec_done_cb, c, &e);
+	int rc =
+	    manager_exec_lang(c->api->mgr, c->id, c->tenant, xr->language, xr->code, xr->len,
+			      xr->timeout_s, c->stream ? exec_event_cb : NULL, exec_done_cb, c, &e);
 	xr_free(xr);
 	if (rc == 0) {
 		if (c->stream)

@@ -386,6 +386,29 @@ static bool has_nul_escape(const char *text, size_t len)
 	return false;
 }
 
+const char *const exec_languages[] = {"python", "javascript", "bash", NULL};
+
+/* The body's "language", if any: one of exec_languages; *out stays NULL
+ * for Python (the kernel's own path, whose frame does not name it). */
+static int take_language(yajl_val v, const char **out, struct err **errp)
+{
+	yajl_val j = member(v, "language");
+	if (j == NULL)
+		return 0;
+	if (!YAJL_IS_STRING(j))
+		return err_set(errp, ERR_BAD_REQUEST,
+			       "language: expected a string (python, javascript or bash), got %s",
+			       json_type_name(j));
+	for (size_t i = 0; exec_languages[i]; i++) {
+		if (strcmp(j->u.string, exec_languages[i]) == 0) {
+			*out = i == 0 ? NULL : exec_languages[i];
+			return 0;
+		}
+	}
+	return err_set(errp, ERR_BAD_REQUEST,
+		       "language: '%.32s' is not one of python, javascript, bash", j->u.string);
+}
+
 int api_parse_exec_request(const char *body, size_t len, bool oneshot, struct exec_request *r,
 			   struct err **errp)
 {
@@ -404,12 +427,15 @@ int api_parse_exec_request(const char *body, size_t len, bool oneshot, struct ex
 	}
 	for (size_t i = 0; i < v->u.object.len; i++) {
 		const char *k = v->u.object.keys[i];
-		if (strcmp(k, "code") && strcmp(k, "timeout_s") && strcmp(k, extra)) {
+		if (strcmp(k, "code") && strcmp(k, "timeout_s") && strcmp(k, extra) &&
+		    strcmp(k, "language")) {
 			err_set(errp, ERR_BAD_REQUEST, "unknown field '%.64s'", k);
 			goto fail;
 		}
 	}
 	if (take_code(v, &r->code, &r->len, errp) < 0)
+		goto fail;
+	if (take_language(v, &r->language, errp) < 0)
 		goto fail;
 	yajl_val jt = member(v, "timeout_s");
 	if (jt) {

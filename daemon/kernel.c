@@ -639,8 +639,9 @@ static int conn_send(struct kernel_conn *c, const char *hdr, size_t hlen, const 
 	return 0;
 }
 
-int kernel_link_send_exec(struct kernel_link *link, uint64_t id, const char *code, size_t len,
-			  size_t output_cap, size_t files_cap, struct err **errp)
+int kernel_link_send_exec(struct kernel_link *link, uint64_t id, const char *language,
+			  const char *code, size_t len, size_t output_cap, size_t files_cap,
+			  struct err **errp)
 {
 	if (link->kernel == NULL)
 		return err_set(errp, ERR_UNAVAILABLE, "the kernel is not connected");
@@ -650,8 +651,10 @@ int kernel_link_send_exec(struct kernel_link *link, uint64_t id, const char *cod
 	char hdr[256];
 	int n = snprintf(hdr, sizeof(hdr),
 			 "{\"t\":\"exec\",\"id\":%llu,\"stdout_cap\":%zu,\"stderr_cap\":%zu,"
-			 "\"files_cap\":%zu}",
-			 (unsigned long long)id, output_cap, output_cap, files_cap);
+			 "\"files_cap\":%zu%s%.16s%s}",
+			 (unsigned long long)id, output_cap, output_cap, files_cap,
+			 language ? ",\"language\":\"" : "", language ? language : "",
+			 language ? "\"" : "");
 	return conn_send(link->kernel, hdr, (size_t)n, code, len);
 }
 

@@ -71,9 +71,11 @@ void kernel_link_close(struct kernel_link *link);
 bool kernel_link_kernel_connected(const struct kernel_link *link);
 bool kernel_link_supervisor_connected(const struct kernel_link *link);
 
-/* Send an exec frame (code in the body). */
-int kernel_link_send_exec(struct kernel_link *link, uint64_t id, const char *code, size_t len,
-			  size_t output_cap, size_t files_cap, struct err **errp);
+/* Send an exec frame (code in the body); language NULL (Python) leaves the
+ * frame's "language" out, else names it (a plain word: written as is). */
+int kernel_link_send_exec(struct kernel_link *link, uint64_t id, const char *language,
+			  const char *code, size_t len, size_t output_cap, size_t files_cap,
+			  struct err **errp);
 
 /* Send a frame to the supervisor. */
 int kernel_link_send_supervisor(struct kernel_link *link, const char *header, size_t hlen,

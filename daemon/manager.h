@@ -107,6 +107,12 @@ void manager_explain_missing(struct manager *m, const char *id, const char *tena
 int manager_exec(struct manager *m, const char *id, const char *tenant, const char *code,
 		 size_t len, int64_t timeout_s, manager_event_cb on_event, manager_exec_cb cb,
 		 void *arg, struct err **errp);
+/* manager_exec in another language than Python: language is one of
+ * exec_languages (a static string, kept as is) or NULL for Python. The
+ * kernel bridges it to a child process it keeps (docs/protocol.md). */
+int manager_exec_lang(struct manager *m, const char *id, const char *tenant, const char *language,
+		      const char *code, size_t len, int64_t timeout_s, manager_event_cb on_event,
+		      manager_exec_cb cb, void *arg, struct err **errp);
 
 /* Interrupt the execution running in session id (the client's, like
  * Ctrl-C): SIGINT to the kernel, SIGKILL after the kill grace if the code
@@ -128,7 +134,12 @@ struct exec_request {
 	int64_t timeout_s; /* 0: the session's exec_timeout_s */
 	bool stream;       /* POST /v1/sessions/{id}/exec only: NDJSON events */
 	char *image;       /* one-shot only: NULL = the default image */
+	/* One of exec_languages (static, not owned); NULL: Python. */
+	const char *language;
 };
+/* The languages an execution may name, NULL-terminated; the first,
+ * "python", is the default (api_requests.c). */
+extern const char *const exec_languages[];
 typedef void (*manager_oneshot_cb)(const struct exec_result *r, const struct err *e, bool created,
 				   void *arg);
 int manager_oneshot(struct manager *m, const char *tenant, const struct exec_request *req,

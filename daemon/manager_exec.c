@@ -20,6 +20,7 @@ struct exec_op {
 	uint64_t id;
 	char *code;
 	size_t len;
+	const char *language; /* static (exec_languages); NULL: Python */
 	bool sent;
 	bool timed_out;   /* the deadline passed and SIGINT was sent */
 	bool interrupted; /* ... or the client asked (manager_interrupt) */
@@ -111,7 +112,7 @@ void exec_on_kernel_up(struct msession *ms)
 	if (op == NULL || op->sent)
 		return;
 	struct err *e = NULL;
-	if (kernel_link_send_exec(ms->link, op->id, op->code, op->len,
+	if (kernel_link_send_exec(ms->link, op->id, op->language, op->code, op->len,
 				  (size_t)ms->m->cfg->output_cap_bytes, EXEC_MAX_FILES, &e) < 0) {
 		exec_finish(op, e);
 		err_free(e);
@@ -258,6 +259,14 @@ int manager_exec(struct manager *m, const char *id, const char *tenant, const ch
 		 size_t len, int64_t timeout_s, manager_event_cb on_event, manager_exec_cb cb,
 		 void *arg, struct err **errp)
 {
+	return manager_exec_lang(m, id, tenant, NULL, code, len, timeout_s, on_event, cb, arg,
+				 errp);
+}
+
+int manager_exec_lang(struct manager *m, const char *id, const char *tenant, const char *language,
+		      const char *code, size_t len, int64_t timeout_s, manager_event_cb on_event,
+		      manager_exec_cb cb, void *arg, struct err **errp)
+{
 	struct msession *ms = live_session(m, id, tenant, errp);
 	if (ms == NULL)
 		return -1;
@@ -267,11 +276,18 @@ int manager_exec(struct manager *m, const char *id, const char *tenant, const ch
 	int64_t cap = ms->s->limits.exec_timeout_s;
 	if (timeout_s <= 0 || timeout_s > cap)
 		timeout_s = cap;
-	return exec_start(ms, code, len, timeout_s, on_event, cb, arg, errp);
+	return exec_start_lang(ms, language, code, len, timeout_s, on_event, cb, arg, errp);
 }
 
 int exec_start(struct msession *ms, const char *code, size_t len, int64_t timeout_s,
 	       manager_event_cb on_event, manager_exec_cb cb, void *arg, struct err **errp)
+{
+	return exec_start_lang(ms, NULL, code, len, timeout_s, on_event, cb, arg, errp);
+}
+
+int exec_start_lang(struct msession *ms, const char *language, const char *code, size_t len,
+		    int64_t timeout_s, manager_event_cb on_event, manager_exec_cb cb, void *arg,
+		    struct err **errp)
 {
 	struct manager *m = ms->m;
 	if (session_check_exec(ms->s, errp) < 0)
@@ -284,6 +300,7 @@ int exec_start(struct msession *ms, const char *code, size_t len, int64_t timeou
 	op->id = ++ms->next_exec_id;
 	op->code = xstrndup(code, len);
 	op->len = len;
+	op->language = language;
 	op->timeout_s = timeout_s;
 	op->start_us = clock_mono_us();
 	op->result = exec_result_new((size_t)m->cfg->output_cap_bytes);
@@ -292,7 +309,7 @@ int exec_start(struct msession *ms, const char *code, size_t len, int64_t timeou
 	op->arg = arg;
 	op->deadline = evtimer_new(m->base, exec_deadline_cb, op);
 	if (kernel_link_kernel_connected(ms->link)) {
-		if (kernel_link_send_exec(ms->link, op->id, op->code, op->len,
+		if (kernel_link_send_exec(ms->link, op->id, op->language, op->code, op->len,
 					  (size_t)m->cfg->output_cap_bytes, EXEC_MAX_FILES,
 					  errp) < 0) {
 			op_free(op);

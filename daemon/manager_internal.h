@@ -178,6 +178,10 @@ void exec_abort_at_exit(struct exec_op *op);
  * decided it), for manager_exec and the install flow. */
 int exec_start(struct msession *ms, const char *code, size_t len, int64_t timeout_s,
 	       manager_event_cb on_event, manager_exec_cb cb, void *arg, struct err **errp);
+/* exec_start in language (static; NULL: Python). */
+int exec_start_lang(struct msession *ms, const char *language, const char *code, size_t len,
+		    int64_t timeout_s, manager_event_cb on_event, manager_exec_cb cb, void *arg,
+		    struct err **errp);
 
 /* manager_install.c: the install window (install.h) */
 /* The allowlist the proxy applies to ms now: its own, plus the index's

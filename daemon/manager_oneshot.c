@@ -18,6 +18,7 @@ struct oneshot {
 	char *code;
 	size_t len;
 	int64_t timeout_s;
+	const char *language; /* static (exec_languages); NULL: Python */
 	/* What the answer will be, kept until the session is gone: manager_exec
 	 * lends its result only for the length of its callback. */
 	struct exec_result *result;
@@ -74,8 +75,8 @@ static void oneshot_created(const struct session *s, const struct err *e, void *
 		return;
 	}
 	memcpy(o->id, s->id, sizeof(o->id));
-	if (manager_exec(o->m, o->id, o->tenant, o->code, o->len, o->timeout_s, NULL,
-			 oneshot_exec_done, o, &o->error) < 0)
+	if (manager_exec_lang(o->m, o->id, o->tenant, o->language, o->code, o->len, o->timeout_s,
+			      NULL, oneshot_exec_done, o, &o->error) < 0)
 		oneshot_finish(o);
 }
 
@@ -93,6 +94,7 @@ int manager_oneshot(struct manager *m, const char *tenant, const struct exec_req
 	o->code = xstrndup(req->code, req->len);
 	o->len = req->len;
 	o->timeout_s = req->timeout_s;
+	o->language = req->language;
 	o->cb = cb;
 	o->arg = arg;
 	if (manager_create(m, &sr, o->tenant, oneshot_created, o, errp) < 0) {

@@ -249,6 +249,49 @@ TEST(exec_request_refuses_a_nul_in_the_code)
 	}
 }
 
+TEST(exec_request_language)
+{
+	/* Python is the default and is never named to the kernel (its frame
+	 * stays as it was); the others are kept as the static names. */
+	static const struct {
+		const char *body;
+		const char *want;
+	} good[] = {
+	    {"{\"code\": \"1\"}", NULL},
+	    {"{\"code\": \"1\", \"language\": \"python\"}", NULL},
+	    {"{\"code\": \"1\", \"language\": \"javascript\"}", "javascript"},
+	    {"{\"code\": \"ls\", \"language\": \"bash\"}", "bash"},
+	    {"{\"code\": \"1\", \"language\": null}", NULL}, /* null: the default */
+	};
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		struct exec_request r;
+		struct err *e = NULL;
+		CHECK(api_parse_exec_request(good[i].body, strlen(good[i].body), i % 2, &r, &e) ==
+		      0);
+		CHECK(e == NULL);
+		if (good[i].want)
+			CHECK(r.language && strcmp(r.language, good[i].want) == 0);
+		else
+			CHECK(r.language == NULL);
+		exec_request_release(&r);
+	}
+	static const char *const bad[] = {
+	    "{\"code\": \"1\", \"language\": \"cobol\"}",
+	    "{\"code\": \"1\", \"language\": \"Python\"}",
+	    "{\"code\": \"1\", \"language\": \"\"}",
+	    "{\"code\": \"1\", \"language\": 3}",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct exec_request r;
+		struct err *e = NULL;
+		CHECK(api_parse_exec_request(bad[i], strlen(bad[i]), false, &r, &e) < 0);
+		CHECK(e && e->code == ERR_BAD_REQUEST && strstr(e->message, "language") &&
+		      strstr(e->message, "javascript") && strstr(e->message, "bash"));
+		err_free(e);
+		exec_request_release(&r);
+	}
+}
+
 TEST(session_durable_fields)
 {
 	struct err *e = NULL;

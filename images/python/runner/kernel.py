@@ -51,7 +51,7 @@ _THIS_FILE = (lambda: 0).__code__.co_filename
 _RUNNER_DIR = os.path.dirname(_THIS_FILE)
 _RUNNER_FILES = frozenset(os.path.join(_RUNNER_DIR, n)
                           for n in ("kernel.py", "ci_display.py", "supervisor.py", "ci_frame.py",
-                                    "ci_format.py", "ci_magics.py"))
+                                    "ci_format.py", "ci_magics.py", "ci_lang.py"))
 try:
     _c_fflush = ctypes.CDLL(None).fflush      # C stdio buffers (printf in extensions)
     _c_fflush.argtypes = (ctypes.c_void_p,)
@@ -810,13 +810,18 @@ class Kernel:
             src = body.decode("utf-8")
         except UnicodeDecodeError:
             src = body.decode("utf-8", "replace")
-        linecache.cache[fname] = (len(src), None, src.splitlines(True), fname)
-        if ("%" in src or "!" in src) and _ESCAPE.search(src) is not None:
-            try:
-                src = _magics().transform(src)
-            except Exception:          # left as is: compile says what is wrong
-                pass
-        status, result, error = self._run(src, fname)
+        lang = h.get("language")
+        if lang is None or lang == "python":
+            linecache.cache[fname] = (len(src), None, src.splitlines(True), fname)
+            if ("%" in src or "!" in src) and _ESCAPE.search(src) is not None:
+                try:
+                    src = _magics().transform(src)
+                except Exception:      # left as is: compile says what is wrong
+                    pass
+            status, result, error = self._run(src, fname)
+        else:                          # another language: a child of ours runs it
+            import ci_lang
+            status, result, error = ci_lang.run(self, lang, src, fname)
         if os.getpid() != self.pid:
             self._forked_exit(status, error)
 
