@@ -148,9 +148,15 @@ recipe() {
     } | sha256sum | cut -d' ' -f1
 }
 RECIPE="$(recipe)"
+PACKAGES="$(packages | paste -sd, -)"
+[ -n "$PACKAGES" ] || die "the package lists name no packages"
+case ",$PACKAGES," in
+    *,python3,*) ;;
+    *) die "the package lists drop python3: the runner needs it" ;;
+esac
 if [ "$PRINT" = 1 ]; then
     printf 'tag %s\nname %s\nsuite %s\nrecipe %s\npackages %s\n' "$TAG" "$NAME" "$SUITE" "$RECIPE" \
-        "$(packages | paste -sd' ' -)"
+        "$(printf '%s' "$PACKAGES" | tr , ' ')"
     exit 0
 fi
 
@@ -229,12 +235,6 @@ case "$MIRROR" in
     *) die "unsupported mirror URI '$MIRROR' (need http://, https:// or file:/)" ;;
 esac
 
-PACKAGES="$(packages | paste -sd, -)"
-[ -n "$PACKAGES" ] || die "the package lists name no packages"
-case ",$PACKAGES," in
-    *,python3,*) ;;
-    *) die "the package lists drop python3: the runner needs it" ;;
-esac
 
 # ------------------------------------------------------------ work dir
 WORK=""
