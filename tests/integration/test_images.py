@@ -55,7 +55,7 @@ def import_image(tag, labels):
         pass
     cmd = ["docker", "import"]
     for k, v in labels.items():
-        cmd += ["--change", "LABEL %s=%s" % (k, v)]
+        cmd += ["--change", "LABEL %s=%s" % (k, json.dumps(v))]
     out = subprocess.run(cmd + ["-", tag], input=tar.getvalue(), capture_output=True,
                          timeout=120)
     assert out.returncode == 0, out.stderr
@@ -224,11 +224,20 @@ def test_docs_commands_work_without_building(tmp_path):
     with --print: what would be built, nothing built), and the profile the
     doc walks through merges its list as the doc says."""
     text, cmds = doc_commands()
-    assert len(cmds) >= 3, cmds
+    assert len(cmds) >= 5, cmds
+    # The doc's own profile, "mine", made as the doc says, in a scratch dir.
+    doc_mine = tmp_path / "doc" / "mine"
+    (doc_mine / "files" / "opt" / "ci").mkdir(parents=True)
+    listed = re.search(r"printf '([^']*)' > images/python/profiles/mine/packages.txt", text)
+    assert listed, "the doc's packages.txt step"
+    (doc_mine / "packages.txt").write_text(listed.group(1).replace("\\n", "\n"))
     for cmd in cmds:
-        args = cmd.split()[1:]
+        args = [str(doc_mine) if a == "images/python/profiles/mine" else a
+                for a in cmd.split()[1:]]
         info = run_print(args)
         assert info["packages"][0] == "python3"
+        if str(doc_mine) in args:
+            assert info["name"] == "mine" and "python3-geopandas" in info["packages"]
     # The default, the trixie profile, and the example profile.
     base = run_print([])
     assert base["name"] == "python" and base["suite"] == "bookworm"
