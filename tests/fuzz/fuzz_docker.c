@@ -28,9 +28,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	docker_json_list_free(l);
 	free(docker_json_error_message(body, size));
 	struct docker_json_image *im = docker_json_image_info(body, size);
-	const struct docker_image_info *info = docker_json_image_get(im);
-	for (size_t i = 0; info && i < info->n_packages; i++)
-		if (info->packages[i].name == NULL || info->packages[i].version == NULL)
+	const struct docker_image_info *ii = docker_json_image_get(im);
+	for (size_t i = 0; ii && i < ii->n_packages; i++)
+		if (ii->packages[i].name == NULL || ii->packages[i].version == NULL)
 			__builtin_trap();
 	docker_json_image_free(im);
 	return 0;
