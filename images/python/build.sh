@@ -313,6 +313,8 @@ fi
 # What dpkg installed, recorded inside the image (for the sandbox's code and
 # for a person reading it) and in the labels (for GET /v1/images, which reads
 # them through the engine without starting a container).
+# (setup-rootfs.sh emptied /tmp: the merged list goes in again)
+packages >"$ROOTFS/tmp/packages.txt"
 cat >"$ROOTFS/tmp/record.py" <<'RECORD'
 import json, platform, subprocess, sys
 suite, name, recipe = sys.argv[1:4]
