@@ -118,5 +118,7 @@ find /usr/share/doc -mindepth 1 ! -type d ! -name copyright -delete
 find /usr/share/doc -mindepth 1 -type d -empty -delete
 find /usr/share/locale -mindepth 1 -maxdepth 1 -type d -exec rm -rf {} +
 find /var/log -type f -delete
-find /usr/lib/python3/dist-packages -mindepth 2 -type d -name tests -prune -exec rm -rf {} +
+# (bottleneck's __init__ imports bottleneck.tests.util: that one stays)
+find /usr/lib/python3/dist-packages -mindepth 2 -type d -name tests \
+    ! -path /usr/lib/python3/dist-packages/bottleneck/tests -prune -exec rm -rf {} +
 rm -rf /tmp/* /var/tmp/* /root/.cache
