@@ -51,7 +51,7 @@ DAEMON_LIB_SRCS := daemon/log.c daemon/config.c \
 	daemon/quota.c daemon/store_quota.c daemon/fdbudget.c daemon/listen_guard.c daemon/api_route.c daemon/api.c daemon/api_probes.c \
 	daemon/api_sessions.c daemon/api_exec.c daemon/api_files.c daemon/api_events.c \
 	daemon/apikey.c daemon/apikey_cache.c daemon/store_keys.c daemon/api_auth.c daemon/api_keys.c \
-	daemon/api_version.c daemon/tls.c \
+	daemon/api_version.c daemon/api_images.c daemon/tls.c \
 	daemon/audit.c daemon/store_audit.c daemon/api_audit.c \
 	daemon/api_access.c daemon/metrics_hist.c daemon/metrics.c \
 	daemon/api_quota.c daemon/api_quota_gate.c \

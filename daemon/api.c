@@ -27,6 +27,7 @@ const struct api_route api_routes[] = {
     {"GET", "/version", api_version_get, API_AUTH_NONE},
     /* Per-tenant usage is on it: the operator's, not a tenant's. */
     {"GET", "/metrics", api_probes_metrics, API_AUTH_ADMIN},
+    {"GET", "/v1/images/?", api_images_list, API_AUTH_TENANT},
     {"GET", "/v1/sessions/?", api_sessions_list, API_AUTH_TENANT},
     {"POST", "/v1/sessions/?", api_sessions_create, API_AUTH_TENANT},
     {"GET", "/v1/sessions/{id}/?", api_sessions_get, API_AUTH_TENANT},
@@ -366,6 +367,7 @@ void http_api_free(struct http_api *api)
 	api_audit_stop(api);
 	api_waits_stop(api);
 	api_quota_stop(api);
+	api_images_stop(api);
 	manager_set_listener(api->mgr, NULL, NULL);
 	api_probes_stop(api);
 	http_server_free(api->srv);

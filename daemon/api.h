@@ -24,6 +24,7 @@
 #include "store_quota.h"
 #include "http_server.h"
 
+struct api_images;
 struct api_keyring;
 struct audit;
 struct api_audit_code;
@@ -77,6 +78,7 @@ struct http_api {
 	LIST_HEAD(, api_run_call) run_calls;        /* calls waiting on runs (api_runs.c) */
 	struct webhook *webhook;     /* the review webhook (webhook.h), for /metrics; may be NULL */
 	struct snapshots *snapshots; /* the snapshot engine (snapshot.h); NULL: off */
+	struct api_images *images;   /* GET /v1/images's cache (api_images.c); NULL until asked */
 };
 
 /* One request being served, carried through its async steps. */
@@ -211,6 +213,11 @@ void api_probes_start(struct http_api *api);
 void api_probes_stop(struct http_api *api);
 
 void api_version_get(struct call *c);
+
+/* api_images.c: GET /v1/images (the profiles and what their images say of
+ * themselves, cached); stop answers its waiting calls 503 and frees it. */
+void api_images_list(struct call *c);
+void api_images_stop(struct http_api *api);
 
 void api_sessions_list(struct call *c);
 void api_sessions_create(struct call *c);

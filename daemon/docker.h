@@ -181,4 +181,36 @@ struct docker_call *docker_network_inspect(struct docker *d, const char *name, d
 struct docker_call *docker_network_remove(struct docker *d, const char *name, docker_done_cb cb,
 					  void *arg);
 
+/* ---- images ---- */
+
+/* One package of an image's ci.packages label ("NAME=VERSION,..."). */
+struct docker_package {
+	const char *name, *version;
+};
+
+#define DOCKER_IMAGE_MAX_PACKAGES 1024
+
+/* What an image says of itself: the engine's id, creation time and size,
+ * and the ci.* labels images/python/build.sh writes (NULL when the image
+ * lacks one). packages is ci.packages parsed (entries that are not a sane
+ * Debian name and version skipped, at most DOCKER_IMAGE_MAX_PACKAGES);
+ * has_packages says whether the label was there at all. Borrowed for the
+ * callback. */
+struct docker_image_info {
+	const char *id;
+	const char *created; /* as the engine says it (RFC 3339) */
+	int64_t size;
+	const char *recipe, *profile, *protocol, *suite, *debian, *python;
+	const struct docker_package *packages;
+	size_t n_packages;
+	bool has_packages;
+};
+
+/* GET /images/{ref}/json. An image the engine does not have answers status
+ * 404 (and an error); info is NULL unless the call succeeded. */
+typedef void (*docker_image_cb)(const struct docker_result *r, const struct docker_image_info *info,
+				void *arg);
+struct docker_call *docker_image_inspect(struct docker *d, const char *ref, docker_image_cb cb,
+					 void *arg);
+
 #endif

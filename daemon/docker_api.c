@@ -31,6 +31,7 @@ struct call_ctx {
 		docker_inspect_cb inspect;
 		docker_list_cb list;
 		docker_network_cb network;
+		docker_image_cb image;
 	} cb;
 	void *arg;
 	char *network;           /* inspect: the network whose address is wanted */
@@ -241,4 +242,34 @@ struct docker_call *docker_network_remove(struct docker *d, const char *name, do
 	char path[256];
 	snprintf(path, sizeof(path), "/networks/%s", name);
 	return simple_call(d, "DELETE", path, NULL, 0, "remove network", 204, 404, cb, arg);
+}
+
+/* ---- images ---- */
+
+static void image_response(const struct docker_response *resp, bool cancelled, void *p)
+{
+	struct call_ctx *c = p;
+	if (cancelled)
+		return;
+	struct err *e = result_error(c, resp);
+	struct docker_json_image *im = NULL;
+	if (e == NULL && (im = docker_json_image_info(resp->body, resp->len)) == NULL)
+		e = err_new(ERR_UNAVAILABLE, "%s: a malformed answer", c->what);
+	struct docker_result r = {.error = e, .status = resp->status};
+	c->cb.image(&r, docker_json_image_get(im), c->arg);
+	docker_json_image_free(im);
+	err_free(e);
+}
+
+struct docker_call *docker_image_inspect(struct docker *d, const char *ref, docker_image_cb cb,
+					 void *arg)
+{
+	char enc[768], path[1024];
+	/* An empty or huge reference: the engine answers it (404 or 400). */
+	if (docker_json_image_ref(ref, enc, sizeof(enc)) < 0)
+		snprintf(enc, sizeof(enc), "%%00");
+	snprintf(path, sizeof(path), "/images/%s/json", enc);
+	struct call_ctx *c = ctx_new(d, "inspect image", arg, 200, 200);
+	c->cb.image = cb;
+	return docker_call_start(d, "GET", path, NULL, 0, image_response, c, ctx_free);
 }

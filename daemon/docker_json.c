@@ -3,6 +3,7 @@
  * answer of the engine is read as outside input. */
 #include "docker_json.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -277,4 +278,144 @@ char *docker_json_error_message(const char *body, size_t len)
 	if (v)
 		yajl_tree_free(v);
 	return out;
+}
+
+/* ---- images ---- */
+
+struct docker_json_image {
+	yajl_val tree;
+	char *packages_text; /* a copy of ci.packages, cut in place */
+	struct docker_package *packages;
+	struct docker_image_info info;
+};
+
+/* A Debian package name: [a-z0-9][a-z0-9+.-]+ (policy 5.6.1), capped. */
+static bool image_pkg_name_ok(const char *s)
+{
+	size_t n = strlen(s);
+	if (n < 2 || n > 128 || !((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= '0' && s[0] <= '9')))
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '+' ||
+		      s[i] == '-' || s[i] == '.'))
+			return false;
+	return true;
+}
+
+/* A Debian version: [A-Za-z0-9.+~:-], starting with a digit (policy 5.6.12). */
+static bool image_pkg_version_ok(const char *s)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n > 128 || !(s[0] >= '0' && s[0] <= '9'))
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+		      (s[i] >= '0' && s[i] <= '9') || strchr(".+~:-", s[i])))
+			return false;
+	return true;
+}
+
+/* "NAME=VERSION,NAME=VERSION": cut text in place into im->packages. */
+static void image_parse_packages(struct docker_json_image *im, const char *label)
+{
+	im->packages_text = xstrdup(label);
+	size_t cap = 1;
+	for (const char *p = label; *p; p++)
+		cap += *p == ',';
+	if (cap > DOCKER_IMAGE_MAX_PACKAGES)
+		cap = DOCKER_IMAGE_MAX_PACKAGES;
+	im->packages = xcalloc(cap, sizeof(*im->packages));
+	size_t n = 0;
+	char *save = NULL;
+	for (char *tok = strtok_r(im->packages_text, ",", &save); tok && n < cap;
+	     tok = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(tok, '=');
+		if (eq == NULL)
+			continue;
+		*eq = '\0';
+		if (!image_pkg_name_ok(tok) || !image_pkg_version_ok(eq + 1))
+			continue;
+		im->packages[n].name = tok;
+		im->packages[n].version = eq + 1;
+		n++;
+	}
+	im->info.packages = im->packages;
+	im->info.n_packages = n;
+	im->info.has_packages = true;
+}
+
+struct docker_json_image *docker_json_image_info(const char *body, size_t len)
+{
+	struct err *e = NULL;
+	yajl_val v = json_parse(body, len, &e);
+	err_free(e);
+	const char *id = json_get_str(v, "Id");
+	if (v == NULL || !YAJL_IS_OBJECT(v) || id == NULL || id[0] == '\0' ||
+	    strlen(id) > DOCKER_ID_MAX) {
+		if (v)
+			yajl_tree_free(v);
+		return NULL;
+	}
+	struct docker_json_image *im = xcalloc(1, sizeof(*im));
+	im->tree = v;
+	im->info.id = id;
+	im->info.created = json_get_str(v, "Created");
+	if (!json_get_int(v, "Size", &im->info.size) || im->info.size < 0)
+		im->info.size = -1;
+	yajl_val labels = json_get(json_get(v, "Config"), "Labels");
+	static const struct {
+		const char *key;
+		size_t offset;
+	} wanted[] = {
+	    {"ci.recipe", offsetof(struct docker_image_info, recipe)},
+	    {"ci.image", offsetof(struct docker_image_info, profile)},
+	    {"ci.protocol", offsetof(struct docker_image_info, protocol)},
+	    {"ci.suite", offsetof(struct docker_image_info, suite)},
+	    {"ci.debian", offsetof(struct docker_image_info, debian)},
+	    {"ci.python", offsetof(struct docker_image_info, python)},
+	};
+	for (size_t i = 0; i < sizeof(wanted) / sizeof(wanted[0]); i++) {
+		const char *val = json_get_str(labels, wanted[i].key);
+		/* A label is a short token; a long one is not build.sh's. */
+		if (val && strlen(val) <= 256)
+			*(const char **)((char *)&im->info + wanted[i].offset) = val;
+	}
+	const char *pk = json_get_str(labels, "ci.packages");
+	if (pk)
+		image_parse_packages(im, pk);
+	return im;
+}
+
+const struct docker_image_info *docker_json_image_get(const struct docker_json_image *im)
+{
+	return im ? &im->info : NULL;
+}
+
+void docker_json_image_free(struct docker_json_image *im)
+{
+	if (im == NULL)
+		return;
+	yajl_tree_free(im->tree);
+	free(im->packages_text);
+	free(im->packages);
+	free(im);
+}
+
+int docker_json_image_ref(const char *ref, char *out, size_t size)
+{
+	size_t o = 0;
+	if (ref == NULL || ref[0] == '\0' || size == 0)
+		return -1;
+	for (const unsigned char *p = (const unsigned char *)ref; *p; p++) {
+		bool plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+			     (*p >= '0' && *p <= '9') || strchr("._/:@-", *p);
+		if (o + (plain ? 1 : 3) >= size)
+			return -1;
+		if (plain)
+			out[o++] = (char)*p;
+		else
+			o += (size_t)snprintf(out + o, size - o, "%%%02X", *p);
+	}
+	out[o] = '\0';
+	return 0;
 }

@@ -33,4 +33,16 @@ void docker_json_list_free(struct docker_json_list *l);
 /* The "message" of an error answer (at most 300 bytes), or NULL. Caller frees. */
 char *docker_json_error_message(const char *body, size_t len);
 
+/* An image's inspect answer; its strings live as long as it. NULL when the
+ * body is not an image (an object with an Id). */
+struct docker_json_image;
+struct docker_json_image *docker_json_image_info(const char *body, size_t len);
+const struct docker_image_info *docker_json_image_get(const struct docker_json_image *im);
+void docker_json_image_free(struct docker_json_image *im);
+
+/* The percent-encoded image reference for a path ("ci/python:latest" stays
+ * as it is; anything outside [A-Za-z0-9._/:@-] is encoded); -1 when it does
+ * not fit size or is empty. */
+int docker_json_image_ref(const char *ref, char *out, size_t size);
+
 #endif

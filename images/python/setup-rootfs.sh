@@ -118,5 +118,10 @@ find /usr/share/doc -mindepth 1 ! -type d ! -name copyright -delete
 find /usr/share/doc -mindepth 1 -type d -empty -delete
 find /usr/share/locale -mindepth 1 -maxdepth 1 -type d -exec rm -rf {} +
 find /var/log -type f -delete
-find /usr/lib/python3/dist-packages -mindepth 2 -type d -name tests -prune -exec rm -rf {} +
+# (two are imported by the packages themselves and stay: bottleneck's
+# __init__ imports bottleneck.tests.util, numpy 2's numpy.testing
+# numpy._core.tests._natype)
+find /usr/lib/python3/dist-packages -mindepth 2 -type d -name tests \
+    ! -path /usr/lib/python3/dist-packages/bottleneck/tests \
+    ! -path /usr/lib/python3/dist-packages/numpy/_core/tests -prune -exec rm -rf {} +
 rm -rf /tmp/* /var/tmp/* /root/.cache

@@ -1,5 +1,6 @@
 /* fuzz_docker.c: the engine's answers, read as outside input: a container's
- * state, a container list, a network, a created id, an error message. */
+ * state, a container list, a network, a created id, an error message, an
+ * image (its labels, ci.packages parsed). */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -26,5 +27,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			__builtin_trap(); /* every listed container has an id */
 	docker_json_list_free(l);
 	free(docker_json_error_message(body, size));
+	struct docker_json_image *im = docker_json_image_info(body, size);
+	const struct docker_image_info *ii = docker_json_image_get(im);
+	for (size_t i = 0; ii && i < ii->n_packages; i++)
+		if (ii->packages[i].name == NULL || ii->packages[i].version == NULL)
+			__builtin_trap();
+	docker_json_image_free(im);
 	return 0;
 }

@@ -153,13 +153,13 @@ def test_rule_names_the_near_miss_file(fd):
 
 
 def test_a_missing_module_is_hopeless_and_skipped_at_once(fd, llm):
-    llm.add("module", ["import sklearn"])
-    doc = post_run(fd.api, None, {"code": "import sklearn\nsklearn.__version__",
+    llm.add("module", ["import cv2"])  # not in the image (scikit-learn is)
+    doc = post_run(fd.api, None, {"code": "import cv2\ncv2.__version__",
                                   "fixer": fixer(llm, "module")})
     assert doc["status"] == "skipped", doc
     assert len(doc["attempts"]) == 1 and doc["failure"]["class"] == "module_unavailable"
     assert "module_unavailable" in doc["failure"]["reason"]
-    assert "scikit-learn" in doc["degraded"]["handoff"]["packages"]
+    assert "opencv-python" in doc["degraded"]["handoff"]["packages"]
     assert requests_for(llm, "module") == []
 
 

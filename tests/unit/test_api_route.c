@@ -203,6 +203,9 @@ static const char *const api_expect[] = {
     "GET /v1/admin/tenants/Acme/quota -> 404 malformed tenant",
     "GET /v1/admin/tenants/../quota -> 404 malformed tenant",
     "GET /v1/usage -> GET /v1/usage",
+    "GET /v1/images -> GET /v1/images/?",
+    "GET /v1/images/ -> GET /v1/images/?",
+    "POST /v1/images -> 405 GET",
     "POST /v1/usage -> 405 GET",
     /* 405 for a known path; methods are case-sensitive. */
     "POST /healthz -> 405 GET",

@@ -71,6 +71,67 @@ TEST(docker_json_network_info_and_created_ids)
 	CHECK(docker_json_error_message("oops", 4) == NULL);
 }
 
+TEST(docker_json_reads_an_image_and_its_package_label)
+{
+	const char *body =
+	    "{\"Id\":\"sha256:ab12\",\"Created\":\"2026-12-01T21:00:00Z\",\"Size\":575000000,"
+	    "\"Config\":{\"Labels\":{\"ci.recipe\":\"d91167\",\"ci.image\":\"python\","
+	    "\"ci.suite\":\"bookworm\",\"ci.python\":\"3.11.2\",\"other\":\"x\","
+	    "\"ci.packages\":\"python3=3.11.2-1+b1,python3-numpy=1:1.24.2-6,"
+	    "BAD=1,python3-x=,=1.0,python3-y=abc,noequals,python3-pandas=1.5.3+dfsg-2\"}}}";
+	struct docker_json_image *im = docker_json_image_info(body, strlen(body));
+	CHECK(im != NULL);
+	const struct docker_image_info *info = docker_json_image_get(im);
+	CHECK_STR(info->id, "sha256:ab12");
+	CHECK_STR(info->created, "2026-12-01T21:00:00Z");
+	CHECK(info->size == 575000000);
+	CHECK_STR(info->recipe, "d91167");
+	CHECK_STR(info->profile, "python");
+	CHECK_STR(info->suite, "bookworm");
+	CHECK_STR(info->python, "3.11.2");
+	CHECK(info->debian == NULL && info->protocol == NULL);
+	/* Only sane Debian names and versions: the rest is skipped. */
+	CHECK(info->has_packages && info->n_packages == 3);
+	CHECK_STR(info->packages[0].name, "python3");
+	CHECK_STR(info->packages[0].version, "3.11.2-1+b1");
+	CHECK_STR(info->packages[1].version, "1:1.24.2-6");
+	CHECK_STR(info->packages[2].name, "python3-pandas");
+	docker_json_image_free(im);
+
+	/* An image without labels: no record (not an empty one). */
+	im = docker_json_image_info("{\"Id\":\"sha256:cd\",\"Config\":{\"Labels\":null}}", 43);
+	CHECK(im != NULL);
+	info = docker_json_image_get(im);
+	CHECK(!info->has_packages && info->n_packages == 0 && info->recipe == NULL);
+	CHECK(info->size == -1 && info->created == NULL);
+	docker_json_image_free(im);
+	CHECK(docker_json_image_info("{}", 2) == NULL);
+	CHECK(docker_json_image_info("[]", 2) == NULL);
+	CHECK(docker_json_image_info("{\"Id\":3}", 8) == NULL);
+	docker_json_image_free(NULL);
+
+	/* The package cap holds against a label of many entries. */
+	size_t n = DOCKER_IMAGE_MAX_PACKAGES + 50, cap = n * 16 + 128, o = 0;
+	char *big = malloc(cap);
+	o += (size_t)snprintf(big + o, cap - o,
+			      "{\"Id\":\"x\",\"Config\":{\"Labels\":{\"ci.packages\":\"");
+	for (size_t i = 0; i < n; i++)
+		o += (size_t)snprintf(big + o, cap - o, "%spk%zu=1", i ? "," : "", i);
+	o += (size_t)snprintf(big + o, cap - o, "\"}}}");
+	im = docker_json_image_info(big, o);
+	CHECK(im != NULL && docker_json_image_get(im)->n_packages == DOCKER_IMAGE_MAX_PACKAGES);
+	docker_json_image_free(im);
+	free(big);
+
+	char ref[64];
+	CHECK(docker_json_image_ref("ci/python:latest", ref, sizeof(ref)) == 0);
+	CHECK_STR(ref, "ci/python:latest");
+	CHECK(docker_json_image_ref("a b?c", ref, sizeof(ref)) == 0);
+	CHECK_STR(ref, "a%20b%3Fc");
+	CHECK(docker_json_image_ref("", ref, sizeof(ref)) < 0);
+	CHECK(docker_json_image_ref("abcdef", ref, 4) < 0);
+}
+
 TEST(docker_json_filters_and_bodies)
 {
 	const char *const labels[] = {"ci.node=n 1", "ci.prefix=ci:"};
