@@ -76,7 +76,7 @@ DAEMON_LIB_OBJS := $(DAEMON_LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(GEN_OBJS)
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
 UNIT_OBJS := $(UNIT_SRCS:%.c=$(BUILD)/obj/%.o)
 
-.PHONY: all lib tools run test unit image setup bench fuzz clean format format-check
+.PHONY: fidelity all lib tools run test unit image setup bench fuzz clean format format-check
 all: $(BUILD)/ci-daemon $(BUILD)/ci-ctl
 lib: $(LIB_A)
 
@@ -220,6 +220,12 @@ test: setup
 
 bench: setup all tools
 	@tests/bench/run.sh
+
+# The notebook fidelity suite (issue 14, tests/fidelity/run.py): real
+# notebooks from Debian's doc packages, replayed through ci and a Jupyter
+# kernel; the report goes to build/fidelity/report.md.
+fidelity: setup all
+	@/usr/bin/python3 tests/fidelity/run.py build/ci-daemon
 
 # Fuzz targets (libFuzzer, clang): one per parser of outside input.
 # `make fuzz FUZZ_SECONDS=60` runs each; make test runs them briefly.

@@ -1,0 +1,153 @@
+#!/usr/bin/python3
+"""The fidelity suite (issue 14): the chosen notebooks' code cells (fetch.py)
+replayed through ci (one session per notebook, on a daemon of this tree
+with its own Redis) and through a Jupyter kernel (replay_jupyter.py, in a
+container of the same sandbox image when the image has ipykernel, else on
+this host's Debian 12 ipykernel, said in the report), then compared cell by
+cell:
+
+  status     ok or error (an error's class too), the same on both sides
+  text/plain the execute_result's text/plain (ci: the result) is equal
+  MIME       the set of MIME types the cell displayed or returned is equal
+
+The report (markdown, build/fidelity/report.md, and stdout) names every
+notebook and the share of cells that agree on each, and on all three.
+
+    tests/fidelity/run.py [DAEMON_BINARY]   (FIDELITY_IMAGE: another image)"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(0, HERE)
+
+import fetch  # noqa: E402
+from harness import Daemon, RedisServer  # noqa: E402
+
+IMAGE = os.environ.get("FIDELITY_IMAGE", "ci/python:latest")
+OUT = fetch.OUT
+
+
+def ci_side(nbs, binary):
+    tmp = tempfile.mkdtemp(prefix="cifid-")
+    redis = RedisServer(tmp)
+
+    extra = ["--pool-size", "1"]
+    if IMAGE != "ci/python:latest":
+        extra += ["--images", "python=%s" % IMAGE]
+    d = Daemon(redis, tmp, extra, binary=binary)
+
+    results = []
+    try:
+        for nb in nbs:
+            st, s = d.api.request("POST", "/v1/sessions", body={"limits": {"memory_mb": 2048}})
+            assert st == 201, (st, s)
+            cells = []
+            try:
+                for code in nb["cells"]:
+                    st, r = d.api.request("POST", "/v1/sessions/%s/exec" % s["id"],
+                                          body={"code": code}, timeout=120)
+                    if st != 200:
+                        cells.append({"status": "http_%d" % st, "text_plain": None, "mimes": []})
+                        break
+                    mimes = (["text/plain"] if r.get("result") is not None else []) + \
+                        [x["mime"] for x in r.get("display") or []]
+                    cells.append({"status": r["status"], "text_plain": r.get("result"),
+                                  "mimes": mimes,
+                                  "ename": (r.get("error") or {}).get("ename")})
+                    if r["status"] in ("timeout", "killed"):
+                        break
+            finally:
+                d.api.request("DELETE", "/v1/sessions/%s" % s["id"])
+            results.append({"name": nb["name"], "cells": cells})
+            print("ci: %s: %d cells" % (nb["name"], len(cells)), file=sys.stderr, flush=True)
+    finally:
+        d.finish()
+        redis.stop()
+    return results
+
+
+def image_has_ipykernel():
+    r = subprocess.run(["docker", "run", "--rm", "--network", "none", IMAGE, "python3", "-c",
+                        "import ipykernel, jupyter_client"], capture_output=True, timeout=120)
+    return r.returncode == 0
+
+
+def jupyter_side(path):
+    if image_has_ipykernel():
+        where = "a container of %s" % IMAGE
+        cmd = ["docker", "run", "--rm", "-i", "--network", "none", "--user", "1000:1000",
+               "-e", "HOME=/tmp", "--tmpfs", "/tmp", "-v", "%s:/fid:ro" % OUT,
+               "-v", "%s:/fidsrc:ro" % HERE, "-w", "/tmp", "--label", "ci.fidelity=1",
+               IMAGE, "python3", "/fidsrc/replay_jupyter.py", "/fid/notebooks.json"]
+    else:
+        where = "this host's Debian 12 ipykernel (the image has none yet)"
+        cmd = ["/usr/bin/python3", os.path.join(HERE, "replay_jupyter.py"), path]
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, timeout=3600)
+    r.check_returncode()
+    return where, json.loads(r.stdout)
+
+
+def compare(nbs, ci, jup):
+    rows, tot = [], {"cells": 0, "status": 0, "text": 0, "mime": 0, "all": 0}
+    jmap = {n["name"]: n["cells"] for n in jup}
+    for nb, c in zip(nbs, ci):
+        j = jmap.get(nb["name"], [])
+        n = len(nb["cells"])
+        row = {"name": nb["name"], "package": nb["package"], "cells": n,
+               "status": 0, "text": 0, "mime": 0, "all": 0}
+        for i in range(n):
+            a = c["cells"][i] if i < len(c["cells"]) else {"status": "not run"}
+            b = j[i] if i < len(j) else {"status": "not run"}
+            same_status = a.get("status") == b.get("status") and \
+                (a.get("status") != "error" or a.get("ename") == b.get("ename"))
+            same_text = a.get("text_plain") == b.get("text_plain")
+            same_mime = sorted(set(a.get("mimes", []))) == sorted(set(b.get("mimes", [])))
+            row["status"] += same_status
+            row["text"] += same_text
+            row["mime"] += same_mime
+            row["all"] += same_status and same_text and same_mime
+        rows.append(row)
+        for k in tot:
+            tot[k] += row[k] if k != "cells" else n
+    return rows, tot
+
+
+def pct(a, b):
+    return "%.1f %%" % (100.0 * a / b) if b else "-"
+
+
+def main():
+    binary = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "ci-daemon")
+    fetch.main()
+    path = os.path.join(OUT, "notebooks.json")
+    with open(path) as f:
+        nbs = json.load(f)
+    ci = ci_side(nbs, binary)
+    where, jup = jupyter_side(path)
+    rows, tot = compare(nbs, ci, jup)
+    lines = ["Fidelity: %d notebooks, %d code cells, ci vs a Jupyter kernel in %s." % (
+        len(rows), tot["cells"], where), "",
+        "| notebook | package | cells | same status | same text/plain | same MIME types | all three |",
+        "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append("| %s | %s | %d | %s | %s | %s | %s |" % (
+            r["name"], r["package"], r["cells"], pct(r["status"], r["cells"]),
+            pct(r["text"], r["cells"]), pct(r["mime"], r["cells"]), pct(r["all"], r["cells"])))
+    lines.append("| **all** | | %d | %s | %s | %s | %s |" % (
+        tot["cells"], pct(tot["status"], tot["cells"]), pct(tot["text"], tot["cells"]),
+        pct(tot["mime"], tot["cells"]), pct(tot["all"], tot["cells"])))
+    report = "\n".join(lines) + "\n"
+    with open(os.path.join(OUT, "report.md"), "w") as f:
+        f.write(report)
+    with open(os.path.join(OUT, "cells.json"), "w") as f:
+        json.dump({"ci": ci, "jupyter": jup}, f)
+    print(report)
+
+
+if __name__ == "__main__":
+    main()
