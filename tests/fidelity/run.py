@@ -35,12 +35,14 @@ OUT = fetch.OUT
 def ci_side(nbs, binary):
     tmp = tempfile.mkdtemp(prefix="cifid-")
     redis = RedisServer(tmp)
-
     extra = ["--pool-size", "1"]
     if IMAGE != "ci/python:latest":
         extra += ["--images", "python=%s" % IMAGE]
-    d = Daemon(redis, tmp, extra, binary=binary)
-
+    try:
+        d = Daemon(redis, tmp, extra, binary=binary)
+    except BaseException:
+        redis.stop()  # stopped by its pid, whatever the daemon did
+        raise
     results = []
     try:
         for nb in nbs:
