@@ -89,8 +89,11 @@ def jupyter_side(path):
     else:
         where = "this host's Debian 12 ipykernel (the image has none yet)"
         cmd = ["/usr/bin/python3", os.path.join(HERE, "replay_jupyter.py"), path]
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, timeout=3600)
-    r.check_returncode()
+    # The notebooks write files (to_excel, savefig): into a scratch directory,
+    # never into the tree this runs from.
+    with tempfile.TemporaryDirectory(prefix="cifid-jup-") as scratch:
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, timeout=3600, cwd=scratch)
+        r.check_returncode()
     return where, json.loads(r.stdout)
 
 
