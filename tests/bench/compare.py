@@ -7,6 +7,10 @@ hits both alike.
   exec round trip: print(1), one session, HTTP keep-alive (p50 of each round)
   create from the warm pool: POST /v1/sessions with the pool full (p50)
 
+BENCH_BASE_IMAGE=TAG adds a third variant, this tree's daemon on another
+sandbox image (the kernel is in the image: main's image against this tree's
+measures a runner change), and its exec row.
+
 Prints a small table and writes build/bench/compare.json and compare.md.
 Started by tests/bench/run.sh (`make bench`) after tests/bench/build-base.sh
 built the baseline; alone: tests/bench/compare.py BASE_DAEMON [CURRENT_DAEMON].
@@ -38,10 +42,10 @@ STARTED = []  # every daemon started, even one whose start then failed
 
 
 class Variant(Daemon):
-    def __init__(self, name, binary, redis, tmp):
+    def __init__(self, name, binary, redis, tmp, extra=()):
         self.name = name
-        super().__init__(redis, tmp, ("--log-level", "warn", "--pool-size", str(POOL)),
-                         binary=binary)
+        super().__init__(redis, tmp, ("--log-level", "warn", "--pool-size", str(POOL)) +
+                         tuple(extra), binary=binary)
 
     def start(self):
         STARTED.append(self)
@@ -123,12 +127,16 @@ def main():
     base_bin = sys.argv[1]
     cur_bin = sys.argv[2] if len(sys.argv) > 2 else os.path.join(ROOT, "build", "ci-daemon")
     base_ref = os.environ.get("BENCH_BASE_REF", "?")
+    base_image = os.environ.get("BENCH_BASE_IMAGE", "")
     tmp = tempfile.mkdtemp(prefix="cibench-cmp-")
     redis = RedisServer(tmp)
     variants = []
     try:
         variants = [Variant("baseline", base_bin, redis, tmp),
                     Variant("current", cur_bin, redis, tmp)]
+        if base_image:
+            variants.append(Variant("base-image", cur_bin, redis, tmp,
+                                    ("--images", "python=%s" % base_image)))
         sids = {}
         for v in variants:
             sids[v.name] = v.api.create(limits={"memory_mb": 256})["id"]
@@ -160,6 +168,14 @@ def main():
             summary["rows"].append({"measurement": key, "baseline": b, "current": c,
                                     "ratio": c / b, "rounds": res})
             lines.append("| %s | %.3f ms | %.3f ms | %.2f |" % (label, b, c, c / b))
+        if base_image:
+            b = statistics.median(res["base-image"]["exec_p50_ms"])
+            c = statistics.median(res["current"]["exec_p50_ms"])
+            summary["rows"].append({"measurement": "exec_p50_ms_vs_image", "image": base_image,
+                                    "baseline": b, "current": c, "ratio": c / b})
+            lines.append("| exec round trip print(1), p50, this daemon on image %s "
+                         "against this tree's image | %.3f ms | %.3f ms | %.2f |" % (
+                             base_image, b, c, c / b))
         write_results("compare", summary, lines)
         for v in variants:
             v.api.delete(sids[v.name])
