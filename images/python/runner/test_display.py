@@ -6,12 +6,10 @@ Run like test_runner.py (whose Sandbox plays the daemon):
 
 import json
 import os
-import shutil
-import tempfile
 
 import pytest
 
-from test_runner import PNG_MAGIC, Sandbox, has_matplotlib, valid_png
+from test_runner import PNG_MAGIC, has_matplotlib, sandbox, valid_png
 
 
 def has(mod):
@@ -24,13 +22,8 @@ def has(mod):
 
 @pytest.fixture(scope="module")
 def k():
-    tmp = tempfile.mkdtemp(prefix="cidisp-")
-    s = Sandbox(tmp)
-    try:
+    with sandbox("cidisp-") as s:
         yield s
-    finally:
-        s.close()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def frames(r, t="display"):
@@ -379,10 +372,5 @@ def test_magic_error_line_numbers(k):
 
 @pytest.fixture
 def sb_fresh():
-    tmp = tempfile.mkdtemp(prefix="cidisp-")
-    s = Sandbox(tmp)
-    try:
+    with sandbox("cidisp-") as s:
         yield s
-    finally:
-        s.close()
-        shutil.rmtree(tmp, ignore_errors=True)

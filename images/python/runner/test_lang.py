@@ -11,11 +11,10 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 
 import pytest
 
-from test_runner import Sandbox, T
+from test_runner import T, sandbox
 from harness import wait_for
 from harness.procfs import alive, signal_pending
 
@@ -72,24 +71,14 @@ def kill_kernel(sb):
 
 @pytest.fixture
 def sb():
-    tmp = tempfile.mkdtemp(prefix="cilang-")
-    s = Sandbox(tmp)
-    try:
+    with sandbox("cilang-") as s:
         yield s
-    finally:
-        s.close()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
 def shared():
-    tmp = tempfile.mkdtemp(prefix="cilang-")
-    s = Sandbox(tmp)
-    try:
+    with sandbox("cilang-") as s:
         yield s
-    finally:
-        s.close()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 # ------------------------------------------------------------------ bash

@@ -8,6 +8,7 @@ temporary directory as SANDBOX_WORKSPACE, and speaks docs/protocol.md.
     /usr/bin/python3 -m pytest images/python/runner -q -s -k bench   # numbers
 """
 
+import contextlib
 import os
 import select
 import shutil
@@ -221,26 +222,29 @@ class Sandbox:
         self.log.close()
 
 
-@pytest.fixture
-def sb():
-    tmp = tempfile.mkdtemp(prefix="cirt-")
+@contextlib.contextmanager
+def sandbox(prefix):
+    """A supervisor and kernel in a fresh temporary directory, closed and
+    removed afterwards (the fixtures of the runner's test files)."""
+    tmp = tempfile.mkdtemp(prefix=prefix)
     s = Sandbox(tmp)
     try:
         yield s
     finally:
         s.close()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture
+def sb():
+    with sandbox("cirt-") as s:
+        yield s
 
 
 @pytest.fixture(scope="module")
 def shared():
-    tmp = tempfile.mkdtemp(prefix="cirt-")
-    s = Sandbox(tmp)
-    try:
+    with sandbox("cirt-") as s:
         yield s
-    finally:
-        s.close()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 # ---------------------------------------------------------------- kernel
