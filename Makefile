@@ -245,15 +245,20 @@ build/fuzz/obj/llhttp/%.o: $(LLHTTP_SRC_DIR)/%.c Makefile
 	@echo "  CLANG   $< (third-party)"
 	$(Q)clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
 
+# Our own code with -Werror as everywhere (not llhttp's): a changed signature
+# must not build into a target that then crashes (issue 14's display info
+# reached fuzz_frames as a char *, which clang only warned about).
+FUZZ_WERROR := -Wall -Wextra -Werror
+
 build/fuzz/obj/%.o: daemon/%.c
 	@mkdir -p $(dir $@)
 	@echo "  CLANG   $<"
-	$(Q)clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
+	$(Q)clang $(FUZZ_CFLAGS) $(FUZZ_WERROR) -fsanitize=fuzzer-no-link -c -o $@ $<
 
 build/fuzz/obj/lib/%.o: lib/%.c
 	@mkdir -p $(dir $@)
 	@echo "  CLANG   $<"
-	$(Q)clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
+	$(Q)clang $(FUZZ_CFLAGS) $(FUZZ_WERROR) -fsanitize=fuzzer-no-link -c -o $@ $<
 
 build/fuzz/obj/gen/%.o: build/gen/%.c
 	@mkdir -p $(dir $@)
@@ -262,7 +267,7 @@ build/fuzz/obj/gen/%.o: build/gen/%.c
 
 build/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_OBJS)
 	@echo "  FUZZ    $@"
-	$(Q)clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ $(PKG_LIBS)
+	$(Q)clang $(FUZZ_CFLAGS) $(FUZZ_WERROR) -fsanitize=fuzzer -o $@ $^ $(PKG_LIBS)
 
 fuzz: $(FUZZ_BINS)
 	@tests/fuzz/run.sh $(FUZZ_SECONDS)
