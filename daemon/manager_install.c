@@ -233,7 +233,7 @@ static void window_open(struct install_op *op, int64_t window_ms, size_t n_specs
 	evtimer_add(op->timer, &tv);
 	log_info(
 	    "session %s: install window opened: egress to %s for %lld s (%zu requirement(s)%s)",
-	    ms->s->id, op->entry, (long long)((window_ms + 999) / 1000), n_specs,
+	    ms->s->id, op->entry, (long long)((window_ms + 500) / 1000), n_specs,
 	    op->from_kernel ? ", %pip in the execution" : "");
 }
 
@@ -266,7 +266,7 @@ int install_kernel_open(struct msession *ms, uint64_t exec_id, char *const *spec
 			       "timeout: less than 1 s of the execution's deadline is left for an "
 			       "install window; run %%pip in a cell of its own, with a longer "
 			       "timeout_s");
-	struct install_op *op = op_new(ms, entry, w / 1000);
+	struct install_op *op = op_new(ms, entry, (w + 500) / 1000);
 	op->from_kernel = true;
 	op->exec_id = exec_id;
 	window_open(op, w, n_specs);

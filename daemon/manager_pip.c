@@ -29,6 +29,11 @@
  * not a notebook. */
 #define PIP_MAX_REQUESTS 16
 
+/* The window ends this long before the execution's deadline, so the
+ * kernel has the time to kill pip and say in the cell that the window
+ * ended, before the deadline's interrupt. */
+#define PIP_DEADLINE_MARGIN_MS 2000
+
 static void pip_reply(struct msession *ms, uint64_t id, const char *index_url, char *const *specs,
 		      size_t n_specs, int64_t window_ms, const char *entry, const struct err *e)
 {
@@ -89,7 +94,8 @@ static void pip_open(struct msession *ms, uint64_t id, const struct kernel_pip *
 	AUTOERR struct err *e = NULL;
 	if (pip->bad) {
 		err_set(&e, ERR_BAD_REQUEST, "pip: %s", pip->bad);
-	} else if (install_kernel_open(ms, id, specs, pip->n_specs, left_ms, &window_ms, entry,
+	} else if (install_kernel_open(ms, id, specs, pip->n_specs,
+				       left_ms - PIP_DEADLINE_MARGIN_MS, &window_ms, entry,
 				       sizeof(entry), &e) < 0) {
 		/* e says what */
 	}

@@ -238,7 +238,7 @@ def install(specs, ns=None):
         raise PipError("timeout: the install window of %d s ended before pip finished; "
                        "egress to %s is closed again (install fewer packages at once, or "
                        "in a cell with a longer timeout_s)"
-                       % (max(1, window_ms // 1000), h.get("index") or "the index"))
+                       % (max(1, (window_ms + 500) // 1000), h.get("index") or "the index"))
     if ns is not None:
         ns["_exit_code"] = rc
     if rc:

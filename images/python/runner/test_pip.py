@@ -134,7 +134,7 @@ def test_window_ending_kills_pip_and_says_so(k):
         until(k, eid, {"pip_open"})
         window(k, eid, ["install", "--no-cache-dir", "--target",
                         os.path.join(k.ws, ".ci", "site"), "--index-url",
-                        "http://127.0.0.1:%d/simple" % port, "--", "tiny"], window_ms=1500)
+                        "http://127.0.0.1:%d/simple" % port, "--", "tiny"], window_ms=1200)
         h, res = until(k, eid, {"pip_close"}, timeout=30)
         assert h == {"t": "pip_close", "id": eid, "rc": -1}
         h, res = until(k, eid, {"done"}, res)
