@@ -12,6 +12,8 @@
  *   manager_oneshot.c   the one-shot execution (create, exec, delete)
  *   manager_install.c   a time-boxed package install: the egress window
  *                       and pip as one execution (install.h)
+ *   manager_pip.c       `%pip install` in a cell: the kernel asks for the
+ *                       window during its execution (pip_open/pip_close)
  * A flow's op is owned by its session (ms->create, ms->exec, ms->teardown);
  * ending a session cancels what is in flight rather than detaching it. */
 #ifndef CI_MANAGER_INTERNAL_H
