@@ -153,8 +153,9 @@ def _wait_window(k, eid):
             continue
         left = deadline - time.monotonic()
         if left <= 0 or not p.poll(left * 1000):
-            raise PipError("%%pip install: the daemon did not answer within %d s"
-                           % REPLY_WAIT_S)
+            raise PipError("%%pip install: the daemon did not answer within %d s (a daemon "
+                           "without %%pip support ignores the request: install with POST "
+                           "/v1/sessions/{id}/packages)" % REPLY_WAIT_S)
         data = k.sock.recv(262144)
         if not data:
             raise PipError("%pip install: the connection to the daemon was lost")

@@ -26,18 +26,18 @@ def k():
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def start(sb, code):
-    eid = sb.nid()
-    sb.kern.send({"t": "exec", "id": eid, "stdout_cap": 1 << 20, "stderr_cap": 1 << 20,
-                  "files_cap": 1000}, code.encode())
+def start(box, code):
+    eid = box.nid()
+    box.kern.send({"t": "exec", "id": eid, "stdout_cap": 1 << 20, "stderr_cap": 1 << 20,
+                   "files_cap": 1000}, code.encode())
     return eid
 
 
-def until(sb, eid, kinds, res=None, timeout=T):
+def until(box, eid, kinds, res=None, timeout=T):
     """Frames of execution eid until one of kinds; returns (header, res)."""
     res = res if res is not None else {"stdout": b"", "stderr": b"", "frames": []}
     while True:
-        h, body = sb.kern.recv(timeout)
+        h, body = box.kern.recv(timeout)
         assert h.get("id") == eid, h
         res["frames"].append(h)
         if h["t"] == "stream":
@@ -47,9 +47,9 @@ def until(sb, eid, kinds, res=None, timeout=T):
         assert h["t"] in ("stream", "display"), h
 
 
-def window(sb, eid, args, window_ms=10000):
-    sb.kern.send({"t": "pip_window", "id": eid, "ok": True, "window_ms": window_ms,
-                  "index": "pypi.test:1", "site": os.path.join(sb.ws, ".ci", "site"),
+def window(box, eid, args, window_ms=10000):
+    box.kern.send({"t": "pip_window", "id": eid, "ok": True, "window_ms": window_ms,
+                  "index": "pypi.test:1", "site": os.path.join(box.ws, ".ci", "site"),
                   "args": args})
 
 
