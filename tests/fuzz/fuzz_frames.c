@@ -76,7 +76,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			break;
 		}
 		case KERNEL_FRAME_DISPLAY:
-			if (f.mime == NULL)
+			if (f.mime == NULL || f.display.mime != f.mime)
 				abort();
 			exec_result_on_display(r, &f.display, body, blen);
 			break;
