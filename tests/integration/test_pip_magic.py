@@ -9,6 +9,7 @@ top (a thin image under a tag of this run, removed at the end), so the
 kernel here is the kernel of this tree.
 """
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -143,9 +144,10 @@ def test_a_session_without_network_is_told_how(magicd, tenant):
 
 
 def test_the_window_is_bounded_by_the_executions_deadline(magicd, tenant, session, index):
-    """A slow index: the window (the execution's 8 s less the margin, not
-    the node's 60 s) ends first; pip is killed, the cell says so, the
-    proxy's connection to the index is closed."""
+    """A slow index: the window (the execution's 25 s less the 2 s margin,
+    not the node's 60 s) ends first; pip is killed, the cell says so, the
+    proxy's connection to the index is closed. (25 s: pip must reach the
+    index inside the window even on a loaded machine.)"""
     sid = session["id"]
     mark = magicd.log_mark()
     closed_before = magicd.metric("ci_egress_closed_total", 0)
@@ -153,18 +155,19 @@ def test_the_window_is_bounded_by_the_executions_deadline(magicd, tenant, sessio
     index.slow = True
     out = {}
     t = threading.Thread(target=lambda: out.update(
-        r=tenant.exec(sid, "%pip install tinypkg==1.2", timeout_s=8)))
+        r=tenant.exec(sid, "%pip install tinypkg==1.2", timeout_s=25)))
     t.start()
     try:
-        wait_for(lambda: any("/simple/tinypkg/" in q for q in index.requests[seen:]), 20,
+        wait_for(lambda: any("/simple/tinypkg/" in q for q in index.requests[seen:]), 30,
                  what="pip's request at the (slow) index")
         t.join(60)
         r = out["r"]
         assert r["status"] == "error" and r["error"]["ename"] == "PipError", r
-        assert r["error"]["evalue"].startswith(
-            "timeout: the install window of 6 s ended before pip finished"), r["error"]
-        magicd.wait_log("session %s: install window opened: egress to pypi.test:%d for 6 s"
-                        % (sid, index.port), since=mark)
+        m = re.match(r"timeout: the install window of (\d+) s ended before pip finished; "
+                     r"egress to pypi\.test:%d is closed again" % index.port, r["error"]["evalue"])
+        assert m and 20 <= int(m.group(1)) <= 23, r["error"]
+        magicd.wait_log("session %s: install window opened: egress to pypi.test:%d for %s s"
+                        % (sid, index.port, m.group(1)), since=mark)
         magicd.wait_log("session %s: install window closed (the window ended)" % sid, since=mark)
         assert magicd.metric("ci_egress_closed_total", 0) >= closed_before + 1
     finally:
