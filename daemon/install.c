@@ -221,6 +221,47 @@ char *install_script(const char *index_url, char *const *specs, size_t n_specs, 
 	return s;
 }
 
+/* Keep in step with script_fmt's argv (tests/unit/test_install.c checks
+ * that each option here is in the script too). */
+char **install_pip_args(const char *index_url, char *const *specs, size_t n_specs, size_t *n)
+{
+	static const char *const head[] = {
+	    "install",        "--no-cache-dir",
+	    "--upgrade",      "--no-warn-script-location",
+	    "--progress-bar", "off",
+	    "--target",       INSTALL_SITE,
+	    "--index-url",
+	};
+	size_t nh = sizeof(head) / sizeof(head[0]);
+	char **a = xcalloc(nh + 6 + n_specs + 1, sizeof(char *));
+	size_t k = 0;
+	for (size_t i = 0; i < nh; i++)
+		a[k++] = xstrdup(head[i]);
+	a[k++] = xstrdup(index_url);
+	a[k++] = xstrdup("--only-binary=:all:");
+	if (strncmp(index_url, "http://", 7) == 0) {
+		/* plain HTTP: the operator's choice; the host as the script takes it */
+		const char *h = index_url + 7;
+		a[k++] = xstrdup("--trusted-host");
+		a[k++] = xstrndup(h, strcspn(h, "/"));
+	}
+	a[k++] = xstrdup("--");
+	for (size_t i = 0; i < n_specs; i++)
+		a[k++] = xstrdup(specs[i]);
+	a[k] = NULL;
+	*n = k;
+	return a;
+}
+
+void install_args_free(char **args)
+{
+	if (args == NULL)
+		return;
+	for (size_t i = 0; args[i]; i++)
+		free(args[i]);
+	free(args);
+}
+
 static bool field_ok(const char *s, size_t n, size_t max, bool (*ok)(char))
 {
 	if (n == 0 || n > max)

@@ -79,6 +79,13 @@ int install_index_authority(const char *url, char *out, size_t size, struct err 
 /* The Python source of one install (caller frees). specs checked first. */
 char *install_script(const char *index_url, char *const *specs, size_t n_specs, int64_t window_s);
 
+/* The arguments after `python3 -m pip` of the same install as
+ * install_script's (a %pip install in a cell runs them itself: the kernel
+ * gets them in its pip_window frame), NULL-terminated, *n set; specs
+ * checked first. Caller frees with install_args_free. */
+char **install_pip_args(const char *index_url, char *const *specs, size_t n_specs, size_t *n);
+void install_args_free(char **args);
+
 /* Read the install script's report out of the execution's stdout: the
  * packages ("\x1eci-pkg\tNAME\tVERSION" lines) and the last status line
  * ("\x1eci-install\tSTATUS\tRC\tPIP_MS"); *status is "ok", "timeout",

@@ -406,6 +406,8 @@ static int conn_frame(struct kernel_conn *c, const char *hdr, size_t hlen, const
 		LINK_CALL(link, exec_display, f.id, &f.display, body, blen);
 		break;
 	case KERNEL_FRAME_DONE: LINK_CALL(link, exec_done, f.id, f.header); break;
+	case KERNEL_FRAME_PIP_OPEN: LINK_CALL(link, exec_pip, f.id, false, &f.pip); break;
+	case KERNEL_FRAME_PIP_CLOSE: LINK_CALL(link, exec_pip, f.id, true, &f.pip); break;
 	case KERNEL_FRAME_IGNORED: break;
 	case KERNEL_FRAME_KERNEL_EXIT: LINK_CALL(link, kernel_exit, f.code, f.sig, f.oom); break;
 	case KERNEL_FRAME_SUPERVISOR:
@@ -656,6 +658,16 @@ int kernel_link_send_exec(struct kernel_link *link, uint64_t id, const char *lan
 			 language ? ",\"language\":\"" : "", language ? language : "",
 			 language ? "\"" : "");
 	return conn_send(link->kernel, hdr, (size_t)n, code, len);
+}
+
+int kernel_link_send_kernel(struct kernel_link *link, const char *header, size_t hlen,
+			    struct err **errp)
+{
+	if (link->kernel == NULL)
+		return err_set(errp, ERR_UNAVAILABLE, "the kernel is not connected");
+	if (hlen < 2 || hlen > FRAME_MAX_HEADER)
+		return err_set(errp, ERR_INTERNAL, "a kernel frame header of %zu bytes", hlen);
+	return conn_send(link->kernel, header, hlen, NULL, 0);
 }
 
 int kernel_link_send_supervisor(struct kernel_link *link, const char *header, size_t hlen,

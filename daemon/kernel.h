@@ -19,6 +19,7 @@
 
 #include "err.h"
 struct exec_display_info;
+struct kernel_pip;
 
 /* What the link reports to its owner. Headers are borrowed: valid only during
  * the call. The owner may free the link from inside any of these. */
@@ -35,6 +36,9 @@ struct kernel_link_ops {
 	void (*exec_display)(void *arg, uint64_t id, const struct exec_display_info *info,
 			     const char *data, size_t len);
 	void (*exec_done)(void *arg, uint64_t id, yajl_val header);
+	/* The kernel asks for an install window during execution id
+	 * (pip_open), or says pip ended (pip_close, close true). */
+	void (*exec_pip)(void *arg, uint64_t id, bool close, const struct kernel_pip *pip);
 	/* Any other frame from the supervisor (file replies). */
 	void (*supervisor_frame)(void *arg, yajl_val header, const char *body, size_t len);
 	/* The backlog toward the supervisor fell below KERNEL_SUPERVISOR_LOW. */
@@ -76,6 +80,11 @@ bool kernel_link_supervisor_connected(const struct kernel_link *link);
 int kernel_link_send_exec(struct kernel_link *link, uint64_t id, const char *language,
 			  const char *code, size_t len, size_t output_cap, size_t files_cap,
 			  struct err **errp);
+
+/* Send a frame (a JSON header, no body) to the kernel: the answer to a
+ * pip_open. -1 when the kernel is not connected. */
+int kernel_link_send_kernel(struct kernel_link *link, const char *header, size_t hlen,
+			    struct err **errp);
 
 /* Send a frame to the supervisor. */
 int kernel_link_send_supervisor(struct kernel_link *link, const char *header, size_t hlen,

@@ -5,6 +5,30 @@
 
 #include "json.h"
 
+/* The requirements of a pip_open: kept as given (borrowed), or bad says
+ * why not. Never a protocol error: the cell hears what is wrong. */
+static void decode_pip_specs(struct kernel_pip *p, yajl_val specs)
+{
+	if (specs == NULL || !YAJL_IS_ARRAY(specs)) {
+		p->bad = "specs is not a list of requirements";
+		return;
+	}
+	size_t n = specs->u.array.len;
+	if (n > KERNEL_PIP_MAX_SPECS) {
+		p->bad = "more than 32 requirements in one install";
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		yajl_val v = specs->u.array.values[i];
+		if (!YAJL_IS_STRING(v)) {
+			p->bad = "a requirement that is not a string";
+			p->n_specs = 0;
+			return;
+		}
+		p->specs[p->n_specs++] = v->u.string;
+	}
+}
+
 static int decode_kernel(struct kernel_frame *f, const char *t, struct err **errp)
 {
 	yajl_val h = f->header;
@@ -38,6 +62,15 @@ static int decode_kernel(struct kernel_frame *f, const char *t, struct err **err
 		f->display.result = result && YAJL_IS_TRUE(result);
 	} else if (strcmp(t, "done") == 0) {
 		f->kind = KERNEL_FRAME_DONE;
+	} else if (strcmp(t, "pip_open") == 0) {
+		f->kind = KERNEL_FRAME_PIP_OPEN;
+		decode_pip_specs(&f->pip, json_get(h, "specs"));
+	} else if (strcmp(t, "pip_close") == 0) {
+		f->kind = KERNEL_FRAME_PIP_CLOSE;
+		int64_t rc = -1;
+		if (!json_get_int(h, "rc", &rc) || rc < -1000 || rc > 1000)
+			rc = -1;
+		f->pip.rc = (int)rc;
 	} else {
 		f->kind = KERNEL_FRAME_IGNORED; /* a newer runner may say more */
 	}

@@ -27,9 +27,23 @@ enum kernel_frame_kind {
 	KERNEL_FRAME_STREAM,      /* kernel: id, is_stderr, tail, dropped; body = output */
 	KERNEL_FRAME_DISPLAY,     /* kernel: id, display; body = the data */
 	KERNEL_FRAME_DONE,        /* kernel: id; the header is the result */
+	KERNEL_FRAME_PIP_OPEN,    /* kernel: id, pip (a %pip install asks for the window) */
+	KERNEL_FRAME_PIP_CLOSE,   /* kernel: id, pip.rc (pip ended) */
 	KERNEL_FRAME_IGNORED,     /* kernel: a type a newer runner may send */
 	KERNEL_FRAME_KERNEL_EXIT, /* supervisor: code, sig (-1: none), oom */
 	KERNEL_FRAME_SUPERVISOR,  /* supervisor: any other frame (file replies) */
+};
+
+/* What a pip_open or pip_close frame says (docs/protocol.md). The specs are
+ * borrowed from the header and not yet checked as requirements (the
+ * manager answers a bad one with an error the cell shows): a list that is
+ * not strings, or longer than KERNEL_PIP_MAX_SPECS, sets bad. */
+#define KERNEL_PIP_MAX_SPECS 32
+struct kernel_pip {
+	const char *specs[KERNEL_PIP_MAX_SPECS];
+	size_t n_specs;
+	const char *bad; /* static: what is wrong with the list, or NULL */
+	int rc;          /* pip_close: pip's exit status (-1: killed, not known) */
 };
 
 struct kernel_frame {
@@ -42,6 +56,7 @@ struct kernel_frame {
 	int code, sig;
 	bool oom;
 	struct exec_display_info display; /* mime borrowed from header */
+	struct kernel_pip pip;
 };
 
 /* Decode the JSON header of a frame sent by `from`. -1 (bad_request) when

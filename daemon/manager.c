@@ -336,6 +336,11 @@ static void ms_exec_done(void *arg, uint64_t id, yajl_val header)
 	exec_on_done(arg, id, header);
 }
 
+static void ms_exec_pip(void *arg, uint64_t id, bool close, const struct kernel_pip *pip)
+{
+	pip_on_frame(arg, id, close, pip);
+}
+
 static void ms_supervisor_frame(void *arg, yajl_val header, const char *body, size_t len)
 {
 	struct msession *ms = arg;
@@ -359,6 +364,7 @@ static const struct kernel_link_ops link_ops = {
     .exec_stream = ms_exec_stream,
     .exec_display = ms_exec_display,
     .exec_done = ms_exec_done,
+    .exec_pip = ms_exec_pip,
     .supervisor_frame = ms_supervisor_frame,
     .supervisor_drained = ms_supervisor_drained,
 };

@@ -46,6 +46,8 @@ static void op_free(struct exec_op *op)
 static void exec_finish(struct exec_op *op, const struct err *e)
 {
 	struct msession *ms = op->ms;
+	/* A %pip window of this execution ends with it, before anyone hears. */
+	install_kernel_close(ms, op->id, "the execution ended");
 	ms->exec = NULL;
 	op->result->duration_ms = (clock_mono_us() - op->start_us) / 1000;
 	if (ms->s->state == SESSION_BUSY)
@@ -121,8 +123,22 @@ void exec_on_kernel_up(struct msession *ms)
 	op->sent = true;
 }
 
+uint64_t exec_running_id(const struct msession *ms, int64_t *left_ms)
+{
+	const struct exec_op *op = ms->exec;
+	*left_ms = 0;
+	if (op == NULL || !op->sent || op->timed_out || op->kernel_lost)
+		return 0;
+	int64_t end_us = op->start_us + op->timeout_s * 1000000;
+	int64_t left = (end_us - clock_mono_us()) / 1000;
+	*left_ms = left > 0 ? left : 0;
+	return op->id;
+}
+
 void exec_on_kernel_down(struct msession *ms)
 {
+	/* The kernel that asked for a window is gone: so is the window. */
+	install_kernel_close(ms, 0, "the kernel went away");
 	struct exec_op *op = ms->exec;
 	if (op == NULL || !op->sent)
 		return;

@@ -33,6 +33,8 @@ struct install_op {
 	bool open;
 	bool window_ended; /* the timer closed it, not pip's end */
 	bool at_exit;
+	bool from_kernel; /* a %pip install in execution exec_id (manager_pip.c) */
+	uint64_t exec_id;
 	int64_t opened_us;
 	struct event *timer;
 	struct install_result result;
@@ -93,15 +95,6 @@ static void window_close(struct install_op *op, const char *why)
 		 ms->s->id, why, (long long)op->result.window_ms, op->entry, op->result.closed);
 }
 
-static void window_timer_cb(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd;
-	(void)what;
-	struct install_op *op = arg;
-	op->window_ended = true;
-	window_close(op, "the window ended");
-}
-
 static void op_free(struct install_op *op)
 {
 	if (op == NULL)
@@ -112,10 +105,35 @@ static void op_free(struct install_op *op)
 	free(op);
 }
 
+/* A kernel's window has nothing after its close (no report to read): it
+ * goes with it, and the session may open another. */
+static void kernel_window_end(struct install_op *op, const char *why)
+{
+	window_close(op, why);
+	if (op->ms->install == op)
+		op->ms->install = NULL;
+	op_free(op);
+}
+
+static void window_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct install_op *op = arg;
+	op->window_ended = true;
+	if (op->from_kernel)
+		kernel_window_end(op, "the window ended");
+	else
+		window_close(op, "the window ended");
+}
+
 void install_abort_at_exit(struct install_op *op)
 {
 	op->at_exit = true;
-	window_close(op, "the daemon is exiting");
+	if (op->from_kernel)
+		kernel_window_end(op, "the daemon is exiting");
+	else
+		window_close(op, "the daemon is exiting");
 }
 
 /* The last bytes of the execution's stderr (pip's own words), for a
@@ -169,6 +187,100 @@ static void install_exec_done(const struct exec_result *r, const struct err *e, 
 	op_free(op);
 }
 
+/* What both kinds of install check before a window opens: the node can
+ * install, the session can, the requirements are ones pip may be given.
+ * entry: the index's host:port. */
+static int install_precheck(struct msession *ms, char *const *specs, size_t n_specs, char *entry,
+			    size_t esize, struct err **errp)
+{
+	struct manager *m = ms->m;
+	const struct config *cfg = m->cfg;
+	if (cfg->pip_index_url == NULL || cfg->pip_index_url[0] == '\0')
+		return err_set(errp, ERR_UNAVAILABLE,
+			       "package installs are off on this node: no package index is "
+			       "configured (start ci-daemon with --pip-index-url URL)");
+	if (m->draining)
+		return err_set(errp, ERR_UNAVAILABLE,
+			       "the daemon is draining; retry shortly (the session survives)");
+	for (size_t i = 0; i < n_specs; i++)
+		if (install_check_spec(specs[i], errp) < 0)
+			return -1;
+	if (n_specs == 0)
+		return err_set(errp, ERR_BAD_REQUEST, "pip: at least one requirement is needed");
+	if (m->net == NULL || net_egress(m->net) == NULL)
+		return err_set(errp, ERR_UNAVAILABLE,
+			       "package installs need the sandbox network, which this node does "
+			       "not have");
+	if (!ms->s->networked || ms->s->net_ip[0] == '\0')
+		return err_set(errp, ERR_BAD_REQUEST,
+			       "session %s was created without network access; create the session "
+			       "with network.allow (any entry: the index is opened for the install "
+			       "window only) to install packages",
+			       ms->s->id);
+	return install_index_authority(cfg->pip_index_url, entry, esize, errp);
+}
+
+/* Open op's window for window_ms, in the loop turn that tells the sandbox
+ * it may start (the proxy cannot have heard from its pip yet). */
+static void window_open(struct install_op *op, int64_t window_ms, size_t n_specs)
+{
+	struct msession *ms = op->ms;
+	ms->install = op;
+	allow_build(op);
+	op->open = true;
+	op->opened_us = clock_mono_us();
+	struct timeval tv = {window_ms / 1000, (window_ms % 1000) * 1000};
+	evtimer_add(op->timer, &tv);
+	log_info(
+	    "session %s: install window opened: egress to %s for %lld s (%zu requirement(s)%s)",
+	    ms->s->id, op->entry, (long long)((window_ms + 500) / 1000), n_specs,
+	    op->from_kernel ? ", %pip in the execution" : "");
+}
+
+static struct install_op *op_new(struct msession *ms, const char *entry, int64_t window_s)
+{
+	struct install_op *op = xcalloc(1, sizeof(*op));
+	op->ms = ms;
+	snprintf(op->entry, sizeof(op->entry), "%s", entry);
+	snprintf(op->result.index_host, sizeof(op->result.index_host), "%s", entry);
+	op->result.window_s = window_s;
+	op->timer = evtimer_new(ms->m->base, window_timer_cb, op);
+	return op;
+}
+
+int install_kernel_open(struct msession *ms, uint64_t exec_id, char *const *specs, size_t n_specs,
+			int64_t limit_ms, int64_t *window_ms, char *entry, size_t esize,
+			struct err **errp)
+{
+	if (ms->install)
+		return err_set(errp, ERR_BUSY,
+			       "a package install is already running in this session (one at a "
+			       "time)");
+	if (install_precheck(ms, specs, n_specs, entry, esize, errp) < 0)
+		return -1;
+	int64_t w = ms->m->cfg->install_max_timeout_s * 1000;
+	if (limit_ms < w)
+		w = limit_ms;
+	if (w < 1000)
+		return err_set(errp, ERR_TIMEOUT,
+			       "timeout: less than 1 s of the execution's deadline is left for an "
+			       "install window; run %%pip in a cell of its own, with a longer "
+			       "timeout_s");
+	struct install_op *op = op_new(ms, entry, (w + 500) / 1000);
+	op->from_kernel = true;
+	op->exec_id = exec_id;
+	window_open(op, w, n_specs);
+	*window_ms = w;
+	return 0;
+}
+
+void install_kernel_close(struct msession *ms, uint64_t exec_id, const char *why)
+{
+	struct install_op *op = ms->install;
+	if (op && op->from_kernel && (exec_id == 0 || op->exec_id == exec_id))
+		kernel_window_end(op, why);
+}
+
 int manager_install(struct manager *m, const char *id, const char *tenant,
 		    const struct install_request *req, manager_install_cb cb, void *arg,
 		    struct err **errp)
@@ -184,42 +296,19 @@ int manager_install(struct manager *m, const char *id, const char *tenant,
 	if (msession_closing(ms))
 		return err_set(errp, ERR_EXPIRED, "session %s has ended: %s", id,
 			       ms->end_reason ? ms->end_reason : "deleted");
-	if (m->draining)
-		return err_set(errp, ERR_UNAVAILABLE,
-			       "the daemon is draining; retry shortly (the session survives)");
-	for (size_t i = 0; i < req->n_specs; i++)
-		if (install_check_spec(req->specs[i], errp) < 0)
-			return -1;
-	if (req->n_specs == 0)
-		return err_set(errp, ERR_BAD_REQUEST, "pip: at least one requirement is needed");
 	int64_t window = req->timeout_s > 0 ? req->timeout_s : cfg->install_max_timeout_s;
 	if (window > cfg->install_max_timeout_s)
 		return err_set(errp, ERR_BAD_REQUEST,
 			       "timeout_s: %lld is more than this node allows (%lld, "
 			       "--install-max-timeout-s)",
 			       (long long)window, (long long)cfg->install_max_timeout_s);
-	if (m->net == NULL || net_egress(m->net) == NULL)
-		return err_set(errp, ERR_UNAVAILABLE,
-			       "package installs need the sandbox network, which this node does "
-			       "not have");
-	if (!ms->s->networked || ms->s->net_ip[0] == '\0')
-		return err_set(errp, ERR_BAD_REQUEST,
-			       "session %s was created without network access; create the session "
-			       "with network.allow (any entry: the index is opened for the install "
-			       "window only) to install packages",
-			       id);
 	char entry[300];
-	if (install_index_authority(cfg->pip_index_url, entry, sizeof(entry), errp) < 0)
+	if (install_precheck(ms, req->specs, req->n_specs, entry, sizeof(entry), errp) < 0)
 		return -1;
 	AUTOFREE char *code = install_script(cfg->pip_index_url, req->specs, req->n_specs, window);
-	struct install_op *op = xcalloc(1, sizeof(*op));
-	op->ms = ms;
-	snprintf(op->entry, sizeof(op->entry), "%s", entry);
-	snprintf(op->result.index_host, sizeof(op->result.index_host), "%s", entry);
-	op->result.window_s = window;
+	struct install_op *op = op_new(ms, entry, window);
 	op->cb = cb;
 	op->arg = arg;
-	op->timer = evtimer_new(m->base, window_timer_cb, op);
 	if (exec_start(ms, code, strlen(code), window + INSTALL_REPORT_GRACE_S, NULL,
 		       install_exec_done, op, errp) < 0) {
 		op_free(op);
@@ -227,13 +316,6 @@ int manager_install(struct manager *m, const char *id, const char *tenant,
 	}
 	/* Same loop turn as the send: the proxy cannot have heard from the
 	 * sandbox's pip yet. */
-	ms->install = op;
-	allow_build(op);
-	op->open = true;
-	op->opened_us = clock_mono_us();
-	struct timeval tv = {window, 0};
-	evtimer_add(op->timer, &tv);
-	log_info("session %s: install window opened: egress to %s for %lld s (%zu requirement(s))",
-		 ms->s->id, entry, (long long)window, req->n_specs);
+	window_open(op, window * 1000, req->n_specs);
 	return 0;
 }

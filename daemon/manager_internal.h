@@ -12,6 +12,8 @@
  *   manager_oneshot.c   the one-shot execution (create, exec, delete)
  *   manager_install.c   a time-boxed package install: the egress window
  *                       and pip as one execution (install.h)
+ *   manager_pip.c       `%pip install` in a cell: the kernel asks for the
+ *                       window during its execution (pip_open/pip_close)
  * A flow's op is owned by its session (ms->create, ms->exec, ms->teardown);
  * ending a session cancels what is in flight rather than detaching it. */
 #ifndef CI_MANAGER_INTERNAL_H
@@ -64,6 +66,8 @@ struct msession {
 	 * other executions; seeded from the clock, so they keep growing across
 	 * restarts. */
 	uint64_t next_exec_id;
+	uint64_t pip_exec_id; /* the execution pip_requests counts (manager_pip.c) */
+	unsigned pip_requests;
 	bool pooled;                   /* a warm sandbox, not yet anybody's session */
 	struct pool_entry *pool_entry; /* ... ready in the pool (NULL while starting) */
 	struct workspace_vol *wsvol;   /* its loop-mounted /workspace (NULL: a tmpfs) */
@@ -174,6 +178,9 @@ void exec_on_done(struct msession *ms, uint64_t id, yajl_val header);
 void exec_abort(struct exec_op *op, const char *reason);
 /* The daemon exits: answered without touching the session. */
 void exec_abort_at_exit(struct exec_op *op);
+/* The id of the execution the kernel is running (0: none), and the
+ * milliseconds left before its deadline's interrupt. */
+uint64_t exec_running_id(const struct msession *ms, int64_t *left_ms);
 /* Start an execution in ms with this deadline (no cap applied: the caller
  * decided it), for manager_exec and the install flow. */
 int exec_start(struct msession *ms, const char *code, size_t len, int64_t timeout_s,
@@ -191,6 +198,19 @@ void install_effective_allow(struct msession *ms, char *const **allow, size_t *n
 void install_on_allow_changed(struct install_op *op);
 /* The daemon exits: the window's timer goes, the proxy is not touched. */
 void install_abort_at_exit(struct install_op *op);
+/* A %pip install in execution exec_id (manager_pip.c): the same checks as
+ * the API's install, then the window, for the node's longest window or
+ * limit_ms (what is left of the execution's deadline), whichever is less;
+ * *window_ms says which, entry the index's host:port. */
+int install_kernel_open(struct msession *ms, uint64_t exec_id, char *const *specs, size_t n_specs,
+			int64_t limit_ms, int64_t *window_ms, char *entry, size_t esize,
+			struct err **errp);
+/* Close the window execution exec_id opened (0: whichever execution),
+ * if it is still open; why goes in the log line. */
+void install_kernel_close(struct msession *ms, uint64_t exec_id, const char *why);
+
+/* manager_pip.c: the kernel's pip_open and pip_close frames */
+void pip_on_frame(struct msession *ms, uint64_t id, bool close, const struct kernel_pip *pip);
 
 /* manager_teardown.c */
 /* End ms (why: the metrics' reason; reason: the words of its tombstone). */

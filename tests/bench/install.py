@@ -6,8 +6,10 @@ times in one session. For each: the client's round trip, the window the
 daemon held open, and pip's own run as the sandbox timed it (the pip
 subprocess alone). The overhead is round trip minus pip's run: the window's
 set-up and close, the script around pip, the execution's frames and the
-HTTP call.
-    tests/bench/install.py [DAEMON] [--iterations N]
+HTTP call. Then the same install as `%pip install` in a cell (issue 14:
+the kernel asks for the window, docs/protocol.md): the execution's round
+trip, against the API's.
+    tests/bench/install.py [DAEMON] [--iterations N] [--image TAG]
 Needs pip in the image (see test_packages.py: a throwaway image is built on
 top of ci/python:latest when it has none, and removed)."""
 import argparse
@@ -28,12 +30,13 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("daemon", nargs="?", default=os.path.join(ROOT, "build", "ci-daemon"))
     ap.add_argument("--iterations", type=int, default=7)
+    ap.add_argument("--image", help="a sandbox image with pip (default: as test_packages.py)")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="cibench-install-")
     fn, data = tp.make_wheel("tinydep", "0.3", {"tinydep/__init__.py": "ANSWER = 42\n"})
     index = tp.Index([("tinydep", fn, data)])
     redis = RedisServer(tmp)
-    image_gen = tp.pip_image.__wrapped__()
+    image_gen = iter((args.image,)) if args.image else tp.pip_image.__wrapped__()
     image = next(image_gen)
     d = None
     try:
@@ -61,6 +64,16 @@ def main():
         print("install window, one tiny wheel, %d installs (medians): round trip %.0f ms, "
               "window open %.0f ms, pip itself %.0f ms; overhead %.0f ms (%.2fx pip)"
               % (len(rows), wall, window, pip, wall - pip, wall / pip))
+        cells = []
+        for i in range(args.iterations + 1):
+            t0 = time.monotonic()
+            r = d.api.exec(sid, "%pip install -q tinydep==0.3\n_exit_code", timeout_s=120)
+            ms = (time.monotonic() - t0) * 1000
+            assert r["status"] == "ok" and r["result"] == "0", r
+            if i > 0:
+                cells.append(ms)
+        print("%%pip install in a cell, the same wheel, %d installs (median): round trip "
+              "%.0f ms (the API's %.0f ms)" % (len(cells), statistics.median(cells), wall))
         d.api.delete(sid)
     finally:
         if d is not None:

@@ -95,6 +95,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		case KERNEL_FRAME_KERNEL_EXIT:
 			exec_result_fail(r, EXEC_KILLED, true, "the kernel exited");
 			break;
+		case KERNEL_FRAME_PIP_OPEN:
+			/* Either a list of strings within the cap, or why not. */
+			if (f.pip.n_specs > KERNEL_PIP_MAX_SPECS || (f.pip.bad && f.pip.n_specs))
+				abort();
+			for (size_t i = 0; i < f.pip.n_specs; i++)
+				if (f.pip.specs[i] == NULL)
+					abort();
+			break;
+		case KERNEL_FRAME_PIP_CLOSE:
+			if (f.pip.rc < -1000 || f.pip.rc > 1000)
+				abort();
+			break;
 		case KERNEL_FRAME_IGNORED:
 		case KERNEL_FRAME_SUPERVISOR:
 			if (f.header == NULL)

@@ -75,6 +75,37 @@ TEST(install_script_carries_the_specs_and_the_window)
 	free(s);
 }
 
+TEST(install_pip_args_are_the_scripts_command)
+{
+	char *specs[] = {"a==1", "b"};
+	size_t n = 0;
+	char **a = install_pip_args("http://pypi.test:1/simple/", specs, 2, &n);
+	char *s = install_script("http://pypi.test:1/simple/", specs, 2, 7);
+	CHECK(n == 16 && a[n] == NULL);
+	CHECK_STR(a[0], "install");
+	CHECK_STR(a[9], "http://pypi.test:1/simple/");
+	CHECK_STR(a[11], "--trusted-host");
+	CHECK_STR(a[12], "pypi.test:1");
+	CHECK_STR(a[13], "--");
+	CHECK_STR(a[14], "a==1");
+	CHECK_STR(a[15], "b");
+	/* Every option of the list is one the API's script gives pip too. */
+	for (size_t i = 0; i < 9; i++) {
+		char quoted[128];
+		snprintf(quoted, sizeof(quoted), "'%s'", a[i]);
+		if (strcmp(a[i], INSTALL_SITE) != 0)
+			CHECK(strstr(s, quoted) != NULL);
+	}
+	CHECK(strstr(s, "'--only-binary=:all:'") != NULL && strstr(s, "'--trusted-host'") != NULL);
+	install_args_free(a);
+	free(s);
+	a = install_pip_args("https://pypi.test/simple/", specs, 1, &n);
+	CHECK(n == 13);
+	CHECK_STR(a[11], "--");
+	CHECK_STR(a[12], "a==1");
+	install_args_free(a);
+}
+
 TEST(install_report_parsed_and_hostile_lines_skipped)
 {
 	const char out[] = "noise\n"

@@ -102,3 +102,48 @@ TEST(kernel_frame_supervisor_frames)
 	kernel_frame_clear(&f);
 	refused(KERNEL_FRAME_FROM_SUPERVISOR, "{\"op\":2}");
 }
+
+TEST(kernel_frame_pip_open_and_close)
+{
+	struct kernel_frame f;
+	CHECK(decode(KERNEL_FRAME_FROM_KERNEL,
+		     "{\"t\":\"pip_open\",\"id\":4,\"specs\":[\"a==1\",\"b\"]}", &f) == 0);
+	CHECK(f.kind == KERNEL_FRAME_PIP_OPEN && f.id == 4 && f.pip.bad == NULL);
+	CHECK(f.pip.n_specs == 2);
+	CHECK_STR(f.pip.specs[0], "a==1");
+	CHECK_STR(f.pip.specs[1], "b");
+	kernel_frame_clear(&f);
+	/* Junk lists are not protocol errors: the cell is told (bad). */
+	static const char *const junk[] = {
+	    "{\"t\":\"pip_open\",\"id\":4}",
+	    "{\"t\":\"pip_open\",\"id\":4,\"specs\":\"a\"}",
+	    "{\"t\":\"pip_open\",\"id\":4,\"specs\":[\"a\",3]}",
+	    "{\"t\":\"pip_open\",\"id\":4,\"specs\":[{\"x\":1}]}",
+	};
+	for (size_t i = 0; i < sizeof(junk) / sizeof(junk[0]); i++) {
+		CHECK(decode(KERNEL_FRAME_FROM_KERNEL, junk[i], &f) == 0);
+		CHECK(f.kind == KERNEL_FRAME_PIP_OPEN && f.pip.bad != NULL && f.pip.n_specs == 0);
+		kernel_frame_clear(&f);
+	}
+	char many[1024] = "{\"t\":\"pip_open\",\"id\":4,\"specs\":[";
+	for (int i = 0; i < KERNEL_PIP_MAX_SPECS + 1; i++)
+		strcat(many, i ? ",\"a\"" : "\"a\"");
+	strcat(many, "]}");
+	CHECK(decode(KERNEL_FRAME_FROM_KERNEL, many, &f) == 0);
+	CHECK(f.pip.bad != NULL && f.pip.n_specs == 0);
+	kernel_frame_clear(&f);
+	CHECK(decode(KERNEL_FRAME_FROM_KERNEL, "{\"t\":\"pip_close\",\"id\":4,\"rc\":1}", &f) == 0);
+	CHECK(f.kind == KERNEL_FRAME_PIP_CLOSE && f.pip.rc == 1);
+	kernel_frame_clear(&f);
+	CHECK(decode(KERNEL_FRAME_FROM_KERNEL, "{\"t\":\"pip_close\",\"id\":4,\"rc\":\"x\"}", &f) ==
+	      0);
+	CHECK(f.pip.rc == -1);
+	kernel_frame_clear(&f);
+	refused(KERNEL_FRAME_FROM_KERNEL, "{\"t\":\"pip_open\",\"specs\":[\"a\"]}");
+	refused(KERNEL_FRAME_FROM_KERNEL, "{\"t\":\"pip_close\",\"id\":0}");
+	/* Only the kernel asks: from the supervisor it is a file reply. */
+	CHECK(decode(KERNEL_FRAME_FROM_SUPERVISOR, "{\"t\":\"pip_open\",\"id\":4,\"specs\":[]}",
+		     &f) == 0);
+	CHECK(f.kind == KERNEL_FRAME_SUPERVISOR);
+	kernel_frame_clear(&f);
+}

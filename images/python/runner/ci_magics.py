@@ -32,6 +32,7 @@ import types
 
 _SHELL = "/bin/bash" if os.path.exists("/bin/bash") else "/bin/sh"
 PIP_MESSAGE = ("%s is not available in the kernel: install packages with "
+               "%%pip install NAME[==VERSION] ... in a cell, or "
                "POST /v1/sessions/{id}/packages {\"pip\": [\"NAME\", ...]} "
                "(ci-ctl install SESSION NAME...); they are importable in this "
                "session right after")
@@ -221,7 +222,7 @@ class CIShell:
         self.line_magics = {
             "time": self._time, "timeit": self._timeit, "cd": self._cd, "pwd": self._pwd,
             "env": self._env, "set_env": self._set_env, "matplotlib": self._matplotlib,
-            "pip": self._pip, "conda": self._pip, "mamba": self._pip,
+            "pip": self._pip, "conda": self._conda, "mamba": self._conda,
             "load_ext": self._noop, "reload_ext": self._noop, "autoreload": self._noop,
             "aimport": self._noop, "config": self._noop, "precision": self._noop,
             "who": self._who, "system": self._system_magic, "sx": self._sx,
@@ -284,7 +285,16 @@ class CIShell:
         return rc, out
 
     def system(self, cmd):
-        rc, _ = self._run_shell([_SHELL, "-c", self.var_expand(cmd, depth=1)])
+        cmd = self.var_expand(cmd, depth=1)
+        if "pip" in cmd:
+            # `!pip install X`, `!python3 -m pip install X`: the sandbox has
+            # no index but through the daemon's window (ci_pip.py).
+            import ci_pip
+            args = ci_pip.shell_command(cmd)
+            if args and (args[0] == "install" or args[0] in ci_pip._LOCAL):
+                ci_pip.pip(args, self.user_ns)
+                return
+        rc, _ = self._run_shell([_SHELL, "-c", cmd])
         if rc:
             _note("exit status %d" % rc)
 
@@ -334,7 +344,16 @@ class CIShell:
         return None
 
     def _pip(self, line):
-        raise UsageError(PIP_MESSAGE % "%pip")
+        # Through the daemon's install window (ci_pip.py), imported on use.
+        import ci_pip
+        try:
+            args = shlex.split(line)
+        except ValueError as e:
+            raise UsageError("%%pip: %s" % e) from None
+        ci_pip.pip(args, self.user_ns)
+
+    def _conda(self, line):
+        raise UsageError(PIP_MESSAGE % "conda")
 
     def _system_magic(self, line):
         return self.getoutput(line, depth=1)

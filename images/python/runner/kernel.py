@@ -51,7 +51,7 @@ _THIS_FILE = (lambda: 0).__code__.co_filename
 _RUNNER_DIR = os.path.dirname(_THIS_FILE)
 _RUNNER_FILES = frozenset(os.path.join(_RUNNER_DIR, n)
                           for n in ("kernel.py", "ci_display.py", "supervisor.py", "ci_frame.py",
-                                    "ci_format.py", "ci_magics.py", "ci_lang.py"))
+                                    "ci_format.py", "ci_magics.py", "ci_lang.py", "ci_pip.py"))
 try:
     _c_fflush = ctypes.CDLL(None).fflush      # C stdio buffers (printf in extensions)
     _c_fflush.argtypes = (ctypes.c_void_p,)

@@ -334,12 +334,14 @@ def test_matplotlib_inline_and_noop_magics(k):
     assert r["result"] == "1" and r["stdout"] == b"" and r["stderr"] == b""
 
 
-def test_pip_magic_names_the_packages_endpoint(k):
-    r = k.exec("%pip install requests")
+def test_conda_magic_names_pip_and_the_packages_endpoint(k):
+    # %pip itself goes through the install window (test_pip.py).
+    r = k.exec("%conda install requests")
     assert r["status"] == "error" and r["error"]["ename"] == "UsageError"
+    assert "%pip install NAME" in r["error"]["evalue"]
     assert "POST /v1/sessions/{id}/packages" in r["error"]["evalue"]
     assert not any("ci_magics" in s for s in r["error"]["traceback"]), r["error"]
-    assert r["error"]["traceback"][-1].startswith("UsageError: %pip is not available")
+    assert r["error"]["traceback"][-1].startswith("UsageError: conda is not available")
 
 
 def test_unknown_magic_is_usage_error(k):
