@@ -20,8 +20,9 @@ PACKAGES=(
 	docker.io containerd runc iptables redis-server redis-tools
 	# the stateless tier's process sandbox (daemon/stateless.c; Debian 12: 0.8.0)
 	bubblewrap
-	# the sandbox image is built from Debian packages, no registry
-	debootstrap
+	# the sandbox image is built from Debian packages, no registry: Debian 13
+	# by default, whose release key debootstrap takes from the keyring
+	debootstrap debian-archive-keyring
 	# tests
 	python3 python3-pytest python3-openpyxl openssl valgrind clang-format clang libclang-rt-14-dev
 	# the reviewer page's browser test (tests/browser/): Debian's chromium, driven by

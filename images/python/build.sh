@@ -23,11 +23,13 @@
 #                               [--profile DIR] [--mirror URL] [--print]
 #   --force         rebuild even when the image is up to date
 #   --tag TAG       image tag (default ci/python:latest)
-#   --suite SUITE   Debian suite (default bookworm; trixie builds Debian 13)
+#   --suite SUITE   Debian suite (default trixie, Debian 13; bookworm builds
+#                   Debian 12); overrides the profile's DIR/suite
 #   --profile DIR   a profile: DIR/packages.txt (more packages, or -NAME to
-#                   drop one), DIR/files/ (copied over the image's root) and
-#                   DIR/setup.sh (run in the image as root after that); its
-#                   name (label ci.image) is DIR's base name
+#                   drop one), DIR/files/ (copied over the image's root),
+#                   DIR/setup.sh (run in the image as root after that) and
+#                   DIR/suite (its Debian suite, one word: profiles/bookworm
+#                   is Debian 12); its name (label ci.image) is DIR's base name
 #   --mirror URL    Debian mirror (default: the first URI of the machine's apt
 #                   sources for SUITE, else the one for the host's own suite:
 #                   one archive serves every suite)
@@ -38,7 +40,9 @@ set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 TAG="ci/python:latest"
-SUITE="bookworm"
+# The default suite; a profile's DIR/suite, then --suite, override it.
+DEFAULT_SUITE="trixie"
+SUITE=""
 FORCE=0
 MIRROR=""
 PROFILE=""
@@ -66,24 +70,34 @@ while [ $# -gt 0 ]; do
     shift
 done
 
-# A suite is a name debootstrap knows (bookworm, trixie, ...): it goes into
-# paths, a label and debootstrap's command line.
-case "$SUITE" in
-    ""|*[!a-z0-9-]*) die "--suite '$SUITE': a Debian suite name (bookworm, trixie)" ;;
-esac
-# The profile's name (label ci.image): python on bookworm, python-SUITE on
-# another suite, a profile directory's base name.
-NAME="python"
-[ "$SUITE" = bookworm ] || NAME="python-$SUITE"
 if [ -n "$PROFILE" ]; then
     [ -d "$PROFILE" ] || die "--profile $PROFILE: not a directory"
     PROFILE="$(cd "$PROFILE" && pwd)"
+    [ -f "$PROFILE/packages.txt" ] || [ -d "$PROFILE/files" ] || [ -f "$PROFILE/setup.sh" ] \
+        || [ -f "$PROFILE/suite" ] \
+        || die "--profile $PROFILE: has none of packages.txt, files/, setup.sh, suite"
+    # The profile's own suite (profiles/bookworm keeps Debian 12), unless
+    # --suite names one.
+    if [ -z "$SUITE" ] && [ -f "$PROFILE/suite" ]; then
+        SUITE="$(sed -e 's/#.*//' "$PROFILE/suite" | tr -d ' \t\n')"
+        [ -n "$SUITE" ] || die "--profile $PROFILE: its suite file names no suite"
+    fi
+fi
+[ -n "$SUITE" ] || SUITE="$DEFAULT_SUITE"
+# A suite is a name debootstrap knows (bookworm, trixie, ...): it goes into
+# paths, a label and debootstrap's command line.
+case "$SUITE" in
+    *[!a-z0-9-]*) die "--suite '$SUITE': a Debian suite name (trixie, bookworm)" ;;
+esac
+# The profile's name (label ci.image): python on the default suite,
+# python-SUITE on another one, a profile directory's base name.
+NAME="python"
+[ "$SUITE" = "$DEFAULT_SUITE" ] || NAME="python-$SUITE"
+if [ -n "$PROFILE" ]; then
     NAME="$(basename "$PROFILE")"
     case "$NAME" in
         *[!a-z0-9_-]*) die "--profile $PROFILE: its name '$NAME' must be [a-z0-9_-] (it is the image's ci.image label)" ;;
     esac
-    [ -f "$PROFILE/packages.txt" ] || [ -d "$PROFILE/files" ] || [ -f "$PROFILE/setup.sh" ] \
-        || die "--profile $PROFILE: has none of packages.txt, files/, setup.sh"
 fi
 
 now() { date +%s.%N; }

@@ -44,7 +44,7 @@ ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 sys.path.insert(0, HERE)
 import exec_rtt  # noqa: E402
-from harness import Client, Daemon, RedisServer, percentile, wait_for  # noqa: E402
+from harness import Client, Daemon, RedisServer, image_tag, percentile, wait_for  # noqa: E402
 from harness.measure import expiry_lateness  # noqa: E402
 
 QUICK = os.environ.get("BENCH_QUICK", "") not in ("", "0")
@@ -84,7 +84,7 @@ CONFIG = {
     "pool_size": env_int("BENCH_POOL_SIZE", 4, 4),
     "pool_refill_timeout_s": env_float("BENCH_POOL_REFILL_TIMEOUT_S", 60, 60),
     "create_parallel": env_int("BENCH_CREATE_PARALLEL", 4, 4),   # set-up/teardown fan-out
-    "image": os.environ.get("BENCH_IMAGE", "ci/python:latest"),
+    "image": os.environ.get("BENCH_IMAGE") or image_tag(),  # the daemon's (CID_IMAGES)
     "mem_budget_gb": env_float("BENCH_MEM_BUDGET_GB", 24, 24),
 }
 

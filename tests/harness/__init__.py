@@ -14,6 +14,8 @@ there for pytest, the bench scripts do it themselves.
   harness.servers  HTTP, recording and listening servers of the test's own
   harness.fake_llm FakeLLM, a scripted OpenAI-compatible chat completions
                    server standing in for the fixer model
+  harness.images   image_tag: the sandbox image's tag the daemon under test
+                   uses (CID_IMAGES), for a test's own containers
   harness.stats    percentile
   harness.measure  measurements a test checks and a benchmark reports
                    (idle expiry lateness)
@@ -28,10 +30,11 @@ this machine, and nothing waits by sleeping.
 from .daemon import CTL_BIN, DAEMON_BIN, ROOT, Daemon, parse_time, remove_state_dir
 from .fake_llm import FakeLLM
 from .http import Client, Response, free_port, raw_connect, raw_exchange, status_of
+from .images import image_tag
 from .redis import RedisServer
 from .stats import percentile
 from .wait import wait_for
 
 __all__ = ["CTL_BIN", "DAEMON_BIN", "ROOT", "Client", "Daemon", "FakeLLM", "RedisServer", "Response",
-           "free_port", "parse_time", "percentile", "raw_connect", "raw_exchange", "remove_state_dir",
+           "free_port", "image_tag", "parse_time", "percentile", "raw_connect", "raw_exchange", "remove_state_dir",
            "status_of", "wait_for"]

@@ -20,6 +20,7 @@ import uuid
 
 from . import procfs
 from .http import Client, free_port
+from .images import image_tag
 from .wait import wait_for
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -228,7 +229,7 @@ class Daemon:
         one is a minute away."""
         self.wait_log("recovery:", timeout=30)  # the start-up reconcile is done
         out = subprocess.run(["docker", "create", "--label", "ci.prefix=" + self.prefix,
-                              "--label", "ci.node=" + self.node, "ci/python:latest", "true"],
+                              "--label", "ci.node=" + self.node, image_tag(), "true"],
                              capture_output=True, text=True, timeout=60, check=True)
         marker = out.stdout.strip()
         try:

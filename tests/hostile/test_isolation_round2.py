@@ -14,6 +14,8 @@ import json
 import re
 import subprocess
 
+from harness import image_tag
+
 UID_BASE, UID_COUNT = 200000, 4096  # the daemon's defaults (sandbox-uid-base/-count)
 
 
@@ -78,7 +80,7 @@ def test_engine_default_profile_would_allow_io_uring(hostile):
     the daemon's profile and not a kernel without io_uring."""
     r = subprocess.run(
         ["docker", "run", "--rm", "--network", "none", "--cap-drop", "ALL",
-         "--label", "ci.prefix=%s" % hostile.d.prefix, "ci/python:latest", "python3", "-c",
+         "--label", "ci.prefix=%s" % hostile.d.prefix, image_tag(), "python3", "-c",
          "import ctypes; b = ctypes.create_string_buffer(120); "
          "print(ctypes.CDLL(None).syscall(425, 8, b) >= 0)"],
         capture_output=True, text=True, timeout=120)

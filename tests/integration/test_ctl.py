@@ -3,7 +3,7 @@ import json
 import subprocess
 import time
 
-from harness import CTL_BIN, wait_for
+from harness import CTL_BIN, image_tag, wait_for
 
 
 def test_ctl_session_workflow(daemon):
@@ -53,7 +53,7 @@ def test_ctl_gc_lists_and_removes_orphans(make_daemon):
     daemon.wait_orphan_sweep()
     # A container that carries this daemon's labels but belongs to no session.
     out = subprocess.run(["docker", "create", "--label", "ci.prefix=" + daemon.prefix,
-                          "--label", "ci.node=" + daemon.node, "ci/python:latest", "true"],
+                          "--label", "ci.node=" + daemon.node, image_tag(), "true"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     orphan = out.stdout.strip()

@@ -16,7 +16,7 @@ import uuid
 
 import pytest
 
-from harness import wait_for
+from harness import image_tag, wait_for
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.path.join(ROOT, "images", "python", "build.sh")
@@ -33,11 +33,7 @@ DATA_SCIENCE = ["python3-numpy", "python3-pandas", "python3-matplotlib", "python
 
 def python_tag():
     """The tag of the python profile the suite runs against (CID_IMAGES)."""
-    for part in os.environ.get("CID_IMAGES", "python=ci/python:latest").split(","):
-        name, _, tag = part.partition("=")
-        if name == "python" and tag:
-            return tag
-    return "ci/python:latest"
+    return image_tag("python")
 
 
 def docker_inspect(ref):
@@ -134,6 +130,38 @@ def test_the_image_carries_the_data_science_stack_and_its_record():
     assert rec["n"] > len(listed)   # the file has the dependencies too
     assert rec["python"] == labels["ci.python"]
     assert listed["python3-sklearn"].startswith(rec["sklearn"].split(".post")[0][:3])
+
+
+def test_the_default_image_is_debian_13():
+    """The issue's stack: the default recipe (ci.image "python") is Debian 13
+    with Python 3.13, numpy 2 and pandas 2, as the image itself says when
+    imported; an image of the bookworm profile says Debian 12. The image is
+    the one the suite runs against (CID_IMAGES), built by build.sh."""
+    tag = python_tag()
+    labels = docker_inspect(tag)["Config"]["Labels"] or {}
+    profile = labels.get("ci.image")
+    if profile not in ("python", "bookworm"):
+        pytest.skip("%s is profile %r, neither the default recipe nor bookworm" % (tag, profile))
+    out = subprocess.run(
+        ["docker", "run", "--rm", "--network", "none", "--read-only", "--tmpfs", "/tmp", tag,
+         "/usr/bin/python3", "-I", "-c",
+         "import json, platform, numpy, pandas, scipy, sklearn, matplotlib\n"
+         "print(json.dumps({'python': platform.python_version(), 'numpy': numpy.__version__,"
+         " 'pandas': pandas.__version__, 'debian': open('/etc/debian_version').read().strip()}))"],
+        capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    major = lambda v: int(v.split(".")[0])  # noqa: E731
+    if profile == "python":
+        assert labels["ci.suite"] == "trixie", "%s is an old default image (%s): rebuild it " \
+            "(images/python/build.sh)" % (tag, labels.get("ci.suite"))
+        assert got["debian"].startswith("13."), got
+        assert got["python"].startswith("3.13."), got
+        assert major(got["numpy"]) == 2 and major(got["pandas"]) == 2, got
+    else:
+        assert labels["ci.suite"] == "bookworm" and got["debian"].startswith("12."), got
+        assert got["python"].startswith("3.11."), got
+    assert got["python"] == labels["ci.python"]
 
 
 def test_labels_are_read_as_outside_input_and_cached(make_daemon, test_tag):
@@ -238,14 +266,25 @@ def test_docs_commands_work_without_building(tmp_path):
         assert info["packages"][0] == "python3"
         if str(doc_mine) in args:
             assert info["name"] == "mine" and "python3-geopandas" in info["packages"]
-    # The default, the trixie profile, and the example profile.
+    # The default (Debian 13), the bookworm profile (Debian 12), and the
+    # example profile.
     base = run_print([])
-    assert base["name"] == "python" and base["suite"] == "bookworm"
+    assert base["name"] == "python" and base["suite"] == "trixie"
     assert all(p in base["packages"] for p in DATA_SCIENCE)
-    trixie = run_print(["--suite", "trixie", "--tag", "ci/python-trixie:latest"])
-    assert trixie["name"] == "python-trixie" and trixie["suite"] == "trixie"
-    assert "python3-distutils" not in trixie["packages"]  # gone in Python 3.12
-    assert trixie["recipe"] != base["recipe"]
+    assert "python3-distutils" not in base["packages"]  # gone in Python 3.12
+    bookworm = run_print(["--profile", os.path.join(ROOT, "images", "python", "profiles",
+                                                    "bookworm"),
+                          "--tag", "ci/python-bookworm:latest"])
+    assert bookworm["name"] == "bookworm" and bookworm["suite"] == "bookworm"
+    with open(os.path.join(ROOT, "images", "python", "packages.bookworm.txt")) as f:
+        suite_extra = [w for line in f for w in line.split("#")[0].split()]
+    assert "python3-distutils" in suite_extra
+    assert bookworm["packages"] == base["packages"] + suite_extra
+    assert bookworm["recipe"] != base["recipe"]
+    # --suite alone: the same suite, the name of a suite build, not the profile's.
+    plain = run_print(["--suite", "bookworm"])
+    assert plain["name"] == "python-bookworm" and plain["suite"] == "bookworm"
+    assert plain["packages"] == bookworm["packages"] and plain["recipe"] != bookworm["recipe"]
     example = os.path.join(ROOT, "images", "python", "profiles", "example")
     ex = run_print(["--profile", example, "--tag", "ci/python-example:latest"])
     with open(os.path.join(example, "packages.txt")) as f:
@@ -293,3 +332,19 @@ def test_build_refuses_bad_arguments(tmp_path):
     out = subprocess.run([BUILD, "--profile", str(nopy), "--print"], capture_output=True,
                          text=True, timeout=60)
     assert out.returncode != 0 and "drop python3" in out.stderr
+    # A profile's suite file is a suite name, as --suite is.
+    badsuite = tmp_path / "badsuite"
+    badsuite.mkdir()
+    (badsuite / "suite").write_text("# a comment\n../etc\n")
+    out = subprocess.run([BUILD, "--profile", str(badsuite), "--print"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode != 0 and "Debian suite" in out.stderr
+    (badsuite / "suite").write_text("# no suite\n")
+    out = subprocess.run([BUILD, "--profile", str(badsuite), "--print"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode != 0 and "names no suite" in out.stderr
+    # ... and --suite overrides it.
+    (badsuite / "suite").write_text("bookworm\n")
+    out = subprocess.run([BUILD, "--profile", str(badsuite), "--suite", "trixie", "--print"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "suite trixie\n" in out.stdout, out.stderr

@@ -31,10 +31,10 @@ import zipfile
 
 import pytest
 
-from harness import Daemon, wait_for
+from harness import Daemon, image_tag, wait_for
 
 ADMIN = "admin-" + "p" * 40
-BASE_IMAGE = "ci/python:latest"
+BASE_IMAGE = image_tag()  # the image the daemon under test runs (CID_IMAGES)
 HOST_PIP = "/usr/lib/python3/dist-packages/pip"
 KERNEL_PY = os.path.join(os.path.dirname(__file__), "..", "..", "images", "python", "runner",
                          "kernel.py")

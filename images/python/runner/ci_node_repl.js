@@ -16,6 +16,8 @@ const path = require('path');
 const util = require('util');
 const vm = require('vm');
 const { createRequire } = require('module');
+const { Console } = require('console');
+const { EventEmitter } = require('events');
 
 const IN_FD = Number(process.argv[2]);
 const OUT_FD = Number(process.argv[3]);
@@ -41,6 +43,53 @@ for (const s of [process.stdout, process.stderr]) {
   if (s._handle && typeof s._handle.setBlocking === 'function')
     s._handle.setBlocking(true);
 }
+// ... and go straight to the fd with write(2), never through libuv's pipe
+// stream: on Node.js 20 (Debian 13) a cell that wrote to the stream and then
+// spun (`console.log(1); while (true) {}`) was, more often than not, no
+// longer broken by SIGINT (breakOnSigint), and ran to the deadline. The
+// cell's console, process.stdout.write and process.stderr.write all come
+// here; the streams themselves then hold nothing (drained() below). Not a
+// stream.Writable either: its bookkeeping runs on process.nextTick, and an
+// interrupted cell (TerminateExecution) could leave it holding every later
+// write.
+class FdSink extends EventEmitter {
+  constructor(fd) {
+    super();
+    this.fd = fd;
+  }
+
+  // write(chunk[, encoding][, cb]), as a stream's; true (nothing queued).
+  write(chunk, encoding, cb) {
+    if (typeof encoding === 'function') {
+      cb = encoding;
+      encoding = undefined;
+    }
+    let err = null;
+    try {
+      const data = typeof chunk === 'string' ? Buffer.from(chunk, encoding || 'utf8')
+                                             : Buffer.from(chunk.buffer || chunk, chunk.byteOffset, chunk.byteLength);
+      let off = 0;
+      while (off < data.length) {
+        try {
+          off += fs.writeSync(this.fd, data, off);
+        } catch (e) {
+          if (e.code !== 'EAGAIN')
+            throw e;
+        }
+      }
+    } catch (e) {
+      err = e;   // the kernel's pipe is gone: nothing to report to
+    }
+    if (typeof cb === 'function')
+      cb(err);
+    return true;
+  }
+}
+const cellOut = new FdSink(1);
+const cellErr = new FdSink(2);
+process.stdout.write = cellOut.write.bind(cellOut);
+process.stderr.write = cellErr.write.bind(cellErr);
+sandbox.console = new Console({ stdout: cellOut, stderr: cellErr });
 
 const replFile = path.join(process.cwd(), '<repl>');
 const userModule = { exports: {}, filename: replFile, id: '<repl>', paths: [] };

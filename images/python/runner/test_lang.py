@@ -292,6 +292,30 @@ def test_js_interrupt_keeps_the_context(sb):
 
 
 @needs_node
+def test_js_interrupt_after_writing_to_the_streams(sb):
+    """A cell that wrote through console or process.stdout/stderr, then
+    spins, is still broken by the interrupt: on Node.js 20 (Debian 13) a
+    write through libuv's pipe stream left breakOnSigint deaf more often
+    than not (the cell ran to its deadline), so the cell's writes go to the
+    fds directly. Several rounds: the failure was a race, one round in four
+    passed."""
+    run(sb, "var kept = 'yes'", "javascript")
+    kpid = sb.kern.hello["pid"]
+    for i in range(4):
+        for write in ("console.log(process.pid)", "process.stdout.write(process.pid + '\\n')",
+                      "console.error('e'); console.log(process.pid)"):
+            eid = start(sb, write + "; while (true) {}", "javascript")
+            first_line(sb, eid)
+            os.kill(kpid, signal.SIGINT)
+            r = collect(sb, eid)
+            assert r["status"] == "error" and r["error"]["ename"] == "KeyboardInterrupt", \
+                (i, write, r)
+    r = run(sb, "console.log('out'); console.error('err'); kept", "javascript")
+    assert r["status"] == "ok" and r["result"] == "'yes'", r
+    assert r["stdout"] == b"out\n" and r["stderr"] == b"err\n", r
+
+
+@needs_node
 def test_js_blocked_in_a_child_is_ended_by_the_kernel_kill(sb):
     kpid = sb.kern.hello["pid"]
     eid = start(sb, "console.log(process.pid);\n"
