@@ -540,6 +540,14 @@ class Kernel:
         """Send a PNG as a display frame of the running execution."""
         self._send_displays([("image/png", data)])
 
+    def display_figure(self, fig):
+        """Send a matplotlib figure as Jupyter's inline backend does: one
+        bundle, its text/plain (`<Figure size 640x480 with 1 Axes>`) and its
+        image/png."""
+        png = self._figure_png(fig)
+        self._send_displays([("text/plain", _fmt().plain(fig).encode("utf-8", "replace")),
+                             ("image/png", png)])
+
     def _figure_png(self, fig):
         buf = io.BytesIO()
         fig.savefig(buf, format="png", bbox_inches="tight")
@@ -561,7 +569,7 @@ class Kernel:
                     self.display_raw(obj)
                 continue
             if self._figure(obj):
-                self.display_png(self._figure_png(obj))
+                self.display_figure(obj)
                 continue
             own = _fmt().displays_itself(obj)
             if own is not None:
@@ -592,14 +600,14 @@ class Kernel:
         for m in list(Gcf.get_all_fig_managers()):
             fig = m.canvas.figure
             if not (self.displayed.get(id(fig)) is fig and not fig.stale):
-                self.display_png(self._figure_png(fig))
+                self.display_figure(fig)
             if plt is not None:
                 plt.close(fig)
             else:
                 Gcf.destroy(m)
 
     def show_figure(self, fig):
-        self.display_png(self._figure_png(fig))
+        self.display_figure(fig)
 
     # ------------------------------------------------------------- execution
 

@@ -226,6 +226,23 @@ def test_figure_as_last_expression_is_sent_once(k):
     assert frames(r)[0].get("result") is True
 
 
+@pytest.mark.skipif(not has_matplotlib(), reason="matplotlib not installed")
+def test_figure_display_is_jupyters_bundle(k):
+    # Jupyter's inline backend displays a figure as one bundle: its
+    # text/plain (the figure's repr) and its image/png; so do plt.show(),
+    # display(fig), fig.show() and a figure left open at the end of the cell.
+    for code in ("plt.plot([1]); plt.show()", "fig = plt.figure(); plt.plot([1]); display(fig)",
+                 "fig = plt.figure(); plt.plot([1]); fig.show()", "plt.plot([1]); None"):
+        r = ok(k.exec("import matplotlib.pyplot as plt\n" + code))
+        assert [m for m, _ in r["display"]] == ["text/plain", "image/png"], code
+        assert r["display"][0][1] == b"<Figure size 640x480 with 1 Axes>", code
+        assert valid_png(r["display"][1][1]), code
+        g = [h["group"] for h in frames(r)]
+        assert g[0] == g[1] and not any(h.get("result") for h in frames(r)), code
+    r = ok(k.exec("fig, axs = plt.subplots(1, 2, figsize=(5, 3)); plt.show()"))
+    assert r["display"][0][1] == b"<Figure size 500x300 with 2 Axes>"
+
+
 # ------------------------------------------------------------- magics
 
 def test_plain_code_is_not_transformed(k):
