@@ -540,13 +540,23 @@ class Kernel:
         """Send a PNG as a display frame of the running execution."""
         self._send_displays([("image/png", data)])
 
+    @staticmethod
+    def _figure_empty(fig):
+        # IPython's print_figure draws nothing for a figure without axes or
+        # lines (plt.figure() in a cell that failed before plotting)
+        return not fig.axes and not fig.lines
+
     def display_figure(self, fig):
         """Send a matplotlib figure as Jupyter's inline backend does: one
         bundle, its text/plain (`<Figure size 640x480 with 1 Axes>`) and its
-        image/png."""
-        png = self._figure_png(fig)
-        self._send_displays([("text/plain", _fmt().plain(fig).encode("utf-8", "replace")),
-                             ("image/png", png)])
+        image/png (none for an empty figure, as IPython)."""
+        items = [("text/plain", _fmt().plain(fig).encode("utf-8", "replace"))]
+        if self._figure_empty(fig):
+            self.displayed[id(fig)] = fig
+            fig.stale = False
+        else:
+            items.append(("image/png", self._figure_png(fig)))
+        self._send_displays(items)
 
     def _figure_png(self, fig):
         buf = io.BytesIO()
@@ -658,7 +668,11 @@ class Kernel:
         if type(value) in _SIMPLE:
             return repr(value)
         if self._figure(value):
-            self._send_displays([("image/png", self._figure_png(value))], {"result": True})
+            if self._figure_empty(value):
+                self.displayed[id(value)] = value
+                value.stale = False
+            else:
+                self._send_displays([("image/png", self._figure_png(value))], {"result": True})
             return _fmt().plain(value)
         own = _fmt().displays_itself(value)
         if own is not None:

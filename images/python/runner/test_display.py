@@ -243,6 +243,20 @@ def test_figure_display_is_jupyters_bundle(k):
     assert r["display"][0][1] == b"<Figure size 500x300 with 2 Axes>"
 
 
+@pytest.mark.skipif(not has_matplotlib(), reason="matplotlib not installed")
+def test_empty_figure_is_text_only(k):
+    # A cell that failed between plt.figure() and the first plot: Jupyter
+    # shows the figure's text/plain and no image (IPython's print_figure
+    # draws nothing for a figure without axes).
+    r = k.exec("import matplotlib.pyplot as plt\nplt.figure(figsize=(5, 5))\nplt.imshow(nope)")
+    assert r["status"] == "error" and r["error"]["ename"] == "NameError"
+    assert r["display"] == [("text/plain", b"<Figure size 500x500 with 0 Axes>")]
+    r = ok(k.exec("plt.get_fignums()"))
+    assert r["result"] == "[]"
+    r = ok(k.exec("fig = plt.figure()\nfig"))              # as the last expression
+    assert r["result"] == "<Figure size 640x480 with 0 Axes>" and r["display"] == []
+
+
 # ------------------------------------------------------------- magics
 
 def test_plain_code_is_not_transformed(k):
