@@ -19,7 +19,10 @@ notebook and the share of cells that agree on each, and on all three.
 
     tests/fidelity/run.py [DAEMON_BINARY]   (FIDELITY_IMAGE: another image;
                                              FIDELITY_ONLY: a regex, only the
-                                             notebooks it matches)"""
+                                             notebooks it matches;
+                                             FIDELITY_REPORT_ONLY=1: the
+                                             report of the last run's
+                                             cells.json again)"""
 import json
 import os
 import re
@@ -109,13 +112,13 @@ def jupyter_side(path):
 
 
 def compare(nbs, ci, jup):
-    rows, tot = [], {"cells": 0, "status": 0, "text": 0, "mime": 0, "all": 0}
+    rows, tot = [], {"cells": 0, "status": 0, "text": 0, "mime": 0, "all": 0, "ok": 0}
     jmap = {n["name"]: n["cells"] for n in jup}
     for nb, c in zip(nbs, ci):
         j = jmap.get(nb["name"], [])
         n = len(nb["cells"])
         row = {"name": nb["name"], "package": nb["package"], "cells": n,
-               "status": 0, "text": 0, "mime": 0, "all": 0}
+               "status": 0, "text": 0, "mime": 0, "all": 0, "ok": 0}
         for i in range(n):
             a = c["cells"][i] if i < len(c["cells"]) else {"status": "not run"}
             b = j[i] if i < len(j) else {"status": "not run"}
@@ -127,6 +130,8 @@ def compare(nbs, ci, jup):
             row["text"] += same_text
             row["mime"] += same_mime
             row["all"] += same_status and same_text and same_mime
+            # cells that fail alike agree too; how many ran on both is said
+            row["ok"] += a.get("status") == b.get("status") == "ok"
         rows.append(row)
         for k in tot:
             tot[k] += row[k] if k != "cells" else n
@@ -149,11 +154,19 @@ def main():
         path = os.path.join(OUT, "notebooks.only.json")
         with open(path, "w") as f:
             json.dump(nbs, f)
-    ci = ci_side(nbs, binary)
-    where, jup = jupyter_side(path)
+    cells_path = os.path.join(OUT, "cells.json")
+    if os.environ.get("FIDELITY_REPORT_ONLY"):     # the report of the last run again
+        with open(cells_path) as f:
+            last = json.load(f)
+        ci, jup, where = last["ci"], last["jupyter"], last.get("where", "?")
+        names = {n["name"] for n in ci}
+        nbs = [nb for nb in nbs if nb["name"] in names]
+    else:
+        ci = ci_side(nbs, binary)
+        where, jup = jupyter_side(path)
     rows, tot = compare(nbs, ci, jup)
-    lines = ["Fidelity: %d notebooks, %d code cells, ci vs a Jupyter kernel in %s." % (
-        len(rows), tot["cells"], where), "",
+    lines = ["Fidelity: %d notebooks, %d code cells (%d ran without error on both sides), "
+             "ci vs a Jupyter kernel in %s." % (len(rows), tot["cells"], tot["ok"], where), "",
         "| notebook | package | cells | same status | same text/plain | same MIME types | all three |",
         "|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -166,8 +179,8 @@ def main():
     report = "\n".join(lines) + "\n"
     with open(os.path.join(OUT, "report.md"), "w") as f:
         f.write(report)
-    with open(os.path.join(OUT, "cells.json"), "w") as f:
-        json.dump({"ci": ci, "jupyter": jup}, f)
+    with open(cells_path, "w") as f:
+        json.dump({"ci": ci, "jupyter": jup, "where": where}, f)
     print(report)
 
 
