@@ -58,6 +58,7 @@ try:
 except (OSError, AttributeError):
     _c_fflush = None
 _pack = ci_frame.pack
+_BINARY_MIMES = frozenset(("image/png", "image/jpeg", "application/pdf"))
 # Exactly these types: repr() is IPython's text/plain, and nothing else applies.
 _SIMPLE = frozenset((int, float, str, bool, bytes, complex, type(None)))
 # a line starting with ! or %, or `names = !cmd` / `names = %magic`: only then
@@ -169,6 +170,7 @@ class Kernel:
         self.groups = 0                # bundles sent in this execution
         self.display_full = False
         self.displayed = {}            # id(fig) -> fig shown during this exec
+        self.capturing = None          # %%capture: displays go into this list
         self.main_ident = threading.get_ident()
         self.log_fd = 2
         self.connected_once = False
@@ -495,6 +497,10 @@ class Kernel:
         all or none of them (a bundle is not cut in half by the limit)."""
         if self.cur_id is None or not items:
             return
+        if self.capturing is not None:           # inside %%capture
+            self.capturing.append({m: (d if m in _BINARY_MIMES else
+                                       d.decode("utf-8", "replace")) for m, d in items})
+            return
         kept = []
         for mime, data in items:
             if len(data) > ci_frame.MAX_BODY:
@@ -818,6 +824,7 @@ class Kernel:
         self.groups = 0
         self.display_full = False
         self.displayed.clear()
+        self.capturing = None
         # pending_int is not reset here: a SIGINT since cur_id was set is
         # for this execution (it is reset when the last one ended).
         if self.idle_int:

@@ -417,3 +417,36 @@ def sb_fresh():
     finally:
         s.close()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+# ------------------------------------------------------------- %%capture
+
+def test_capture_cell_magic(k):
+    # IPython's %%capture: prints, displays and the last value kept out of the
+    # output, into a CapturedIO when a name is given; show() puts them back.
+    r = ok(k.exec("%%capture cap\nimport sys\nprint('out')\nprint('err', file=sys.stderr)\n"
+                  "display({'a': 1})\n!echo shell\n41 + 1"))
+    assert r["stdout"] == b"" and r["stderr"] == b"" and r["display"] == [] and r["result"] is None
+    r = ok(k.exec("(cap.stdout, cap.stderr, [o.data for o in cap.outputs], str(cap) == cap.stdout)"))
+    assert r["result"] == ("('out\\nshell\\n',\n 'err\\n',\n [{'text/plain': \"{'a': 1}\"}, "
+                           "{'text/plain': '42'}],\n True)")
+    r = ok(k.exec("cap.show()"))
+    assert r["stdout"] == b"out\nshell\n" and r["stderr"] == b"err\n"
+    assert r["display"] == [("text/plain", b"{'a': 1}"), ("text/plain", b"42")]
+    r = ok(k.exec("%%capture --no-stdout --no-display\nprint('shown')\ndisplay(7)"))
+    assert r["stdout"] == b"shown\n" and r["display"] == [("text/plain", b"7")]
+    r = k.exec("%%capture --bogus\n1")
+    assert r["status"] == "error" and r["error"]["ename"] == "UsageError"
+    r = k.exec("%%capture\nprint('before')\n1/0")          # an error still fails the cell
+    assert r["status"] == "error" and r["error"]["ename"] == "ZeroDivisionError"
+    assert r["stdout"] == b""
+    assert ok(k.exec("print('after')"))["stdout"] == b"after\n"   # streams restored
+
+
+@pytest.mark.skipif(not has_matplotlib(), reason="matplotlib not installed")
+def test_capture_keeps_figures_out(k):
+    r = ok(k.exec("%%capture c\nimport matplotlib.pyplot as plt\nplt.plot([1, 2])"))
+    assert r["display"] == []
+    # the last value ([<Line2D ...>]), then the figure, as IPython's order
+    r = ok(k.exec("[sorted(o.data) for o in c.outputs]"))
+    assert r["result"] == "[['text/plain'], ['image/png', 'text/plain']]"
