@@ -450,3 +450,26 @@ def test_capture_keeps_figures_out(k):
     # the last value ([<Line2D ...>]), then the figure, as IPython's order
     r = ok(k.exec("[sorted(o.data) for o in c.outputs]"))
     assert r["result"] == "[['text/plain'], ['image/png', 'text/plain']]"
+
+
+# ------------------------------------------------------------- fast path
+
+def test_plain_code_loads_no_ipython():
+    # print(1) and builtin scalars never load the display or magics modules
+    # nor IPython; a figure's text/plain loads ci_format (IPython's pretty.py
+    # on its own), still not the IPython package and its second of start-up.
+    tmp = tempfile.mkdtemp(prefix="cifast-")
+    s = Sandbox(tmp)
+    probe = ("import sys\nprint(sorted(m for m in sys.modules "
+             "if m.split('.')[0] in ('IPython', 'ci_format', 'ci_magics')))")
+    try:
+        assert ok(s.exec("print(1)"))["stdout"] == b"1\n"
+        assert ok(s.exec("x = 41\nx + 1"))["result"] == "42"
+        assert ok(s.exec(probe))["stdout"] == b"[]\n"
+        if has_matplotlib():
+            r = ok(s.exec("import matplotlib.pyplot as plt\nplt.plot([1]); plt.show()"))
+            assert [m for m, _ in r["display"]] == ["text/plain", "image/png"]
+            assert ok(s.exec(probe))["stdout"] == b"['ci_format']\n"
+    finally:
+        s.close()
+        shutil.rmtree(tmp, ignore_errors=True)
