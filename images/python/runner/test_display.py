@@ -427,7 +427,8 @@ def test_capture_cell_magic(k):
     r = ok(k.exec("%%capture cap\nimport sys\nprint('out')\nprint('err', file=sys.stderr)\n"
                   "display({'a': 1})\n!echo shell\n41 + 1"))
     assert r["stdout"] == b"" and r["stderr"] == b"" and r["display"] == [] and r["result"] is None
-    r = ok(k.exec("(cap.stdout, cap.stderr, [o.data for o in cap.outputs], str(cap) == cap.stdout)"))
+    r = ok(k.exec("(cap.stdout, cap.stderr, [o.data for o in cap.outputs],\n"
+                  " str(cap) == cap.stdout)"))
     assert r["result"] == ("('out\\nshell\\n',\n 'err\\n',\n [{'text/plain': \"{'a': 1}\"}, "
                            "{'text/plain': '42'}],\n True)")
     r = ok(k.exec("cap.show()"))
