@@ -114,6 +114,7 @@ void exec_result_drop_outputs(struct exec_result *r)
 	free(r->display);
 	r->display = NULL;
 	r->n_display = 0;
+	r->display_bytes = 0;
 	for (size_t i = 0; i < r->n_files; i++) {
 		free(r->files[i].path);
 		free(r->files[i].change);
@@ -137,8 +138,9 @@ size_t exec_result_on_stream(struct exec_result *r, bool is_stderr, const char *
 bool exec_result_on_display(struct exec_result *r, const struct exec_display_info *info,
 			    const char *data, size_t len)
 {
-	if (r->n_display >= EXEC_MAX_DISPLAY)
+	if (r->n_display >= EXEC_MAX_DISPLAY || len > EXEC_MAX_DISPLAY_BYTES - r->display_bytes)
 		return false;
+	r->display_bytes += len;
 	r->display = xrealloc(r->display, (r->n_display + 1) * sizeof(*r->display));
 	struct exec_display *d = &r->display[r->n_display];
 	d->mime = xstrndup(info->mime, 128);

@@ -14,7 +14,11 @@
 #include "capbuf.h"
 #include "err.h"
 
-#define EXEC_MAX_DISPLAY 20
+/* 40 entries: a figure is two (Jupyter's text/plain and image/png), so an
+ * execution still shows 20 figures; their data is bounded apart (the kernel
+ * keeps to the same numbers, docs/protocol.md). */
+#define EXEC_MAX_DISPLAY 40
+#define EXEC_MAX_DISPLAY_BYTES (20u << 20)
 #define EXEC_MAX_FILES 1000
 #define EXEC_MAX_TRACEBACK 200
 
@@ -51,6 +55,7 @@ struct exec_result {
 	size_t n_traceback;
 	struct exec_display *display;
 	size_t n_display;
+	size_t display_bytes; /* the entries' data, before base64 */
 	struct exec_file *files;
 	size_t n_files;
 	bool files_truncated;

@@ -8,7 +8,7 @@ writes JSON to stdout.
 
 Run inside a container of the sandbox image (run.py does), so both sides
 see the same Python and the same packages; MPLBACKEND is the inline one,
-as in a notebook."""
+as in a notebook. fair.SEED_CELL runs first (not counted), as on ci's side."""
 import json
 import os
 import queue
@@ -16,11 +16,17 @@ import sys
 
 from jupyter_client.manager import start_new_kernel
 
+import fair
+
 CELL_TIMEOUT_S = float(os.environ.get("FIDELITY_CELL_TIMEOUT_S", "60"))
 
 
 def run_cell(kc, code):
-    msg_id = kc.execute(code, store_history=True)
+    # stop_on_error=False: ipykernel otherwise aborts the requests that reach
+    # it shortly after a failed cell ("Run All" semantics), so the next cell
+    # of the replay would not run at all; ci runs every cell, and so does a
+    # user running cells one by one.
+    msg_id = kc.execute(code, store_history=True, stop_on_error=False)
     out = {"status": None, "text_plain": None, "mimes": []}
     while True:
         try:
@@ -41,11 +47,19 @@ def run_cell(kc, code):
             out["ename"] = c.get("ename")
         elif t == "status" and c.get("execution_state") == "idle":
             break
-    if out["status"] is None:
-        reply = kc.get_shell_msg(timeout=CELL_TIMEOUT_S)
-        out["status"] = reply["content"].get("status", "ok")
-        if out["status"] == "error":
-            out["ename"] = reply["content"].get("ename")
+    # The status is this cell's execute_reply (matched by its parent's id:
+    # a reply left unread would be taken for the next cell's).
+    while True:
+        try:
+            reply = kc.get_shell_msg(timeout=CELL_TIMEOUT_S)
+        except queue.Empty:
+            out["status"] = out["status"] or "timeout"
+            return out
+        if reply.get("parent_header", {}).get("msg_id") == msg_id:
+            break
+    out["status"] = reply["content"].get("status", "ok")
+    if out["status"] == "error":
+        out["ename"] = reply["content"].get("ename") or out.get("ename")
     return out
 
 
@@ -57,6 +71,9 @@ def main():
     for nb in nbs:
         km, kc = start_new_kernel(kernel_name="python3")
         try:
+            seeded = run_cell(kc, fair.SEED_CELL)
+            if seeded["status"] != "ok":
+                raise RuntimeError("the seed cell failed: %r" % seeded)
             cells = []
             for code in nb["cells"]:
                 r = run_cell(kc, code)

@@ -1,6 +1,7 @@
 """Issue 3: the execution engine — rich results, output caps, figures, the
 files-changed list, soft and hard timeouts, kernel death, streaming and
 concurrency, against the real daemon, Docker and the sandbox image."""
+import base64
 import os
 import pty
 import re
@@ -147,13 +148,21 @@ def test_small_output_cap(make_daemon):
 
 # ---------------------------------------------------------------- display
 
+def pngs_of(r):
+    """The figures' PNGs (a figure is Jupyter's bundle: text/plain, image/png)."""
+    assert [d["mime"] for d in r["display"]] == ["text/plain", "image/png"] * \
+        (len(r["display"]) // 2), r["display"]
+    assert len({d["group"] for d in r["display"]}) == len(r["display"]) // 2, r["display"]
+    return [d for d in r["display"] if d["mime"] == "image/png"]
+
+
 def test_show_returns_one_png(api, session):
     sid = session["id"]
     r = api.exec(sid, "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()")
     assert r["status"] == "ok", r
-    assert len(r["display"]) == 1, r["display"]
-    assert r["display"][0]["mime"] == "image/png"
-    decode_png(r["display"][0]["data"])
+    (png,) = pngs_of(r)
+    assert base64.b64decode(r["display"][0]["data"]) == b"<Figure size 640x480 with 1 Axes>"
+    decode_png(png["data"])
     r = api.exec(sid, "plt.get_fignums()")
     assert r["result"] == "[]"
 
@@ -161,15 +170,16 @@ def test_show_returns_one_png(api, session):
 def test_open_figures_come_back_and_are_closed(api, session):
     sid = session["id"]
     r = api.exec(sid, "import matplotlib.pyplot as plt\nplt.figure()\nplt.plot([3, 2, 1])\nNone")
-    assert r["status"] == "ok" and len(r["display"]) == 1, r
-    decode_png(r["display"][0]["data"])
+    assert r["status"] == "ok", r
+    (png,) = pngs_of(r)
+    decode_png(png["data"])
     r = api.exec(sid, "plt.figure(); plt.plot([1]); plt.figure(); plt.bar([1, 2], [3, 4])\nplt.show()")
-    assert len(r["display"]) == 2 and all(x["mime"] == "image/png" for x in r["display"])
-    pngs = [decode_png(x["data"]) for x in r["display"]]
+    pngs = [decode_png(x["data"]) for x in pngs_of(r)]
+    assert len(pngs) == 2
     assert pngs[0] != pngs[1]
     # One shown, one left open: both, in order, and nothing left afterwards.
     r = api.exec(sid, "plt.plot([1, 2]); plt.show(); plt.figure(); plt.plot([2, 1])\nNone")
-    assert len(r["display"]) == 2, r["display"]
+    assert len(pngs_of(r)) == 2
     r = api.exec(sid, "plt.get_fignums()")
     assert r["result"] == "[]"
     # An exec that draws nothing displays nothing.
@@ -364,12 +374,12 @@ def test_stream_carries_stderr_display_and_errors(daemon, session):
     # Both arrive as events, before the result (their relative order is not
     # fixed: output is forwarded by the kernel's reader thread).
     assert "stderr" in types[:-1] and "display" in types[:-1], types
-    disp = next(e for _, e in events if e["type"] == "display")
-    assert disp["mime"] == "image/png"
-    decode_png(disp["data"])
+    disp = [e for _, e in events if e["type"] == "display"]
+    assert [d["mime"] for d in disp] == ["text/plain", "image/png"], disp
+    decode_png(disp[1]["data"])
     last = events[-1][1]
     assert last["status"] == "error" and last["error"]["ename"] == "ZeroDivisionError"
-    assert last["stderr"] == "warn\n" and len(last["display"]) == 1
+    assert last["stderr"] == "warn\n" and len(last["display"]) == 2
 
 
 def test_stream_timeout_ends_with_result(daemon, session):

@@ -58,10 +58,13 @@ def test_ipython_display_objects_and_repr_methods(api, session):
         [("text/markdown", b"# T")]
 
 
-def test_figure_still_one_png(api, session):
+def test_figure_is_jupyters_bundle(api, session):
+    # As Jupyter's inline backend: one bundle, text/plain and image/png.
     r = ok(api.exec(session["id"], "import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()"))
-    assert [d["mime"] for d in r["display"]] == ["image/png"]
-    decode_png(r["display"][0]["data"])
+    assert [d["mime"] for d in r["display"]] == ["text/plain", "image/png"]
+    assert data(r["display"][0]) == b"<Figure size 640x480 with 1 Axes>"
+    assert r["display"][0]["group"] == r["display"][1]["group"]
+    decode_png(r["display"][1]["data"])
 
 
 def test_shell_escape_and_exit_status(api, session):

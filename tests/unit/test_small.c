@@ -106,6 +106,21 @@ TEST(exec_result_rejects_bad_status_and_caps_display)
 	exec_result_free(r);
 }
 
+/* The entries' data is bounded apart from their count: a kernel that sends
+ * 1 MiB entries stops being kept at EXEC_MAX_DISPLAY_BYTES. */
+TEST(exec_result_caps_display_bytes)
+{
+	struct exec_result *r = exec_result_new(16);
+	size_t mib = 1u << 20, kept = 0;
+	char *big = calloc(1, mib);
+	while (exec_result_on_display(r, &png, big, mib))
+		kept++;
+	CHECK(kept == EXEC_MAX_DISPLAY_BYTES / mib);
+	CHECK(r->n_display == kept);
+	free(big);
+	exec_result_free(r);
+}
+
 /* A bundle's entries share the group the kernel gave; the last expression's
  * rich MIME types are marked result; an entry without a group is its own. */
 TEST(exec_result_display_bundles)

@@ -18,6 +18,8 @@ command and raises KeyboardInterrupt in the cell.
 """
 
 import importlib.util
+import io as _io
+import linecache
 import math
 import os
 import re
@@ -162,6 +164,55 @@ class TimeitResult:
         return "<TimeitResult : " + str(self) + ">"
 
 
+class RichOutput:
+    """One display captured by %%capture (IPython.utils.capture.RichOutput)."""
+
+    def __init__(self, data):
+        self.data = data
+        self.metadata = {}
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        return dict(self.data)
+
+    def display(self):
+        k = _kernel()
+        if k is not None:
+            k.display_raw(self.data)
+
+
+class CapturedIO:
+    """What `%%capture NAME` stores: .stdout, .stderr, .outputs, show()."""
+
+    def __init__(self, stdout, stderr, outputs):
+        self._stdout = stdout
+        self._stderr = stderr
+        self._outputs = outputs
+
+    def __str__(self):
+        return self.stdout
+
+    @property
+    def stdout(self):
+        return self._stdout.getvalue() if self._stdout is not None else ""
+
+    @property
+    def stderr(self):
+        return self._stderr.getvalue() if self._stderr is not None else ""
+
+    @property
+    def outputs(self):
+        return [RichOutput(d) for d in self._outputs]
+
+    def show(self):
+        """Write the captured output and display the captured displays again."""
+        sys.stdout.write(self.stdout)
+        sys.stderr.write(self.stderr)
+        for o in self.outputs:
+            o.display()
+
+    __call__ = show
+
+
 class SList(list):
     """The lines of `x = !cmd` (the parts of IPython's SList agents use)."""
 
@@ -294,7 +345,13 @@ class CIShell:
             if args and (args[0] == "install" or args[0] in ci_pip._LOCAL):
                 ci_pip.pip(args, self.user_ns)
                 return
-        rc, _ = self._run_shell([_SHELL, "-c", cmd])
+        argv = [_SHELL, "-c", cmd]
+        k = _kernel()
+        if k is not None and sys.stdout is not k.out:     # inside %%capture
+            rc, out = self._run_shell(argv, capture=True)
+            sys.stdout.write(out.decode("utf-8", "replace"))
+        else:
+            rc, _ = self._run_shell(argv)
         if rc:
             _note("exit status %d" % rc)
 
@@ -565,8 +622,54 @@ class CIShell:
         return show
 
     def _capture(self, line, cell):
-        raise UsageError("%%capture is not supported here: the cell's output is "
-                         "the exec result already")
+        """%%capture [--no-stdout] [--no-stderr] [--no-display] [NAME]: the
+        cell's prints and displays (figures included) are kept out of the
+        output, in NAME (a CapturedIO) when given, as IPython's capture_output
+        does (sys.stdout and sys.stderr, not the file descriptors: a child
+        process's output is not captured, except through `!cmd`)."""
+        args = line.split()
+        flags = {a for a in args if a.startswith("-")}
+        names = [a for a in args if not a.startswith("-")]
+        if flags - {"--no-stdout", "--no-stderr", "--no-display"} or len(names) > 1 \
+                or (names and not names[0].isidentifier()):
+            raise UsageError("usage: %%capture [--no-stdout] [--no-stderr] [--no-display] "
+                             "[NAME]")
+        out = None if "--no-stdout" in flags else _io.StringIO()
+        err = None if "--no-stderr" in flags else _io.StringIO()
+        outputs = []
+        k = _kernel()
+        _flush()
+        saved = sys.stdout, sys.stderr
+        prev = k.capturing if k is not None else None
+        if out is not None:
+            sys.stdout = out
+        if err is not None:
+            sys.stderr = err
+        if k is not None and "--no-display" not in flags:
+            k.capturing = outputs
+        try:
+            if "%" in cell or "!" in cell:     # the cell's own magics and escapes
+                cell = transform(cell)
+            linecache.cache["<capture>"] = (len(cell), None, cell.splitlines(True), "<capture>")
+            code, ecode = self._compile_cell(cell, "<capture>")
+            if code is not None:
+                exec(code, self.user_ns)
+            if ecode is not None:
+                value = eval(ecode, self.user_ns)
+                if value is not None:
+                    self.user_ns["_"] = value
+                    if k is not None:
+                        k.display(value)
+                    else:
+                        print(repr(value))
+            if k is not None and "matplotlib.pyplot" in sys.modules:
+                k.show_figures()       # the cell's figures, as IPython's post_execute
+        finally:
+            sys.stdout, sys.stderr = saved
+            if k is not None:
+                k.capturing = prev
+        if names:
+            self.user_ns[names[0]] = CapturedIO(out, err, outputs)
 
 
 def get_ipython():

@@ -39,7 +39,8 @@ ci_format = ci_magics = None
 current = None                 # the running Kernel; ci_display looks it up
 
 RESULT_CAP = 100_000           # characters of the last expression's text/plain
-DISPLAY_MAX = 20               # display frames per execution (the daemon keeps 20)
+DISPLAY_MAX = 40               # display frames per execution (the daemon keeps 40)
+DISPLAY_BYTES_MAX = 20 << 20   # their data per execution (the daemon's bound too)
 WALK_MAX = 10_000              # entries visited by the /workspace walk
 DEFAULT_STREAM_CAP = 1 << 20   # when the exec header carries no cap
 DEFAULT_FILES_CAP = 1000
@@ -58,6 +59,7 @@ try:
 except (OSError, AttributeError):
     _c_fflush = None
 _pack = ci_frame.pack
+_BINARY_MIMES = frozenset(("image/png", "image/jpeg", "application/pdf"))
 # Exactly these types: repr() is IPython's text/plain, and nothing else applies.
 _SIMPLE = frozenset((int, float, str, bool, bytes, complex, type(None)))
 # a line starting with ! or %, or `names = !cmd` / `names = %magic`: only then
@@ -166,9 +168,11 @@ class Kernel:
         self.count = 0
         self.streams = (_Stream("stdout"), _Stream("stderr"))
         self.displays = 0              # display frames sent in this execution
+        self.display_bytes = 0         # and their data
         self.groups = 0                # bundles sent in this execution
         self.display_full = False
         self.displayed = {}            # id(fig) -> fig shown during this exec
+        self.capturing = None          # %%capture: displays go into this list
         self.main_ident = threading.get_ident()
         self.log_fd = 2
         self.connected_once = False
@@ -495,6 +499,10 @@ class Kernel:
         all or none of them (a bundle is not cut in half by the limit)."""
         if self.cur_id is None or not items:
             return
+        if self.capturing is not None:           # inside %%capture
+            self.capturing.append({m: (d if m in _BINARY_MIMES else
+                                       d.decode("utf-8", "replace")) for m, d in items})
+            return
         kept = []
         for mime, data in items:
             if len(data) > ci_frame.MAX_BODY:
@@ -504,13 +512,16 @@ class Kernel:
                 kept.append((mime, data))
         if not kept:
             return
-        if self.displays + len(kept) > DISPLAY_MAX:
+        size = sum(len(d) for _, d in kept)
+        if self.displays + len(kept) > DISPLAY_MAX or \
+                self.display_bytes + size > DISPLAY_BYTES_MAX:
             if not self.display_full:
                 self.display_full = True
-                self._note("display limit of %d per execution reached; "
-                           "further displays are dropped" % DISPLAY_MAX)
+                self._note("display limit of %d per execution (%d MiB in all) reached; "
+                           "further displays are dropped" % (DISPLAY_MAX, DISPLAY_BYTES_MAX >> 20))
             return
         self.displays += len(kept)
+        self.display_bytes += size
         group = self.groups
         self.groups += 1
         main = threading.get_ident() == self.main_ident
@@ -540,6 +551,24 @@ class Kernel:
         """Send a PNG as a display frame of the running execution."""
         self._send_displays([("image/png", data)])
 
+    @staticmethod
+    def _figure_empty(fig):
+        # IPython's print_figure draws nothing for a figure without axes or
+        # lines (plt.figure() in a cell that failed before plotting)
+        return not fig.axes and not fig.lines
+
+    def display_figure(self, fig):
+        """Send a matplotlib figure as Jupyter's inline backend does: one
+        bundle, its text/plain (`<Figure size 640x480 with 1 Axes>`) and its
+        image/png (none for an empty figure, as IPython)."""
+        items = [("text/plain", _fmt().plain(fig).encode("utf-8", "replace"))]
+        if self._figure_empty(fig):
+            self.displayed[id(fig)] = fig
+            fig.stale = False
+        else:
+            items.append(("image/png", self._figure_png(fig)))
+        self._send_displays(items)
+
     def _figure_png(self, fig):
         buf = io.BytesIO()
         fig.savefig(buf, format="png", bbox_inches="tight")
@@ -561,7 +590,7 @@ class Kernel:
                     self.display_raw(obj)
                 continue
             if self._figure(obj):
-                self.display_png(self._figure_png(obj))
+                self.display_figure(obj)
                 continue
             own = _fmt().displays_itself(obj)
             if own is not None:
@@ -592,14 +621,14 @@ class Kernel:
         for m in list(Gcf.get_all_fig_managers()):
             fig = m.canvas.figure
             if not (self.displayed.get(id(fig)) is fig and not fig.stale):
-                self.display_png(self._figure_png(fig))
+                self.display_figure(fig)
             if plt is not None:
                 plt.close(fig)
             else:
                 Gcf.destroy(m)
 
     def show_figure(self, fig):
-        self.display_png(self._figure_png(fig))
+        self.display_figure(fig)
 
     # ------------------------------------------------------------- execution
 
@@ -650,7 +679,11 @@ class Kernel:
         if type(value) in _SIMPLE:
             return repr(value)
         if self._figure(value):
-            self._send_displays([("image/png", self._figure_png(value))], {"result": True})
+            if self._figure_empty(value):
+                self.displayed[id(value)] = value
+                value.stale = False
+            else:
+                self._send_displays([("image/png", self._figure_png(value))], {"result": True})
             return _fmt().plain(value)
         own = _fmt().displays_itself(value)
         if own is not None:
@@ -793,9 +826,11 @@ class Kernel:
             self.streams[0].reset(so)
             self.streams[1].reset(se)
         self.displays = 0
+        self.display_bytes = 0
         self.groups = 0
         self.display_full = False
         self.displayed.clear()
+        self.capturing = None
         # pending_int is not reset here: a SIGINT since cur_id was set is
         # for this execution (it is reset when the last one ended).
         if self.idle_int:

@@ -157,9 +157,17 @@ def test_display_many_and_raw(k):
 
 def test_display_limit_counts_frames_and_keeps_bundles_whole(k):
     k.exec("class W:\n    def _repr_html_(self):\n        return '<w>'\n")
-    r = ok(k.exec("for i in range(15):\n    display(W())\n"))
-    assert len(r["display"]) == 20               # 10 bundles of two, never one half
+    r = ok(k.exec("for i in range(25):\n    display(W())\n"))
+    assert len(r["display"]) == 40               # 20 bundles of two, never one half
     assert [m for m, _ in r["display"]][-2:] == ["text/plain", "text/html"]
+    assert r["stderr"].count(b"display limit") == 1
+
+
+def test_display_limit_counts_bytes(k):
+    # 1 MiB each may pass one by one; 20 MiB in all per execution (the
+    # daemon's bound on what one execution holds).
+    r = ok(k.exec("for i in range(25):\n    display({'text/plain': 'x' * (1000 << 10)}, raw=True)\n"))
+    assert len(r["display"]) == 20
     assert r["stderr"].count(b"display limit") == 1
 
 
@@ -217,6 +225,37 @@ def test_figure_as_last_expression_is_sent_once(k):
     assert r["result"].startswith("<Figure size")
     assert len(r["display"]) == 1 and valid_png(r["display"][0][1])
     assert frames(r)[0].get("result") is True
+
+
+@pytest.mark.skipif(not has_matplotlib(), reason="matplotlib not installed")
+def test_figure_display_is_jupyters_bundle(k):
+    # Jupyter's inline backend displays a figure as one bundle: its
+    # text/plain (the figure's repr) and its image/png; so do plt.show(),
+    # display(fig), fig.show() and a figure left open at the end of the cell.
+    for code in ("plt.plot([1]); plt.show()", "fig = plt.figure(); plt.plot([1]); display(fig)",
+                 "fig = plt.figure(); plt.plot([1]); fig.show()", "plt.plot([1]); None"):
+        r = ok(k.exec("import matplotlib.pyplot as plt\n" + code))
+        assert [m for m, _ in r["display"]] == ["text/plain", "image/png"], code
+        assert r["display"][0][1] == b"<Figure size 640x480 with 1 Axes>", code
+        assert valid_png(r["display"][1][1]), code
+        g = [h["group"] for h in frames(r)]
+        assert g[0] == g[1] and not any(h.get("result") for h in frames(r)), code
+    r = ok(k.exec("fig, axs = plt.subplots(1, 2, figsize=(5, 3)); plt.show()"))
+    assert r["display"][0][1] == b"<Figure size 500x300 with 2 Axes>"
+
+
+@pytest.mark.skipif(not has_matplotlib(), reason="matplotlib not installed")
+def test_empty_figure_is_text_only(k):
+    # A cell that failed between plt.figure() and the first plot: Jupyter
+    # shows the figure's text/plain and no image (IPython's print_figure
+    # draws nothing for a figure without axes).
+    r = k.exec("import matplotlib.pyplot as plt\nplt.figure(figsize=(5, 5))\nplt.imshow(nope)")
+    assert r["status"] == "error" and r["error"]["ename"] == "NameError"
+    assert r["display"] == [("text/plain", b"<Figure size 500x500 with 0 Axes>")]
+    r = ok(k.exec("plt.get_fignums()"))
+    assert r["result"] == "[]"
+    r = ok(k.exec("fig = plt.figure()\nfig"))              # as the last expression
+    assert r["result"] == "<Figure size 640x480 with 0 Axes>" and r["display"] == []
 
 
 # ------------------------------------------------------------- magics
@@ -376,3 +415,55 @@ def test_magic_error_line_numbers(k):
 def sb_fresh():
     with sandbox("cidisp-") as s:
         yield s
+
+
+# ------------------------------------------------------------- %%capture
+
+def test_capture_cell_magic(k):
+    # IPython's %%capture: prints, displays and the last value kept out of the
+    # output, into a CapturedIO when a name is given; show() puts them back.
+    r = ok(k.exec("%%capture cap\nimport sys\nprint('out')\nprint('err', file=sys.stderr)\n"
+                  "display({'a': 1})\n!echo shell\n41 + 1"))
+    assert r["stdout"] == b"" and r["stderr"] == b"" and r["display"] == [] and r["result"] is None
+    r = ok(k.exec("(cap.stdout, cap.stderr, [o.data for o in cap.outputs],\n"
+                  " str(cap) == cap.stdout)"))
+    assert r["result"] == ("('out\\nshell\\n',\n 'err\\n',\n [{'text/plain': \"{'a': 1}\"}, "
+                           "{'text/plain': '42'}],\n True)")
+    r = ok(k.exec("cap.show()"))
+    assert r["stdout"] == b"out\nshell\n" and r["stderr"] == b"err\n"
+    assert r["display"] == [("text/plain", b"{'a': 1}"), ("text/plain", b"42")]
+    r = ok(k.exec("%%capture --no-stdout --no-display\nprint('shown')\ndisplay(7)"))
+    assert r["stdout"] == b"shown\n" and r["display"] == [("text/plain", b"7")]
+    r = k.exec("%%capture --bogus\n1")
+    assert r["status"] == "error" and r["error"]["ename"] == "UsageError"
+    r = k.exec("%%capture\nprint('before')\n1/0")          # an error still fails the cell
+    assert r["status"] == "error" and r["error"]["ename"] == "ZeroDivisionError"
+    assert r["stdout"] == b""
+    assert ok(k.exec("print('after')"))["stdout"] == b"after\n"   # streams restored
+
+
+@pytest.mark.skipif(not has_matplotlib(), reason="matplotlib not installed")
+def test_capture_keeps_figures_out(k):
+    r = ok(k.exec("%%capture c\nimport matplotlib.pyplot as plt\nplt.plot([1, 2])"))
+    assert r["display"] == []
+    # the last value ([<Line2D ...>]), then the figure, as IPython's order
+    r = ok(k.exec("[sorted(o.data) for o in c.outputs]"))
+    assert r["result"] == "[['text/plain'], ['image/png', 'text/plain']]"
+
+
+# ------------------------------------------------------------- fast path
+
+def test_plain_code_loads_no_ipython():
+    # print(1) and builtin scalars never load the display or magics modules
+    # nor IPython; a figure's text/plain loads ci_format (IPython's pretty.py
+    # on its own), still not the IPython package and its second of start-up.
+    probe = ("import sys\nprint(sorted(m for m in sys.modules "
+             "if m.split('.')[0] in ('IPython', 'ci_format', 'ci_magics')))")
+    with sandbox("cifast-") as s:
+        assert ok(s.exec("print(1)"))["stdout"] == b"1\n"
+        assert ok(s.exec("x = 41\nx + 1"))["result"] == "42"
+        assert ok(s.exec(probe))["stdout"] == b"[]\n"
+        if has_matplotlib():
+            r = ok(s.exec("import matplotlib.pyplot as plt\nplt.plot([1]); plt.show()"))
+            assert [m for m, _ in r["display"]] == ["text/plain", "image/png"]
+            assert ok(s.exec(probe))["stdout"] == b"['ci_format']\n"

@@ -372,8 +372,10 @@ def test_truncation_utf8_boundary(shared):
 def test_matplotlib_figure(shared):
     r = shared.exec("import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nprint('drawn')")
     assert r["status"] == "ok", r["error"]
-    assert len(r["display"]) == 1
-    mime, png = r["display"][0]
+    # Jupyter's inline backend: one bundle, the figure's text/plain and its PNG
+    assert [m for m, _ in r["display"]] == ["text/plain", "image/png"]
+    assert r["display"][0][1] == b"<Figure size 640x480 with 1 Axes>"
+    mime, png = r["display"][1]
     assert mime == "image/png" and valid_png(png) and len(png) > 1000
     kinds = [h["t"] for h, _ in r["frames"]]
     assert kinds.index("stream") < kinds.index("display") < kinds.index("done")
@@ -382,11 +384,11 @@ def test_matplotlib_figure(shared):
     # plt.show() sends now, in order with the output around it
     r = shared.exec("plt.plot([1]); print('before'); plt.show(); print('after')")
     kinds = [(h["t"], body) for h, body in r["frames"]]
-    assert kinds[0] == ("stream", b"before\n") and kinds[1][0] == "display"
-    assert kinds[2] == ("stream", b"after\n") and len(r["display"]) == 1
+    assert kinds[0] == ("stream", b"before\n") and kinds[1][0] == kinds[2][0] == "display"
+    assert kinds[3] == ("stream", b"after\n") and len(r["display"]) == 2
     # display(fig) on a pyplot figure does not send it twice
     r = shared.exec("fig = plt.figure(); plt.plot([2, 1]); display(fig)")
-    assert len(r["display"]) == 1
+    assert [m for m, _ in r["display"]] == ["text/plain", "image/png"]
     r = shared.exec("import matplotlib; matplotlib.get_backend()")
     assert r["result"] == "'module://ci_display'"
 
@@ -395,7 +397,8 @@ def test_matplotlib_figure(shared):
 def test_display_limit(shared):
     r = shared.exec("import matplotlib.pyplot as plt\n"
                     "for i in range(25):\n    plt.figure(); plt.plot([i])\n")
-    assert len(r["display"]) == 20
+    assert len(r["display"]) == 40               # 20 figures of two entries each
+    assert [m for m, _ in r["display"]] == ["text/plain", "image/png"] * 20
     assert b"display limit" in r["stderr"]
 
 
