@@ -45,31 +45,39 @@ _BINARY = frozenset(("image/png", "image/jpeg", "application/pdf"))
 # Exactly these types: repr() is IPython's text/plain, and nothing else applies.
 _SIMPLE = frozenset((int, float, str, bool, bytes, complex, type(None)))
 
-_pretty_mod = None
+_loaded = {}
 
 
-def _load_pretty():
-    global _pretty_mod
-    real = sys.modules.get("IPython.lib.pretty")
+def load_ipython_file(name, rel, edits=()):
+    """IPython's module `name` as this process has it, or else its one file
+    (`rel`, below the IPython package) run on its own, with `edits`
+    (old, new) applied to its text first: the piece of IPython a cell needs,
+    without importing the IPython package (a second of start-up)."""
+    real = sys.modules.get(name)
     if real is not None:
         return real
-    if _pretty_mod is not None:
-        return _pretty_mod
+    if name in _loaded:
+        return _loaded[name]
     spec = importlib.util.find_spec("IPython")      # locates, does not import
     if spec is None or not spec.submodule_search_locations:
         raise ImportError("IPython is not installed")
-    path = os.path.join(list(spec.submodule_search_locations)[0], "lib", "pretty.py")
+    path = os.path.join(list(spec.submodule_search_locations)[0], *rel.split("/"))
     with open(path, encoding="utf-8") as f:
         src = f.read()
-    src = src.replace("from IPython.utils.decorators import undoc",
-                      "undoc = lambda f: f").replace(
-                      "from IPython.utils.py3compat import PYPY",
-                      "PYPY = %r" % (sys.implementation.name == "pypy"))
-    mod = types.ModuleType("ci_format._pretty")
+    for a, b in edits:
+        src = src.replace(a, b)
+    mod = types.ModuleType("ci_format._" + name.rsplit(".", 1)[1])
     mod.__file__ = path
     exec(compile(src, path, "exec"), mod.__dict__)
-    _pretty_mod = mod
+    _loaded[name] = mod
     return mod
+
+
+def _load_pretty():
+    return load_ipython_file("IPython.lib.pretty", "lib/pretty.py", (
+        ("from IPython.utils.decorators import undoc", "undoc = lambda f: f"),
+        ("from IPython.utils.py3compat import PYPY",
+         "PYPY = %r" % (sys.implementation.name == "pypy"))))
 
 
 def plain(obj):

@@ -17,7 +17,6 @@ An interrupt (the daemon's soft timeout, or POST .../interrupt) reaches the
 command and raises KeyboardInterrupt in the cell.
 """
 
-import importlib.util
 import io as _io
 import linecache
 import math
@@ -39,7 +38,6 @@ PIP_MESSAGE = ("%s is not available in the kernel: install packages with "
                "(ci-ctl install SESSION NAME...); they are importable in this "
                "session right after")
 
-_it2 = None
 _shell = None
 
 
@@ -52,24 +50,9 @@ UsageError.__module__ = "builtins"
 
 
 def _load_it2():
-    global _it2
-    if _it2 is None:
-        real = sys.modules.get("IPython.core.inputtransformer2")
-        if real is not None:
-            _it2 = real
-        else:
-            spec = importlib.util.find_spec("IPython")   # locates, does not import
-            if spec is None or not spec.submodule_search_locations:
-                raise ImportError("IPython is not installed")
-            path = os.path.join(list(spec.submodule_search_locations)[0], "core",
-                                "inputtransformer2.py")
-            with open(path, encoding="utf-8") as f:
-                src = f.read()
-            mod = types.ModuleType("ci_magics._it2")
-            mod.__file__ = path
-            exec(compile(src, path, "exec"), mod.__dict__)
-            _it2 = mod
-    return _it2
+    import ci_format
+    return ci_format.load_ipython_file("IPython.core.inputtransformer2",
+                                       "core/inputtransformer2.py")
 
 
 def transform(src):
