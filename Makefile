@@ -149,36 +149,30 @@ build/gen/version.c: version-force
 	  echo 'const char ci_git[] = "$(CI_GIT_STR)";'; } > $@.tmp
 	$(Q)if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; echo "  GEN     $@ ($(CI_VERSION_STR), git $(CI_GIT_STR))"; fi
 
-# The sandbox's seccomp profile is a JSON file in the repository, embedded in
-# the daemon as a C string (no tool beyond sed).
-build/gen/seccomp_profile.c: daemon/policy/sandbox-seccomp.json
+# A text file of the repository as one C string named $(1) (no tool beyond
+# sed): the seccomp profile, the stateless runner, the snapshots' variables code.
+define embed_text
 	@mkdir -p $(dir $@)
 	@echo "  GEN     $@"
 	$(Q){ echo '/* Generated from $< by the Makefile; do not edit. */'; \
-	  echo 'extern const char seccomp_builtin_profile[];'; \
-	  echo 'const char seccomp_builtin_profile[] ='; \
+	  echo 'extern const char $(1)[];'; \
+	  echo 'const char $(1)[] ='; \
 	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $<; \
 	  echo ';'; } > $@.tmp && mv $@.tmp $@
+endef
+
+# The sandbox's seccomp profile is a JSON file in the repository, embedded in
+# the daemon as a C string.
+build/gen/seccomp_profile.c: daemon/policy/sandbox-seccomp.json
+	$(call embed_text,seccomp_builtin_profile)
 
 # The stateless tier's runner, embedded the same way (stateless.c).
 build/gen/stateless_runner.c: daemon/stateless_runner.py
-	@mkdir -p $(dir $@)
-	@echo "  GEN     $@"
-	$(Q){ echo '/* Generated from $< by the Makefile; do not edit. */'; \
-	  echo 'extern const char stateless_runner_source[];'; \
-	  echo 'const char stateless_runner_source[] ='; \
-	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $<; \
-	  echo ';'; } > $@.tmp && mv $@.tmp $@
+	$(call embed_text,stateless_runner_source)
 # The snapshots' variables code (snapshot_capture.c, snapshot_restore.c),
 # embedded the same way.
 build/gen/snapshot_vars.c: daemon/snapshot_vars.py
-	@mkdir -p $(dir $@)
-	@echo "  GEN     $@"
-	$(Q){ echo '/* Generated from $< by the Makefile; do not edit. */'; \
-	  echo 'extern const char snapshot_vars_source[];'; \
-	  echo 'const char snapshot_vars_source[] ='; \
-	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $<; \
-	  echo ';'; } > $@.tmp && mv $@.tmp $@
+	$(call embed_text,snapshot_vars_source)
 # The reviewer's page (GET /review, /review/app.js, /review/app.css), embedded
 # the same way: three C strings.
 REVIEW_PAGE_FILES := daemon/review_page.html daemon/review_page.js daemon/review_page.css

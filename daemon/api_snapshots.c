@@ -154,20 +154,26 @@ void api_snapshots_take(struct call *c)
 
 /* ---- GET /v1/snapshots, /v1/snapshots/{id}, /v1/workspaces ---- */
 
-static void listed(const struct err *e, const char *const *json, const size_t *len, size_t n,
-		   void *arg)
+/* Answer c with {"<key>": [records]}, or e. */
+static void reply_records(struct call *c, const char *key, const struct err *e,
+			  const char *const *json, const size_t *len, size_t n)
 {
-	struct call *c = arg;
 	if (e) {
 		api_reply(c, 0, NULL, e);
 		return;
 	}
 	AUTOGEN yajl_gen g = json_gen_new();
 	jg_obj(g);
-	jg_str(g, "snapshots");
+	jg_str(g, key);
 	gen_records(g, json, len, n);
 	jg_obj_end(g);
 	api_reply(c, 200, g, NULL);
+}
+
+static void listed(const struct err *e, const char *const *json, const size_t *len, size_t n,
+		   void *arg)
+{
+	reply_records(arg, "snapshots", e, json, len, n);
 }
 
 void api_snapshots_list(struct call *c)
@@ -248,17 +254,7 @@ void api_snapshots_delete(struct call *c)
 static void workspaces_listed(const struct err *e, const char *const *json, const size_t *len,
 			      size_t n, void *arg)
 {
-	struct call *c = arg;
-	if (e) {
-		api_reply(c, 0, NULL, e);
-		return;
-	}
-	AUTOGEN yajl_gen g = json_gen_new();
-	jg_obj(g);
-	jg_str(g, "workspaces");
-	gen_records(g, json, len, n);
-	jg_obj_end(g);
-	api_reply(c, 200, g, NULL);
+	reply_records(arg, "workspaces", e, json, len, n);
 }
 
 void api_workspaces_list(struct call *c)
