@@ -41,6 +41,19 @@ PIP_MESSAGE = ("%s is not available in the kernel: install packages with "
 _shell = None
 
 
+def stop_child(p):
+    """The interrupt reached a cell waiting on child p: pass it on (SIGINT,
+    as a terminal would), and kill p if it is still there a second later."""
+    try:
+        p.send_signal(signal.SIGINT)
+        p.wait(1.0)
+    except (subprocess.TimeoutExpired, OSError):
+        pass
+    if p.poll() is None:
+        p.kill()
+    p.wait()
+
+
 class UsageError(Exception):
     """A magic used wrongly (IPython's name for it)."""
 
@@ -303,14 +316,7 @@ class CIShell:
         try:
             out, _ = p.communicate(stdin)
         except KeyboardInterrupt:
-            try:
-                p.send_signal(signal.SIGINT)
-                p.wait(1.0)
-            except (subprocess.TimeoutExpired, OSError):
-                pass
-            if p.poll() is None:
-                p.kill()
-            p.wait()
+            stop_child(p)
             raise
         rc = p.returncode
         if rc < 0:

@@ -33,6 +33,7 @@ import sys
 import time
 
 import ci_frame
+import ci_magics
 
 REPLY_WAIT_S = 10.0            # the daemon answers in the loop turn it reads the frame
 MAX_SPECS = 32
@@ -181,14 +182,7 @@ def _run(argv, env, timeout):
         p.wait()
         return None
     except BaseException:          # KeyboardInterrupt: the interrupt, or the deadline
-        try:
-            p.send_signal(signal.SIGINT)
-            p.wait(1.0)
-        except (subprocess.TimeoutExpired, OSError):
-            pass
-        if p.poll() is None:
-            p.kill()
-        p.wait()
+        ci_magics.stop_child(p)
         raise
 
 
