@@ -27,7 +27,6 @@ import os
 import re
 import select
 import shlex
-import signal
 import subprocess
 import sys
 import time
