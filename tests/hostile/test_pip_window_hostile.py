@@ -14,12 +14,10 @@ pypi.test through the daemon's proxy (hosts-only resolver); the session's
 own allowlist names another made-up host. This module runs a daemon of its
 own: the suite's shared one has no package index.
 """
-import os
-import uuid
 
 import pytest
 
-from harness import Daemon
+from harness.packages import index_daemon
 from harness.servers import HttpServer
 
 ADMIN = "admin-" + "h" * 40
@@ -73,18 +71,7 @@ def index():
 
 @pytest.fixture(scope="module")
 def pipd(redis_server, tmpdir_session, index):
-    hosts = os.path.join(tmpdir_session, "pip-hostile-hosts-%s" % uuid.uuid4().hex[:8])
-    with open(hosts, "w") as f:
-        f.write("127.0.0.1 pypi.test other.test\n")
-    d = Daemon(redis_server, tmpdir_session,
-               ("--pool-size", "0",
-                "--egress-resolver", "hosts-only",
-                "--egress-hosts-file", hosts,
-                "--egress-trusted", "127.0.0.1:%d" % index.port,
-                "--pip-index-url", "http://pypi.test:%d/simple/" % index.port,
-                "--install-max-timeout-s", "60",
-                "--kill-grace-ms", "1000"),
-               admin_key=ADMIN)
+    d = index_daemon(redis_server, tmpdir_session, index, ADMIN)
     try:
         yield d
     finally:

@@ -31,6 +31,7 @@ import zipfile
 
 import pytest
 
+from harness.packages import index_daemon
 from harness import Daemon, image_tag, wait_for
 
 ADMIN = "admin-" + "p" * 40
@@ -186,19 +187,7 @@ def index():
 
 @pytest.fixture(scope="module")
 def pkgd(redis_server, tmpdir_session, pip_image, index):
-    hosts = os.path.join(tmpdir_session, "packages-hosts-%s" % uuid.uuid4().hex[:8])
-    with open(hosts, "w") as f:
-        f.write("127.0.0.1 pypi.test other.test\n")
-    d = Daemon(redis_server, tmpdir_session,
-               ("--pool-size", "0",
-                "--images", "python=%s" % pip_image,
-                "--egress-resolver", "hosts-only",
-                "--egress-hosts-file", hosts,
-                "--egress-trusted", "127.0.0.1:%d" % index.port,
-                "--pip-index-url", "http://pypi.test:%d/simple/" % index.port,
-                "--install-max-timeout-s", "60",
-                "--kill-grace-ms", "1000"),
-               admin_key=ADMIN)
+    d = index_daemon(redis_server, tmpdir_session, index, ADMIN, image=pip_image)
     try:
         yield d
     finally:

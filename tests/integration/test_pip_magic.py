@@ -18,7 +18,8 @@ import uuid
 
 import pytest
 
-from harness import Daemon, wait_for
+from harness import wait_for
+from harness.packages import index_daemon
 from test_packages import ADMIN, index, pip_image, probe  # noqa: F401 (fixtures)
 
 RUNNER = os.path.join(os.path.dirname(__file__), "..", "..", "images", "python", "runner")
@@ -45,25 +46,9 @@ def runner_image(pip_image):  # noqa: F811
         subprocess.run(["docker", "image", "rm", "-f", tag], capture_output=True, timeout=120)
 
 
-def _daemon(redis_server, tmpdir_session, image, ix, extra=()):
-    hosts = os.path.join(tmpdir_session, "pipmagic-hosts-%s" % uuid.uuid4().hex[:8])
-    with open(hosts, "w") as f:
-        f.write("127.0.0.1 pypi.test other.test\n")
-    return Daemon(redis_server, tmpdir_session,
-                  ("--pool-size", "0",
-                   "--images", "python=%s" % image,
-                   "--egress-resolver", "hosts-only",
-                   "--egress-hosts-file", hosts,
-                   "--egress-trusted", "127.0.0.1:%d" % ix.port,
-                   "--kill-grace-ms", "1000", *extra),
-                  admin_key=ADMIN)
-
-
 @pytest.fixture(scope="module")
 def magicd(redis_server, tmpdir_session, runner_image, index):  # noqa: F811
-    d = _daemon(redis_server, tmpdir_session, runner_image, index,
-                ("--pip-index-url", "http://pypi.test:%d/simple/" % index.port,
-                 "--install-max-timeout-s", "60"))
+    d = index_daemon(redis_server, tmpdir_session, index, ADMIN, image=runner_image)
     try:
         yield d
     finally:
@@ -180,7 +165,7 @@ def test_the_window_is_bounded_by_the_executions_deadline(magicd, tenant, sessio
 
 def test_no_index_configured_says_which_option(redis_server, tmpdir_session, runner_image,
                                                index):  # noqa: F811
-    d = _daemon(redis_server, tmpdir_session, runner_image, index)
+    d = index_daemon(redis_server, tmpdir_session, index, ADMIN, image=runner_image, pip=False)
     try:
         c = d.client(d.key("pipmagic-b")["key"])
         s = c.create(network={"allow": ["other.test:1"]})
