@@ -34,6 +34,8 @@ PACKAGES=(
 	# deploy_files: systemd-analyze verify and security of deploy/systemd (the
 	# tools only; the tests need no running systemd), setpriv (util-linux)
 	systemd util-linux
+	# and the Kubernetes manifests' cross-checks (tests/deploy/test_k8s_manifests.py)
+	python3-yaml
 )
 
 need_root() {

@@ -16,20 +16,24 @@
 import fs from "node:fs";
 import path from "node:path";
 import { parseAllDocuments } from "yaml";
-import * as models from "kubernetes-models";
 
 const KUSTOMIZE_REFS = ["resources", "components", "crds", "configurations", "transformers",
   "generators", "validators"];
 
-// "apps/v1" -> models.apps.v1; "v1" -> models.v1; "policy/v1" -> models.policy.v1;
-// "networking.k8s.io/v1" -> models.networkingK8sIo.v1.
-function modelFor(apiVersion, kind) {
-  const slash = apiVersion.lastIndexOf("/");
-  const group = slash < 0 ? "" : apiVersion.slice(0, slash);
-  const version = apiVersion.slice(slash + 1);
-  const ns = group === "" ? models[version]
-    : (models[group.replace(/\.([a-z])/g, (_, c) => c.toUpperCase())] || {})[version];
-  return ns && ns[kind];
+// "apps/v1" Deployment -> kubernetes-models/apps/v1/Deployment; "v1" Pod ->
+// kubernetes-models/v1/Pod. One module per kind: importing the whole package
+// costs seconds.
+async function modelFor(apiVersion, kind) {
+  if (!/^([a-z0-9.-]+\/)?v[0-9a-z]+$/.test(apiVersion) || !/^[A-Z][A-Za-z0-9]*$/.test(kind))
+    return undefined;
+  try {
+    const mod = await import(`kubernetes-models/${apiVersion}/${kind}`);
+    return mod[kind];
+  } catch (e) {
+    if (e.code === "ERR_PACKAGE_PATH_NOT_EXPORTED" || e.code === "ERR_MODULE_NOT_FOUND")
+      return undefined;
+    throw e;
+  }
 }
 
 function yamlFiles(p) {
@@ -68,18 +72,18 @@ function checkKustomization(file, doc, fail) {
   return problems;
 }
 
-export function validateText(text, name) {
+export async function validateText(text, name) {
   const out = { passed: 0, failed: 0, messages: [] };
   const fail = (m) => { out.messages.push(m); };
   const docs = parseAllDocuments(text, { uniqueKeys: true, prettyErrors: true });
-  docs.forEach((d, i) => {
+  for (const [i, d] of docs.entries()) {
     const where = `${name}#${i + 1}`;
     const before = out.messages.length;
     if (d.errors.length) {
       fail(`${where}: YAML: ${d.errors.map((e) => e.message).join("; ")}`);
     } else {
       const obj = d.toJS();
-      if (obj === null || obj === undefined) return; // an empty document (a trailing ---)
+      if (obj === null || obj === undefined) continue; // an empty document (a trailing ---)
       if (typeof obj !== "object" || Array.isArray(obj)) {
         fail(`${where}: not a mapping`);
       } else if (obj.kind === "Kustomization") {
@@ -91,7 +95,7 @@ export function validateText(text, name) {
       } else if (typeof obj.apiVersion !== "string" || typeof obj.kind !== "string") {
         fail(`${where}: no apiVersion or kind`);
       } else {
-        const Model = modelFor(obj.apiVersion, obj.kind);
+        const Model = await modelFor(obj.apiVersion, obj.kind);
         if (!Model) {
           fail(`${where}: unknown kind ${obj.apiVersion} ${obj.kind}`);
         } else {
@@ -107,11 +111,11 @@ export function validateText(text, name) {
     }
     if (out.messages.length > before) out.failed++;
     else out.passed++;
-  });
+  }
   return out;
 }
 
-function main(args) {
+async function main(args) {
   const here = path.dirname(new URL(import.meta.url).pathname);
   const roots = args.length ? args : [path.resolve(here, "../../deploy/k8s")];
   let passed = 0, failed = 0;
@@ -119,7 +123,7 @@ function main(args) {
     const files = root === "-" ? ["-"] : yamlFiles(root);
     for (const f of files) {
       const text = f === "-" ? fs.readFileSync(0, "utf8") : fs.readFileSync(f, "utf8");
-      const r = validateText(text, f === "-" ? "stdin" : path.relative(process.cwd(), f));
+      const r = await validateText(text, f === "-" ? "stdin" : path.relative(process.cwd(), f));
       for (const m of r.messages) console.log("FAIL " + m);
       passed += r.passed;
       failed += r.failed;
@@ -133,4 +137,4 @@ function main(args) {
   return failed ? 1 : 0;
 }
 
-process.exitCode = main(process.argv.slice(2));
+process.exitCode = await main(process.argv.slice(2));
