@@ -10,7 +10,7 @@ each thing a session does, from INFO commandstats deltas, and memory.
   host memory per idle session (the container's memory cgroup and its
   containerd shim's PSS), for BENCH_CAP_SESSIONS (20) sessions
   the most sessions this node held: created 4 at a time up to
-  BENCH_CAP_MAX (100), stopping at the first refusal or when MemAvailable
+  BENCH_CAP_MAX (250), stopping at the first refusal or when MemAvailable
   falls under BENCH_CAP_MIN_FREE_GB (3): the machine is shared
 
 Run alone (CITEST_DAEMON=build/ci-daemon python3 tests/bench/bench_capacity.py)
@@ -38,10 +38,10 @@ from harness import Client, RedisServer, wait_for  # noqa: E402
 SESSIONS = bench.env_int("BENCH_CAP_SESSIONS", 20, 10)
 EXECS = bench.env_int("BENCH_CAP_EXECS", 200, 50)
 IDLE_S = bench.env_float("BENCH_CAP_IDLE_S", 10, 5)
-CAP_MAX = bench.env_int("BENCH_CAP_MAX", 100, 30)
+CAP_MAX = bench.env_int("BENCH_CAP_MAX", 250, 30)
 CAP_MIN_FREE_KB = bench.env_float("BENCH_CAP_MIN_FREE_GB", 3, 3) * 1024 * 1024
 # Our own commands to Redis, not the daemon's.
-OURS = {"info", "command", "command|docs", "dbsize", "ping"}
+OURS = {"info", "command", "command|docs", "dbsize", "ping", "memory|usage", "xlen"}
 
 
 def log(msg):
@@ -59,6 +59,12 @@ def commandstats(redis):
             if name not in OURS:
                 out[name] = int(fields["calls"])
     return out
+
+
+def key_bytes(redis, key):
+    """MEMORY USAGE of one key (bytes), 0 when it is not there."""
+    v = redis.cli("MEMORY", "USAGE", key, "SAMPLES", "0")
+    return int(v) if v.isdigit() else 0
 
 
 def redis_info(redis, field):
@@ -126,6 +132,26 @@ def host_memory(d):
             "shim_median_kb": statistics.median(p["shim_pss_kb"] for p in per_session)}
 
 
+def redis_throughput(redis):
+    """What this Redis (one core, loopback) does per second with the
+    commands a session costs most: redis-benchmark, 50 clients, no
+    pipelining (the daemon does not pipeline across sessions), on keys of
+    the bench's own that it deletes after."""
+    out = {}
+    for name, cmd in (("set", ["SET", "cicap:bench:k", "__rand_int__"]),
+                      ("zadd", ["ZADD", "cicap:bench:z", "__rand_int__", "m__rand_int__"]),
+                      ("xadd", ["XADD", "cicap:bench:x", "MAXLEN", "~", "10000", "*", "f", "v"]),
+                      ("pexpire", ["PEXPIRE", "cicap:bench:k", "60000"])):
+        r = subprocess.run(["redis-benchmark", "-p", str(redis.port), "-n", "100000", "-c", "50",
+                            "-q", *cmd], capture_output=True, text=True, timeout=300)
+        m = [ln for ln in (r.stdout + r.stderr).replace("\r", "\n").splitlines()
+             if "requests per second" in ln]
+        if m:
+            out[name] = float(m[-1].split(":", 1)[1].split("requests")[0].strip())
+    redis.cli("DEL", "cicap:bench:k", "cicap:bench:z", "cicap:bench:x")
+    return out
+
+
 def max_sessions(d, client, held):
     """Create 4 at a time until CAP_MAX, a refusal, or the memory floor."""
     why = "reached BENCH_CAP_MAX=%d (the bench's bound, not the node's)" % CAP_MAX
@@ -185,6 +211,7 @@ def main():
         out["redis_used_memory_per_session_bytes"] = (mem1 - mem0) / SESSIONS
         out["redis_keys_per_session"] = (keys1 - keys0) / SESSIONS
         out["daemon_rss_per_session_kb"] = (d.rss_kb() - rss0) / SESSIONS
+        out["redis_session_key_bytes"] = key_bytes(redis, d.prefix + "session:" + ids[0])
         log("create: %.1f commands; %.0f bytes of Redis per session" % (
             out["create"]["commands"], out["redis_used_memory_per_session_bytes"]))
 
@@ -227,17 +254,32 @@ def main():
         held = [h for h in held if h not in ids]
         out["delete"] = per(dd, len(ids))
         time.sleep(1.5)  # deliberate: teardown's writes land
-        out["redis_used_memory_per_tombstone_bytes"] = (
+        out["redis_used_memory_per_ended_session_bytes"] = (
             redis_info(redis, "used_memory") - mem0) / SESSIONS
+        out["redis_tombstone_key_bytes"] = key_bytes(redis, d.prefix + "tomb:" + ids[0])
+        audit_len = int(redis.cli("XLEN", d.prefix + "audit") or 0)
+        out["redis_audit_entries"] = audit_len
+        out["redis_audit_bytes_per_entry"] = (
+            key_bytes(redis, d.prefix + "audit") / audit_len if audit_len else None)
         log("delete: %.1f commands" % out["delete"]["commands"])
 
+        mem_before_ramp = redis_info(redis, "used_memory")
         n, why = max_sessions(d, c, held)
+        time.sleep(1.5)  # deliberate: the creates' fire-and-forget writes land
+        # Over many sessions the fixed costs (the sets' and scripts' first
+        # allocations) no longer weigh on the figure per session.
+        out["redis_used_memory_per_session_at_max_bytes"] = (
+            redis_info(redis, "used_memory") - mem_before_ramp) / n if n else None
         out["max_sessions_held"] = n
         out["max_sessions_stop"] = why
         out["mem_available_gb_at_max"] = bench.meminfo_available_kb() / 1048576
         out["daemon_rss_kb_at_max"] = d.rss_kb()
         out["daemon_fds_at_max"] = d.fd_count()
         log("held %d sessions: %s" % (n, why))
+        delete_all(Client(d.port, timeout=180), held)
+        held = []
+        out["redis_rps"] = redis_throughput(redis)
+        log("redis: %s requests/s" % out["redis_rps"])
     finally:
         if d is not None:
             try:
@@ -263,9 +305,15 @@ def print_table(o):
         ("Redis commands per idle second, node", "%.2f" % o["idle_node_per_s"]["commands"]),
         ("Redis commands per idle second, per session", "%.3f" % o["idle_per_session_per_s"]),
         ("Redis used_memory per live session", "%.0f B" % o["redis_used_memory_per_session_bytes"]),
+        ("Redis used_memory per live session, over the most held",
+         "%.0f B" % (o.get("redis_used_memory_per_session_at_max_bytes") or 0)),
         ("Redis keys per live session", "%.1f" % o["redis_keys_per_session"]),
-        ("Redis used_memory per ended session (tombstone)",
-         "%.0f B" % o["redis_used_memory_per_tombstone_bytes"]),
+        ("  MEMORY USAGE of a session record / a tombstone",
+         "%d / %d B" % (o["redis_session_key_bytes"], o["redis_tombstone_key_bytes"])),
+        ("  the audit stream per entry (%d entries)" % o["redis_audit_entries"],
+         "%.0f B" % (o["redis_audit_bytes_per_entry"] or 0)),
+        ("Redis used_memory per ended session (tombstone + audit + ...)",
+         "%.0f B" % o["redis_used_memory_per_ended_session_bytes"]),
         ("host memory per idle session (cgroup + shim), median of %s" % hm.get("n"),
          "%.1f MiB" % (hm.get("median_kb", 0) / 1024)),
         ("  of which the container's cgroup / shim PSS",
@@ -285,6 +333,7 @@ def print_table(o):
     for k in ("create", "exec", "keepalive_clock_move", "delete"):
         print("%s: %s" % (k, o[k]["by_command"]))
     print("idle node: %s" % o["idle_node_per_s"]["by_command"])
+    print("this Redis, requests/s (redis-benchmark, 50 clients): %s" % o.get("redis_rps"))
     print("idle with sessions: %s" % o["idle_with_sessions_per_s"]["by_command"])
 
 
