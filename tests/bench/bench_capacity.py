@@ -22,6 +22,7 @@ loopback and the Docker socket.
 import concurrent.futures as cf
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -144,10 +145,9 @@ def redis_throughput(redis):
                       ("pexpire", ["PEXPIRE", "cicap:bench:k", "60000"])):
         r = subprocess.run(["redis-benchmark", "-p", str(redis.port), "-n", "100000", "-c", "50",
                             "-q", *cmd], capture_output=True, text=True, timeout=300)
-        m = [ln for ln in (r.stdout + r.stderr).replace("\r", "\n").splitlines()
-             if "requests per second" in ln]
+        m = re.findall(r"([\d.]+) requests per second", r.stdout + r.stderr)
         if m:
-            out[name] = float(m[-1].split(":", 1)[1].split("requests")[0].strip())
+            out[name] = float(m[-1])
     redis.cli("DEL", "cicap:bench:k", "cicap:bench:z", "cicap:bench:x")
     return out
 
@@ -288,8 +288,9 @@ def main():
                 log("delete: %s" % e)
             bench.stop_daemon(d)
         redis.stop()
-    with open(os.path.join(bench.OUT_DIR, "capacity.json"), "w") as f:
-        json.dump(out, f, indent=1)
+        # What was measured, also when a later step failed.
+        with open(os.path.join(bench.OUT_DIR, "capacity.json"), "w") as f:
+            json.dump(out, f, indent=1)
     print_table(out)
 
 
