@@ -140,7 +140,7 @@ def redis_throughput(redis):
     the bench's own that it deletes after."""
     out = {}
     for name, cmd in (("set", ["SET", "cicap:bench:k", "__rand_int__"]),
-                      ("zadd", ["ZADD", "cicap:bench:z", "__rand_int__", "m__rand_int__"]),
+                      ("zadd", ["ZADD", "cicap:bench:z", "1", "m__rand_int__"]),
                       ("xadd", ["XADD", "cicap:bench:x", "MAXLEN", "~", "10000", "*", "f", "v"]),
                       ("pexpire", ["PEXPIRE", "cicap:bench:k", "60000"])):
         r = subprocess.run(["redis-benchmark", "-p", str(redis.port), "-n", "100000", "-c", "50",
