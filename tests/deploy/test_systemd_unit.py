@@ -184,14 +184,55 @@ def test_security_exposure_stays_ok(tmp_path):
     assert float(m.group(1)) <= 5.0, r.stdout
 
 
-def setpriv_wrapper(tmp_path, caps):
+# The unit's mount namespace, made by hand (util-linux unshare and mount, as
+# root) in the process that then execs setpriv and the daemon, so the
+# harness's pid stays the daemon's: private propagation, every mount
+# read-only (ProtectSystem=strict) but /proc, /sys and /dev, an empty /tmp
+# (PrivateTmp), empty /home and /root (ProtectHome), and, moved into the new
+# /tmp, the state dir writable (StateDirectory; the harness's is under /tmp)
+# and the test's own files readable (as /etc/ci would be).
+MOUNT_NS_SH = r"""set -e
+state=; prev=
+for a in "$@"; do [ "$prev" = --state-dir ] && state=$a; prev=$a; done
+mount --make-rprivate /
+stash=/dev/ci-deploy-test-$$
+mkdir -p $stash/state $stash/files
+mount --bind "$state" $stash/state
+mount --bind "$FILES" $stash/files
+mount -t tmpfs -o mode=1777 tmpfs /tmp
+mkdir -p "$state" "$FILES"
+mount --move $stash/state "$state"
+mount --move $stash/files "$FILES"
+rmdir $stash/state $stash/files $stash
+mount -t tmpfs tmpfs /home
+mount -t tmpfs tmpfs /root
+awk '{print $5}' /proc/self/mountinfo | sort -u | while read -r m; do
+  case "$m" in /proc|/proc/*|/sys|/sys/*|/dev|/dev/*|/tmp|/home|/root) continue ;; esac
+  [ "$m" = "$state" ] && continue
+  mount -o remount,bind,ro "$m" 2>/dev/null || true
+done
+mount -o remount,bind,ro "$FILES"
+"""
+
+
+def setpriv_wrapper(tmp_path, caps, mounts=False):
     """An executable that runs the daemon as the unit would, as far as a
     process can without systemd: root, the unit's bounding set (so its
-    permitted and effective sets are that), no_new_privs."""
+    permitted and effective sets are that), no_new_privs; with mounts, in
+    the unit's mount namespace (MOUNT_NS_SH)."""
     bset = "-all," + ",".join("+" + c[4:].lower() for c in sorted(caps))
+    setpriv = "setpriv --no-new-privs --inh-caps=-all --bounding-set=%s -- %s \"$@\"" % (
+        bset, os.path.abspath(DAEMON_BIN))
+    files = tmp_path / "files"
+    files.mkdir(exist_ok=True)
+    if mounts:
+        (tmp_path / "mount-ns.sh").write_text(MOUNT_NS_SH + "exec " + setpriv + "\n")
+        script = ("#!/bin/sh\nFILES=%s exec unshare --mount -- sh %s/mount-ns.sh \"$@\"\n"
+                  % (files, tmp_path))
+    else:
+        script = "#!/bin/sh\nexec %s\n" % setpriv
     path = tmp_path / "ci-daemon-setpriv"
-    path.write_text("#!/bin/sh\nexec setpriv --no-new-privs --inh-caps=-all --bounding-set=%s "
-                    "-- %s \"$@\"\n" % (bset, os.path.abspath(DAEMON_BIN)))
+    path.write_text(script)
     path.chmod(0o755)
     return str(path)
 
@@ -206,25 +247,35 @@ def cap_mask(caps):
 
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
                     reason="needs root and setpriv")
-def test_daemon_serves_within_the_units_capabilities(make_daemon, tmp_path):
-    """A session without network, and one with an allowlist (the sandbox
-    network, its iptables chain, the egress proxy), created, run and deleted
-    by a daemon that has only the unit's capabilities."""
+@pytest.mark.parametrize("mounts", [False, True], ids=["capabilities", "and-private-mounts"])
+def test_daemon_serves_within_the_units_capabilities(make_daemon, tmp_path, mounts):
+    """A session without network (with a snapshot and its restore), and one
+    with an allowlist (the sandbox network, its iptables chain, the egress
+    proxy), created, run and deleted by a daemon that has only the unit's
+    capabilities; and again in the unit's read-only, private mount
+    namespace, where the daemon must notice that the engine does not see its
+    mounts and keep workspaces on tmpfs."""
     from harness.servers import HttpServer
     caps = set(last(directives(open(UNIT).read()), "CapabilityBoundingSet").split())
     http = HttpServer(b"reached through the proxy\n")
-    hosts = tmp_path / "hosts"
+    (tmp_path / "files").mkdir(exist_ok=True)
+    hosts = tmp_path / "files" / "hosts"
     hosts.write_text("127.0.0.1 allowed.test\n")
     try:
         d = make_daemon("--pool-size", "0", "--egress-resolver", "hosts-only",
                         "--egress-hosts-file", str(hosts),
                         "--egress-trusted", "127.0.0.1:%d" % http.port,
-                        binary=setpriv_wrapper(tmp_path, caps))
+                        binary=setpriv_wrapper(tmp_path, caps, mounts))
         status = open("/proc/%d/status" % d.proc.pid).read()
         assert re.search(r"^NoNewPrivs:\s+1$", status, re.M), status
         bnd = int(re.search(r"^CapBnd:\s+([0-9a-f]+)$", status, re.M).group(1), 16)
         eff = int(re.search(r"^CapEff:\s+([0-9a-f]+)$", status, re.M).group(1), 16)
         assert bnd == cap_mask(caps) and eff == bnd, (hex(bnd), hex(eff))
+        other_ns = os.readlink("/proc/%d/ns/mnt" % d.proc.pid) != os.readlink("/proc/self/ns/mnt")
+        assert other_ns == mounts
+        if mounts:
+            d.wait_log("the engine does not share this daemon's mount namespace")
+            assert "Read-only file system" not in d.read_log()
         s = d.api.create()
         restored = None
         try:
