@@ -271,6 +271,9 @@ def test_daemon_serves_within_the_units_capabilities(make_daemon, tmp_path, moun
         bnd = int(re.search(r"^CapBnd:\s+([0-9a-f]+)$", status, re.M).group(1), 16)
         eff = int(re.search(r"^CapEff:\s+([0-9a-f]+)$", status, re.M).group(1), 16)
         assert bnd == cap_mask(caps) and eff == bnd, (hex(bnd), hex(eff))
+        # The stateless tier's start check: a bubblewrap run as a host uid
+        # of its own (SETUID, SETGID, and the namespaces bwrap makes).
+        d.wait_log("stateless tier: available", timeout=20)
         other_ns = os.readlink("/proc/%d/ns/mnt" % d.proc.pid) != os.readlink("/proc/self/ns/mnt")
         assert other_ns == mounts
         if mounts:
