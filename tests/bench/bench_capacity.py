@@ -23,6 +23,7 @@ import concurrent.futures as cf
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -288,6 +289,7 @@ def main():
                 log("delete: %s" % e)
             bench.stop_daemon(d)
         redis.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
         # What was measured, also when a later step failed.
         with open(os.path.join(bench.OUT_DIR, "capacity.json"), "w") as f:
             json.dump(out, f, indent=1)
