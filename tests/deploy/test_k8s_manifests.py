@@ -258,3 +258,66 @@ def test_configmap_config_runs_a_daemon(make_daemon, tmp_path, name):
     assert "workspace: /workspace is a tmpfs" in log  # the file's backend
     # the file's log-format = json (the harness sets no format)
     assert all(ln.startswith("{") for ln in log.splitlines() if ln.strip()), log[:500]
+
+
+def test_sidecar_probes_and_prestop_work_on_a_real_daemon(redis_server, tmp_path):
+    """The sidecar's probe and preStop commands, taken from deployment.yaml
+    as they are (only /run/ci moved to a directory of the test's own), run
+    against a real daemon listening on a unix socket: readiness and liveness
+    pass; the preStop drain returns only once the daemon has exited (by
+    itself, status 0, after "drain requested": kubelet's SIGTERM would come
+    next, and a second stop signal cuts a drain short), and leaves the
+    marker the engine's preStop waits for."""
+    import uuid
+
+    from harness.daemon import CTL_BIN, remove_state_dir
+    from harness.procfs import stop_process
+    from harness.wait import wait_for
+
+    spec = find(docs("sidecar"), "Deployment", "agent")["spec"]["template"]["spec"]
+    daemon, engine = container(spec, "ci-daemon"), container(spec, "engine")
+    api_dir = tmp_path / "run-ci"
+    api_dir.mkdir()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "ci-ctl").symlink_to(os.path.abspath(CTL_BIN))
+    env = dict(os.environ, PATH="%s:%s" % (bin_dir, os.environ["PATH"]))
+
+    def run(cmd, timeout=30):
+        cmd = [c.replace("/run/ci/", "%s/" % api_dir) for c in cmd]
+        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+
+    run_id = uuid.uuid4().hex[:10]
+    prefix = "citest-%s:" % run_id
+    state = tempfile_dir()
+    log_path = tmp_path / "daemon.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([DAEMON_BIN, "--listen", "unix:%s/ci.sock" % api_dir,
+                                 "--redis", redis_server.url, "--state-dir", state,
+                                 "--key-prefix", prefix, "--node", "citest-" + run_id,
+                                 "--pool-size", "0"], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        ready = daemon["readinessProbe"]["exec"]["command"]
+        wait_for(lambda: run(ready).returncode == 0, 30, what="the readiness probe")
+        assert run(daemon["livenessProbe"]["exec"]["command"]).returncode == 0
+        assert run(daemon["startupProbe"]["exec"]["command"]).returncode == 0
+        pre = run(daemon["lifecycle"]["preStop"]["exec"]["command"], timeout=120)
+        assert pre.returncode == 0, pre.stderr
+        assert proc.poll() == 0, proc.poll()  # gone before preStop returned
+        assert (api_dir / "drained").exists()
+        text = log_path.read_text()
+        assert "drain requested through the API" in text and "exiting now" not in text, text
+        # the engine's preStop returns at once now; the liveness probe fails
+        assert run(engine["lifecycle"]["preStop"]["exec"]["command"], timeout=10).returncode == 0
+        assert run(daemon["livenessProbe"]["exec"]["command"]).returncode != 0
+    finally:
+        stop_process(proc, timeout=30)
+        remove_state_dir(state)
+        for k in redis_server.cli("--scan", "--pattern", prefix + "*").split():
+            redis_server.cli("DEL", k)
+
+
+def tempfile_dir():
+    """A state dir short enough for the daemon (60 bytes)."""
+    import tempfile
+    return tempfile.mkdtemp(prefix="cit-", dir="/tmp")
