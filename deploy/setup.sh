@@ -31,6 +31,11 @@ PACKAGES=(
 	# promtool, which checks the live /metrics page; only the tool is used, the
 	# server is kept from starting (install_packages)
 	prometheus
+	# deploy_files: systemd-analyze verify and security of deploy/systemd (the
+	# tools only; the tests need no running systemd), setpriv (util-linux)
+	systemd util-linux
+	# and the Kubernetes manifests' cross-checks (tests/deploy/test_k8s_manifests.py)
+	python3-yaml
 )
 
 need_root() {
@@ -159,9 +164,29 @@ install_s3_test() {
 	printf '%s\n' "$want" >"$stamp"
 }
 
+# The Kubernetes manifest check of tests/deploy (kubernetes-models and yaml,
+# tests/k8s/package-lock.json), the same way: npm ci only when the lock
+# changed.
+install_k8s_test() {
+	local dir=$here/tests/k8s stamp want
+	[ -f "$dir/package-lock.json" ] || return 0
+	stamp=$dir/node_modules/.ci-lock-sha256
+	want=$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1)
+	if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -d "$dir/node_modules/kubernetes-models" ]; then
+		say "k8s test: kubernetes-models and yaml present"
+		return
+	fi
+	command -v npm >/dev/null || die "npm is missing (install_browser_test installs it)"
+	say "k8s test: npm ci in tests/k8s"
+	(cd "$dir" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error >/dev/null) ||
+		die "npm ci in tests/k8s failed"
+	printf '%s\n' "$want" >"$stamp"
+}
+
 install_packages
 install_browser_test
 install_s3_test
+install_k8s_test
 start_docker
 [ "${SETUP_SKIP_REDIS:-0}" = 1 ] || start_redis
 "$here/images/python/build.sh"

@@ -10,11 +10,13 @@
 #   hostile      hostile code against the sandbox, the proxy and the API
 #   chaos        crashes, restarts and outages of the daemon, Redis and Docker
 #   browser      the reviewer's page in headless chromium (playwright-core)
+#   deploy_files deploy/: the systemd unit, the example config, the Kubernetes
+#                manifests (offline schema check, tests/k8s)
 # Select suites with TEST_SUITES="unit integration"; pass pytest options with PYTEST_ARGS.
 set -u
 cd "$(dirname "$0")/.."
 
-suites=${TEST_SUITES:-"format unit valgrind fuzz runner integration hostile chaos browser"}
+suites=${TEST_SUITES:-"format unit valgrind fuzz runner integration hostile chaos browser deploy_files"}
 total_pass=0
 total_fail=0
 failed=()
@@ -63,6 +65,8 @@ for s in $suites; do
 		/usr/bin/python3 -m pytest -q -p no:cacheprovider tests/chaos ${PYTEST_ARGS:-} ;;
 	browser) run browser env CITEST_DAEMON=build/asan/ci-daemon CITEST_CTL=build/asan/ci-ctl \
 		/usr/bin/python3 -m pytest -q -p no:cacheprovider tests/browser ${PYTEST_ARGS:-} ;;
+	deploy_files) run deploy_files env CITEST_DAEMON=build/asan/ci-daemon CITEST_CTL=build/asan/ci-ctl \
+		/usr/bin/python3 -m pytest -q -p no:cacheprovider tests/deploy ${PYTEST_ARGS:-} ;;
 	*) echo "unknown suite $s" >&2; exit 2 ;;
 	esac
 done

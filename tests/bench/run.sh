@@ -113,6 +113,14 @@ if [[ "${BENCH_SNAPSHOTS:-1}" != 0 ]]; then
 	timeout --signal=TERM --kill-after=60 1200 /usr/bin/python3 tests/bench/snapshots.py \
 		"$CITEST_DAEMON" || rc=$?
 fi
+# The capacity plan's per-node figures (issue 15): Redis commands per
+# create, exec, keepalive, delete and idle second, memory per session, the
+# most sessions this node held (docs/deploy.md, "Capacity plan").
+if [[ "${BENCH_CAPACITY:-1}" != 0 ]]; then
+	echo
+	echo "bench: capacity figures (BENCH_CAPACITY=0 skips it)"
+	timeout --signal=TERM --kill-after=60 900 /usr/bin/python3 tests/bench/bench_capacity.py || rc=$?
+fi
 timeout --signal=TERM --kill-after=120 "$limit" /usr/bin/python3 tests/bench/bench.py || rc=$?
 if [[ $rc == 124 || $rc == 143 || $rc == 137 ]]; then
 	echo "bench: stopped after the ${limit}s limit (BENCH_TIMEOUT_S)" >&2
