@@ -255,6 +255,8 @@ void api_cluster_free(struct api_cluster *ac);
 void api_cluster_route(struct call *c);
 /* Whether c came from a peer node (the cluster secret): not counted again. */
 bool api_cluster_from_peer(const struct call *c);
+/* Whether c carries a cluster token that is not the secret (forward.h). */
+bool api_cluster_forged(const struct call *c);
 void api_cluster_nodes(struct call *c);
 void api_cluster_counts(const struct http_api *api, uint64_t *forwarded, uint64_t *placed_away,
 			uint64_t *lost_answers);

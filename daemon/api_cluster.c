@@ -119,6 +119,12 @@ bool api_cluster_from_peer(const struct call *c)
 	return ac && ac->fwd && forwarder_from_peer(ac->fwd, c->req);
 }
 
+bool api_cluster_forged(const struct call *c)
+{
+	const struct api_cluster *ac = c->api->cluster;
+	return ac && ac->fwd && forwarder_forged(ac->fwd, c->req);
+}
+
 /* ---- a session of another node ---- */
 
 static void forward_to(struct call *c, const struct cluster_node *n)

@@ -284,6 +284,24 @@ static const struct opt opt_table[] = {
      "http://HOST:PORT or https://HOST:PORT where peer nodes reach this node's API; default: "
      "from a TCP listen address that is not a wildcard, else none (no forwarded calls)",
      OPT_RESTART},
+    /* Forwarding a call to the node that owns its session (forward.h). */
+    {"cluster-secret-file", OPT_STR, O(cluster_secret_file), "", 0, 0,
+     "file holding the secret the nodes of one cluster share (at least 32 bytes; a forwarded "
+     "call carries it, so the owner knows a peer from a client); read at start and on SIGHUP; "
+     "empty = this node forwards nothing",
+     OPT_LIVE},
+    {"peer-ca-file", OPT_STR, O(peer_ca_file), "", 0, 0,
+     "PEM CA bundle a peer's https:// certificate is checked against (its host name too); "
+     "empty = the system's store; re-read on SIGHUP",
+     OPT_LIVE},
+    {"forward-max-inflight", OPT_INT, O(forward_max_inflight), "256", 1, 65536,
+     "calls this node forwards at once; more are answered 503", OPT_LIVE},
+    {"forward-connect-timeout-ms", OPT_INT, O(forward_connect_timeout_ms), "2000", 100, 60000,
+     "a forwarded call's connect (and TLS handshake) to the owner", OPT_LIVE},
+    {"forward-stall-timeout-s", OPT_INT, O(forward_stall_timeout_s), "0", 0, 86400,
+     "a forwarded call ends when the owner sends nothing for this long (while the caller "
+     "keeps up); 0 = the longest execution or install window plus 30 s",
+     OPT_LIVE},
 };
 
 #define OPT_COUNT (sizeof(opt_table) / sizeof(opt_table[0]))

@@ -93,6 +93,9 @@ struct config {
 	/* Snapshots (snapshot.h): caps of one, retention per tenant. */
 	int64_t snapshot_max_mb, snapshot_max_files, snapshot_keep, snapshot_max_age_s;
 	int64_t snapshot_retention_every_s;
+	/* Forwarding to the owner of a session (forward.h). */
+	char *cluster_secret_file, *peer_ca_file;
+	int64_t forward_max_inflight, forward_connect_timeout_ms, forward_stall_timeout_s;
 };
 
 /* Defaults in *cfg. Strings are owned by cfg (config_free). */
