@@ -63,7 +63,8 @@ def wait_all_live(nodes, timeout=15):
 
 
 def containers(d, sid):
-    return d.containers("label=ci.session=" + sid)
+    """sid's containers on d's node (the prefix is shared: the node label says whose)."""
+    return d.containers("label=ci.session=" + sid, "label=ci.node=" + d.node)
 
 
 def test_heartbeats_visible_in_admin_nodes_and_ctl(cluster, redis_server):
