@@ -19,6 +19,8 @@
 #include "json.h"
 #include "log.h"
 #include "manager.h"
+#include "session.h"
+#include "session_json.h"
 #include "store_nodes.h"
 #include "xalloc.h"
 
@@ -300,6 +302,59 @@ static void place_for_peer(struct call *c)
 	c->route->handler(c);
 }
 
+/* ---- GET /v1/sessions: the tenant's sessions on every live node ---- */
+
+/* What one list reads from Redis at most (its script blocks Redis while
+ * it runs: a cap on the ids it looks at bounds that). */
+#define LIST_MAX_RECORDS 10000
+#define LIST_MAX_SCANNED 50000
+
+static void list_one(const struct session *s, void *arg)
+{
+	session_to_json(s, arg, false);
+}
+
+static void listed(const struct err *e, const char *const *records, const size_t *lens, size_t n,
+		   bool cut, void *arg)
+{
+	struct call *c = api_wait_done(arg, NULL);
+	if (c == NULL)
+		return;
+	/* Redis failing: this node's own sessions still list, marked partial. */
+	if (e) {
+		n = 0;
+		cut = true;
+	}
+	AUTOGEN yajl_gen g = json_gen_new();
+	jg_obj(g);
+	jg_str(g, "sessions");
+	jg_arr(g);
+	manager_foreach(c->api->mgr, c->tenant, list_one, g);
+	for (size_t i = 0; i < n; i++) {
+		struct session *s = session_from_record(records[i], lens[i], NULL);
+		if (s && strcmp(s->tenant, c->tenant) == 0 &&
+		    manager_get(c->api->mgr, s->id, c->tenant) == NULL)
+			session_to_json(s, g, false);
+		session_free(s);
+	}
+	jg_arr_end(g);
+	if (cut)
+		jg_kv_bool(g, "partial", true);
+	jg_obj_end(g);
+	api_reply(c, 200, g, NULL);
+}
+
+/* The other nodes' sessions come from their records in Redis (one script),
+ * not from asking each node: a node that is slow or unreachable does not
+ * hold the list, and its sessions are listed as their records say (their
+ * state as of the record's last write: "ready"). */
+static void list_all(struct call *c)
+{
+	struct api_cluster *ac = c->api->cluster;
+	store_nodes_list(c->api->store, cluster_self(ac->cl), c->tenant, LIST_MAX_RECORDS,
+			 LIST_MAX_SCANNED, listed, api_wait_new(c, NULL));
+}
+
 void api_cluster_route(struct call *c)
 {
 	struct api_cluster *ac = c->api->cluster;
@@ -317,6 +372,8 @@ void api_cluster_route(struct call *c)
 	}
 	if (c->id[0] && strncmp(http_req_path(c->req), "/v1/sessions/", 13) == 0)
 		route_session(c);
+	else if (c->route->handler == api_sessions_list)
+		list_all(c);
 	else if (create)
 		place(c);
 	else

@@ -160,7 +160,11 @@ def test_session_on_c_answered_through_a_and_b(cluster):
             assert st in (200, 201, 204)
             r = via.api.send("GET", "/v1/sessions/%s/files/blob.bin" % sid)
             assert r.status == 200 and r.body == body
-        # Another tenant's... there is one tenant here; an unknown id stays 404.
+        # Listed on every node, with its node.
+        for via in (a, b, c):
+            listed = via.api.request("GET", "/v1/sessions")[1]["sessions"]
+            assert [(x["id"], x["node"]) for x in listed] == [(sid, c.node)], via.node
+        # An unknown id stays 404.
         st, doc = a.api.request("GET", "/v1/sessions/00000000-0000-4000-8000-000000000000")
         assert st == 404
     finally:
