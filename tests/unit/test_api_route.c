@@ -175,6 +175,8 @@ static const char *const api_expect[] = {
     "GET /v1/events -> GET /v1/events",
     "GET /v1/audit -> GET /v1/audit",
     "GET /v1/admin/orphans -> GET /v1/admin/orphans",
+    "GET /v1/admin/nodes -> GET /v1/admin/nodes",
+    "POST /v1/admin/nodes -> * /v1/admin/{...}",
     "POST /v1/admin/gc -> POST /v1/admin/gc",
     "POST /v1/admin/drain -> POST /v1/admin/drain",
     "POST /v1/admin/keys -> POST /v1/admin/keys",
