@@ -300,6 +300,12 @@ void api_cluster_route(struct call *c)
 		c->route->handler(c);
 		return;
 	}
+	/* A cluster token that is not the secret: a client posing as a peer
+	 * (forward.h), refused before anything is routed or run. */
+	if (forwarder_forged(ac->fwd, c->req)) {
+		api_fail(c, ERR_FORBIDDEN, "X-CI-Cluster-Token is not this cluster's secret");
+		return;
+	}
 	bool create = c->route->handler == api_sessions_create;
 	if (forwarder_from_peer(ac->fwd, c->req)) {
 		if (create)
