@@ -362,6 +362,8 @@ void api_cluster_route(struct call *c)
 		c->route->handler(c);
 		return;
 	}
+	/* A forged cluster token was refused already (api.c's route_authorized,
+	 * before the quota gate). */
 	bool create = c->route->handler == api_sessions_create;
 	if (forwarder_from_peer(ac->fwd, c->req)) {
 		if (create)
