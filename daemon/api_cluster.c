@@ -7,18 +7,21 @@
  * here when this node has room, else on the live node with the most room.
  * A call that came from a peer is always answered here: it was routed (and
  * counted against its tenant's rate) where it entered. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
 
 #include "api.h"
+#include "buf.h"
 #include "clock.h"
 #include "cluster.h"
 #include "forward.h"
 #include "json.h"
 #include "log.h"
 #include "manager.h"
+#include "metrics_hist.h"
 #include "session.h"
 #include "session_json.h"
 #include "store_nodes.h"
@@ -420,11 +423,42 @@ void api_cluster_nodes(struct call *c)
 	api_reply(c, 200, g, NULL);
 }
 
-void api_cluster_counts(const struct http_api *api, uint64_t *forwarded, uint64_t *placed_away,
-			uint64_t *lost_answers)
+int api_cluster_metrics(struct http_api *api, struct buf *b)
 {
 	const struct api_cluster *ac = api->cluster;
-	*forwarded = ac ? ac->forwarded : 0;
-	*placed_away = ac ? ac->placed_away : 0;
-	*lost_answers = ac ? ac->lost_answers : 0;
+	if (ac == NULL)
+		return 0;
+	size_t n, live = 0;
+	const struct cluster_node *nodes = cluster_nodes(ac->cl, &n);
+	for (size_t i = 0; i < n; i++)
+		live += nodes[i].live;
+	uint64_t beats, failed, reconciled;
+	cluster_counts(ac->cl, &beats, &failed, &reconciled);
+	if (metrics_head(b, "ci_cluster_nodes", "gauge",
+			 "Nodes in the shared Redis, by state (live: heartbeat key present; lost), "
+			 "as of this node's last heartbeat.") < 0 ||
+	    metrics_printf(b, "ci_cluster_nodes{state=\"live\"} %zu\n", live) < 0 ||
+	    metrics_printf(b, "ci_cluster_nodes{state=\"lost\"} %zu\n", n - live) < 0 ||
+	    metrics_head(b, "ci_cluster_heartbeats_total", "counter",
+			 "This node's heartbeats, by outcome.") < 0 ||
+	    metrics_printf(b, "ci_cluster_heartbeats_total{outcome=\"written\"} %" PRIu64 "\n",
+			   beats) < 0 ||
+	    metrics_printf(b, "ci_cluster_heartbeats_total{outcome=\"failed\"} %" PRIu64 "\n",
+			   failed) < 0 ||
+	    metrics_head(b, "ci_cluster_routed_total", "counter",
+			 "Calls this node routed away: forwarded (every call sent to a peer: to a "
+			 "session's owner, or a new session to a node with room), placed (of them, "
+			 "the new sessions), node_lost (410 for a node without a heartbeat).") <
+		0 ||
+	    metrics_printf(b, "ci_cluster_routed_total{to=\"forwarded\"} %" PRIu64 "\n",
+			   ac->forwarded) < 0 ||
+	    metrics_printf(b, "ci_cluster_routed_total{to=\"placed\"} %" PRIu64 "\n",
+			   ac->placed_away) < 0 ||
+	    metrics_printf(b, "ci_cluster_routed_total{to=\"node_lost\"} %" PRIu64 "\n",
+			   ac->lost_answers) < 0 ||
+	    metrics_head(b, "ci_cluster_reconciled_total", "counter",
+			 "Sessions this node ended on its return because another node had declared "
+			 "them node_lost.") < 0)
+		return -1;
+	return metrics_printf(b, "ci_cluster_reconciled_total %" PRIu64 "\n", reconciled);
 }

@@ -92,6 +92,9 @@ def test_heartbeats_visible_in_admin_nodes_and_ctl(cluster, redis_server):
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert {n["node"] for n in doc["nodes"]} >= {a.node, b.node, c.node}
+    m = a.metrics()
+    assert m['ci_cluster_nodes{state="live"}'] == 3 and m['ci_cluster_nodes{state="lost"}'] == 0
+    assert m['ci_cluster_heartbeats_total{outcome="written"}'] >= 1
 
 
 def test_placement_when_full_and_calls_through_the_receiving_node(cluster):
@@ -102,6 +105,7 @@ def test_placement_when_full_and_calls_through_the_receiving_node(cluster):
     wait_for(lambda: nodes_of(a)[a.node]["room"] == 0, 10, what="a's heartbeat to say full")
     second = a.api.create()
     assert second["node"] in (b.node, c.node), second
+    assert a.metric('ci_cluster_routed_total{to="placed"}') == 1
     owner = b if second["node"] == b.node else c
     assert containers(owner, second["id"]) and not containers(a, second["id"])
     sid = second["id"]
@@ -221,6 +225,8 @@ def test_stopped_node_is_lost_and_reconciles_on_return(cluster, redis_server):
     assert containers(c, kept["id"])
     assert c.log_since(mark).count("ended here") == 1
     assert a.api.exec(kept["id"], "2 + 2")["result"] == "4"
+    assert c.metric("ci_cluster_reconciled_total") == 1
+    assert a.metric('ci_cluster_routed_total{to="node_lost"}') >= 1
     assert redis_server.cli("EXISTS", a.prefix + "session:" + lost["id"]) == "0"
     assert redis_server.cli("SISMEMBER", a.prefix + "node:%s:sessions" % c.node,
                             lost["id"]) == "0"
