@@ -252,3 +252,41 @@ def test_killed_node_restarts_and_its_sessions_answer_through_a(cluster):
              30, what="c back with its session")
     assert a.api.exec(sid, "y + 1")["result"] == "6"
     assert a.api.delete(sid) == 204
+
+
+def test_another_tenants_session_on_a_peer_is_not_reached_nor_tombstoned(make_daemon,
+                                                                       redis_server, tmp_path):
+    secret = tmp_path / "s2"
+    secret.write_text(SECRET + "\n")
+    os.chmod(secret, 0o600)
+    prefix = "ci15-cluster-%s:" % uuid.uuid4().hex[:8]
+    admin = "ci15-cluster-admin-" + uuid.uuid4().hex
+    a, c = [make_daemon("--pool-size", "0", "--cluster-secret-file", str(secret), prefix=prefix,
+                        admin_key=admin) for _ in range(2)]
+    wait_all_live([a, c])
+    t1 = a.client(a.key("t1")["key"])
+    t2 = a.client(a.key("t2")["key"])
+    s = c.client(t1.api_key).create()
+    sid = s["id"]
+    try:
+        assert t1.exec(sid, "3")["result"] == "3"  # through a: the owner's tenant
+        assert t2.request("GET", "/v1/sessions/" + sid)[0] == 404
+        assert t2.request("POST", "/v1/sessions/%s/exec" % sid, body={"code": "1"})[0] == 404
+        assert t2.request("GET", "/v1/sessions")[1]["sessions"] == []
+        assert [x["id"] for x in t1.request("GET", "/v1/sessions")[1]["sessions"]] == [sid]
+        # A client posing as a peer is refused.
+        st, doc = t2.request("GET", "/v1/sessions/" + sid,
+                             headers={"X-CI-Cluster-Token": "not-the-secret"})
+        assert st == 403, (st, doc)
+        # c lost: another tenant's asking writes no tomb for it.
+        os.kill(c.proc.pid, signal.SIGSTOP)
+        try:
+            wait_for(lambda: nodes_of(a)[c.node]["state"] == "lost", 10, what="c lost")
+            assert t2.request("GET", "/v1/sessions/" + sid, timeout=5)[0] == 404
+            assert redis_server.cli("EXISTS", prefix + "tomb:" + sid) == "0"
+        finally:
+            os.kill(c.proc.pid, signal.SIGCONT)
+        wait_all_live([a, c])
+        assert t1.exec(sid, "4")["result"] == "4"
+    finally:
+        c.client(t1.api_key).delete(sid)
