@@ -87,7 +87,7 @@ static struct store_script s_beat = {.text = lua_beat};
 static struct store_script s_list = {.text = lua_list};
 static struct store_script s_lost = {.text = lua_lost};
 
-enum op_kind { OP_BEAT, OP_OWNER, OP_LOST, OP_FORGET, OP_LIST };
+enum op_kind { OP_BEAT, OP_OWNER, OP_LOST, OP_LIST };
 
 struct store_nodes_op {
 	struct store *st;
@@ -97,7 +97,6 @@ struct store_nodes_op {
 	store_beat_cb beat_cb;
 	store_owner_cb owner_cb;
 	store_lost_cb lost_cb;
-	store_forget_cb forget_cb;
 	store_list_cb list_cb;
 	void *arg;
 };
@@ -122,7 +121,6 @@ static void deliver_error(struct store_nodes_op *op, const char *why)
 	case OP_BEAT: op->beat_cb(&e, NULL, op->arg); break;
 	case OP_OWNER: op->owner_cb(&e, NULL, NULL, op->arg); break;
 	case OP_LOST: op->lost_cb(&e, false, NULL, 0, op->arg); break;
-	case OP_FORGET: op->forget_cb(&e, false, op->arg); break;
 	case OP_LIST: op->list_cb(&e, NULL, NULL, 0, false, op->arg); break;
 	}
 }
@@ -305,9 +303,6 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *privdata)
 	case OP_BEAT: deliver_beat(op, r); break;
 	case OP_OWNER: deliver_owner(op, r); break;
 	case OP_LOST: deliver_lost(op, r); break;
-	case OP_FORGET:
-		op->forget_cb(NULL, r->type == REDIS_REPLY_INTEGER && r->integer > 0, op->arg);
-		break;
 	case OP_LIST: deliver_list(op, r); break;
 	}
 	op_free(op);
@@ -370,17 +365,6 @@ struct store_nodes_op *store_node_lost(struct store *st, const char *id, const c
 	store_cmd_argn(&op->cmd, tomb, len);
 	store_cmd_argf(&op->cmd, "%lld", (long long)st->tomb_ttl_s);
 	store_cmd_arg(&op->cmd, id);
-	return op_start(op);
-}
-
-struct store_nodes_op *store_node_forget(struct store *st, const char *node, store_forget_cb cb,
-					 void *arg)
-{
-	struct store_nodes_op *op = op_new(st, OP_FORGET, NULL, arg);
-	op->forget_cb = cb;
-	store_cmd_arg(&op->cmd, "ZREM");
-	store_cmd_argf(&op->cmd, "%snodes", st->prefix);
-	store_cmd_arg(&op->cmd, node);
 	return op_start(op);
 }
 

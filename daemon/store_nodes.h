@@ -57,12 +57,6 @@ struct store_nodes_op *store_node_lost(struct store *st, const char *id, const c
 				       const char *tenant, const char *reason, store_lost_cb cb,
 				       void *arg);
 
-/* Forget a lost node: ZREM from P nodes (its sessions' records expire
- * with their idle TTL). existed: it was there. */
-typedef void (*store_forget_cb)(const struct err *e, bool existed, void *arg);
-struct store_nodes_op *store_node_forget(struct store *st, const char *node, store_forget_cb cb,
-					 void *arg);
-
 /* The records of tenant's sessions on the other live nodes (their
  * heartbeat key is there; self's are the manager's): at most max_records,
  * after looking at most max_scanned ids; cut says a limit was hit. The
