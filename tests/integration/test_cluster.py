@@ -34,9 +34,11 @@ def cluster(make_daemon, tmp_path):
 
     def make(*per_node):
         nodes = []
-        for flags in per_node:
+        for i, flags in enumerate(per_node):
+            # Nodes on one host take disjoint uid ranges (docs/deploy.md).
             d = make_daemon("--pool-size", "0", "--cluster-secret-file", str(secret),
-                            *flags, prefix=prefix)
+                            "--sandbox-uid-base", str(600000 + 10000 * i),
+                            "--sandbox-uid-count", "2048", *flags, prefix=prefix)
             d.stopped = stopped
             nodes.append(d)
         return nodes
