@@ -67,6 +67,15 @@ struct store_nodes_op *store_nodes_list(struct store *st, const char *self, cons
 					size_t max_records, size_t max_scanned, store_list_cb cb,
 					void *arg);
 
+/* Forget node, which must have no heartbeat: each of its sessions whose
+ * record is left is tombstoned node_lost (reason; an earlier tombstone
+ * stays) and its record, clock and quota reservation removed; then its
+ * sets and its entry in P nodes go. One script. n: the sessions ended;
+ * state: 0 done, 1 the node is live (nothing done), 2 no such node. */
+typedef void (*store_forget_cb)(const struct err *e, int state, int64_t n, void *arg);
+struct store_nodes_op *store_node_forget(struct store *st, const char *node, const char *reason,
+					 store_forget_cb cb, void *arg);
+
 /* op's callback will not run (op must not have completed). NULL-safe. */
 void store_nodes_cancel(struct store_nodes_op *op);
 

@@ -292,3 +292,27 @@ def test_another_tenants_session_on_a_peer_is_not_reached_nor_tombstoned(make_da
         assert t1.exec(sid, "4")["result"] == "4"
     finally:
         c.client(t1.api_key).delete(sid)
+
+
+def test_forget_a_lost_node(cluster, redis_server):
+    a, c = cluster((), ())
+    wait_all_live([a, c])
+    s = c.api.create()
+    sid = s["id"]
+    # A live node is refused, an unknown one is 404, a bad name 400.
+    out = a.ctl("nodes", "--forget", c.node)
+    assert out.returncode != 0 and "is live" in out.stderr, (out.stdout, out.stderr)
+    assert a.admin.request("DELETE", "/v1/admin/nodes?node=nosuchnode")[0] == 404
+    assert a.admin.request("DELETE", "/v1/admin/nodes")[0] == 400
+    c.kill()  # gone for good; its container stays on the engine (the harness removes it)
+    wait_for(lambda: nodes_of(a)[c.node]["state"] == "lost", 10, what="c lost")
+    out = a.ctl("nodes", "--forget", c.node)
+    assert out.returncode == 0, out.stderr
+    assert "forgot node %s: 1 of its sessions ended" % c.node in out.stdout
+    wait_for(lambda: c.node not in nodes_of(a), 5, what="c to leave a's view")
+    for key in ("expiry:" + c.node, "node:%s:sessions" % c.node, "lost:" + c.node,
+                "session:" + sid):
+        assert redis_server.cli("EXISTS", a.prefix + key) == "0", key
+    st, doc = a.api.request("GET", "/v1/sessions/" + sid)
+    assert st == 410 and doc["error"]["code"] == "node_lost", (st, doc)
+    assert "forgotten by the operator" in doc["error"]["message"]
