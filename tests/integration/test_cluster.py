@@ -211,6 +211,9 @@ def test_stopped_node_is_lost_and_reconciles_on_return(cluster, redis_server):
         # The tomb holds, and every node says the same.
         tomb = json.loads(redis_server.cli("GET", a.prefix + "tomb:" + lost["id"]))
         assert tomb["reason"].startswith("node_lost") and tomb["node"] == c.node
+        last = float(redis_server.cli("ZSCORE", a.prefix + "nodes", c.node))
+        print("node_lost tombstoned %.2f s after c's last heartbeat"
+              % ((tomb["ended_at_ms"] - last) / 1000.0))
         for via in (a, b):
             st, doc = via.api.request("GET", "/v1/sessions/" + lost["id"], timeout=5)
             assert st == 410 and doc["error"]["code"] == "node_lost", (st, doc)
