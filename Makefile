@@ -63,6 +63,10 @@ DAEMON_LIB_SRCS := daemon/log.c daemon/config.c \
 	daemon/snapshot.c daemon/snapshot_capture.c daemon/snapshot_restore.c \
 	daemon/store_snapshots.c daemon/api_snapshots.c daemon/manager_snapshot.c \
 	daemon/tar_scan.c daemon/snapshot_manifest.c
+# Several nodes on one Redis (issue 15).
+DAEMON_LIB_SRCS += daemon/cluster.c daemon/cluster_pick.c daemon/store_nodes.c daemon/api_cluster.c
+# Forwarding to a session's owner (issue 15).
+DAEMON_LIB_SRCS += daemon/forward_headers.c daemon/forward.c
 DAEMON_SRCS := $(DAEMON_LIB_SRCS) daemon/main.c
 include cli/cli.mk
 UNIT_SRCS := $(wildcard tests/unit/*.c)

@@ -64,6 +64,8 @@ const struct api_route api_routes[] = {
     {"GET", "/review/app.js", api_reviews_page_js, API_AUTH_NONE},
     {"GET", "/review/app.css", api_reviews_page_css, API_AUTH_NONE},
     {"GET", "/v1/admin/orphans", api_admin_orphans, API_AUTH_ADMIN},
+    {"GET", "/v1/admin/nodes", api_cluster_nodes, API_AUTH_ADMIN},
+    {"DELETE", "/v1/admin/nodes", api_cluster_forget, API_AUTH_ADMIN},
     {"POST", "/v1/admin/gc", api_admin_gc, API_AUTH_ADMIN},
     {"POST", "/v1/admin/drain", api_admin_drain, API_AUTH_ADMIN},
     {"POST", "/v1/admin/keys", api_keys_create, API_AUTH_ADMIN},
@@ -84,8 +86,14 @@ const size_t api_routes_count = sizeof(api_routes) / sizeof(api_routes[0]);
  * tenant's: the probes and the admin routes are not counted against anyone. */
 static void route_authorized(struct call *c)
 {
-	if (c->route->auth == API_AUTH_TENANT)
-		api_quota_gate(c, c->route->handler);
+	/* A client claiming to be a peer is refused before it costs anything;
+	 * a peer's call was counted where it entered (api_cluster.c). */
+	if (api_cluster_forged(c))
+		api_fail(c, ERR_FORBIDDEN, "X-CI-Cluster-Token is not this cluster's secret");
+	else if (c->route->auth == API_AUTH_TENANT && !api_cluster_from_peer(c))
+		api_quota_gate(c, api_cluster_route);
+	else if (c->route->auth == API_AUTH_TENANT)
+		api_cluster_route(c);
 	else
 		c->route->handler(c);
 }
@@ -352,6 +360,12 @@ void http_api_set_snapshots(struct http_api *api, struct snapshots *sn)
 	api->snapshots = sn;
 }
 
+void http_api_set_cluster(struct http_api *api, struct cluster *cl, struct forwarder *fwd)
+{
+	api_cluster_free(api->cluster);
+	api->cluster = cl ? api_cluster_new(cl, fwd) : NULL;
+}
+
 void http_api_set_tls(struct http_api *api, struct tls *tls)
 {
 	http_server_set_tls(api->srv, tls);
@@ -371,6 +385,7 @@ void http_api_free(struct http_api *api)
 	manager_set_listener(api->mgr, NULL, NULL);
 	api_probes_stop(api);
 	http_server_free(api->srv);
+	api_cluster_free(api->cluster);
 	audit_free(api->audit);
 	metrics_free(api->metrics);
 	free(api);

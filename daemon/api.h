@@ -25,6 +25,9 @@
 #include "http_server.h"
 
 struct api_images;
+struct api_cluster;
+struct cluster;
+struct forwarder;
 struct api_keyring;
 struct audit;
 struct api_audit_code;
@@ -79,6 +82,7 @@ struct http_api {
 	struct webhook *webhook;     /* the review webhook (webhook.h), for /metrics; may be NULL */
 	struct snapshots *snapshots; /* the snapshot engine (snapshot.h); NULL: off */
 	struct api_images *images;   /* GET /v1/images's cache (api_images.c); NULL until asked */
+	struct api_cluster *cluster; /* routing to the other nodes (api_cluster.c); NULL: alone */
 };
 
 /* One request being served, carried through its async steps. */
@@ -242,6 +246,22 @@ void api_events_on_session(const char *type, const struct session *s, const char
 /* End every open event stream cleanly. */
 void api_events_end_all(struct http_api *api);
 void api_admin_orphans(struct call *c);
+
+/* api_cluster.c: several nodes on one Redis (cluster.h, forward.h). The
+ * route of a caller already admitted: here, or forwarded to the node that
+ * owns the session (or has room for a new one); an api_handler. */
+struct api_cluster *api_cluster_new(struct cluster *cl, struct forwarder *fwd);
+void api_cluster_free(struct api_cluster *ac);
+void api_cluster_route(struct call *c);
+/* Whether c came from a peer node (the cluster secret): not counted again. */
+bool api_cluster_from_peer(const struct call *c);
+/* Whether c carries a cluster token that is not the secret (forward.h). */
+bool api_cluster_forged(const struct call *c);
+void api_cluster_nodes(struct call *c);
+void api_cluster_forget(struct call *c);
+/* Its series on /metrics (api_probes.c). */
+struct buf;
+int api_cluster_metrics(struct http_api *api, struct buf *b);
 void api_admin_gc(struct call *c);
 void api_admin_drain(struct call *c);
 void api_admin_unknown(struct call *c);

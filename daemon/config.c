@@ -274,6 +274,34 @@ static const struct opt opt_table[] = {
      "snapshots older than this are deleted (default 30 days)", OPT_LIVE},
     {"snapshot-retention-every-s", OPT_INT, O(snapshot_retention_every_s), "60", 1, 86400,
      "how often retention runs", OPT_RESTART},
+    {"heartbeat-ms", OPT_INT, O(heartbeat_ms), "1000", 100, 60000,
+     "how often this node writes its heartbeat (load, room, URL) to Redis", OPT_RESTART},
+    {"node-lost-ms", OPT_INT, O(node_lost_ms), "4000", 300, 600000,
+     "a node without a heartbeat for this long is lost: its sessions answer 410 node_lost "
+     "(more than twice heartbeat-ms)",
+     OPT_RESTART},
+    {"advertise-url", OPT_STR, O(advertise_url), "", 0, 0,
+     "http://HOST:PORT or https://HOST:PORT where peer nodes reach this node's API; default: "
+     "from a TCP listen address that is not a wildcard, else none (no forwarded calls)",
+     OPT_RESTART},
+    /* Forwarding a call to the node that owns its session (forward.h). */
+    {"cluster-secret-file", OPT_STR, O(cluster_secret_file), "", 0, 0,
+     "file holding the secret the nodes of one cluster share (at least 32 bytes; a forwarded "
+     "call carries it, so the owner knows a peer from a client); read at start and on SIGHUP; "
+     "empty = this node forwards nothing",
+     OPT_LIVE},
+    {"peer-ca-file", OPT_STR, O(peer_ca_file), "", 0, 0,
+     "PEM CA bundle a peer's https:// certificate is checked against (its host name too); "
+     "empty = the system's store; re-read on SIGHUP",
+     OPT_LIVE},
+    {"forward-max-inflight", OPT_INT, O(forward_max_inflight), "256", 1, 65536,
+     "calls this node forwards at once; more are answered 503", OPT_LIVE},
+    {"forward-connect-timeout-ms", OPT_INT, O(forward_connect_timeout_ms), "2000", 100, 60000,
+     "a forwarded call's connect (and TLS handshake) to the owner", OPT_LIVE},
+    {"forward-stall-timeout-s", OPT_INT, O(forward_stall_timeout_s), "0", 0, 86400,
+     "a forwarded call ends when the owner sends nothing for this long (while the caller "
+     "keeps up); 0 = the longest execution or install window plus 30 s",
+     OPT_LIVE},
 };
 
 #define OPT_COUNT (sizeof(opt_table) / sizeof(opt_table[0]))
@@ -631,6 +659,16 @@ int config_validate(const struct config *cfg, struct err **errp)
 			       "log-level: expected debug, info, warn or error");
 	if (validate_listener(cfg, errp) < 0)
 		return -1;
+	if (cfg->node_lost_ms <= 2 * cfg->heartbeat_ms)
+		return err_set(
+		    errp, ERR_BAD_REQUEST,
+		    "node-lost-ms %lld must be more than twice heartbeat-ms %lld (one late "
+		    "heartbeat must not lose a node)",
+		    (long long)cfg->node_lost_ms, (long long)cfg->heartbeat_ms);
+	if (cfg->advertise_url[0] && strncmp(cfg->advertise_url, "http://", 7) != 0 &&
+	    strncmp(cfg->advertise_url, "https://", 8) != 0)
+		return err_set(errp, ERR_BAD_REQUEST,
+			       "advertise-url: expected http://HOST:PORT or https://HOST:PORT");
 	if (strcmp(cfg->workspace_backend, "loop") != 0 &&
 	    strcmp(cfg->workspace_backend, "tmpfs") != 0)
 		return err_set(errp, ERR_BAD_REQUEST, "workspace-backend: expected loop or tmpfs");

@@ -50,6 +50,10 @@ struct config {
 	int64_t pool_network_size; /* ... and on the sandbox network, for allowlists */
 	int64_t output_cap_bytes;
 	int64_t max_sessions;
+	/* Several nodes on one Redis (cluster.h): how often this node heartbeats,
+	 * after how long without one it is lost, and where peers reach it. */
+	int64_t heartbeat_ms, node_lost_ms;
+	char *advertise_url;
 	int64_t sandbox_uid_base, sandbox_uid_count; /* each session gets its own uid */
 	int64_t start_timeout_s;
 	int64_t kill_grace_ms;
@@ -89,6 +93,9 @@ struct config {
 	/* Snapshots (snapshot.h): caps of one, retention per tenant. */
 	int64_t snapshot_max_mb, snapshot_max_files, snapshot_keep, snapshot_max_age_s;
 	int64_t snapshot_retention_every_s;
+	/* Forwarding to the owner of a session (forward.h). */
+	char *cluster_secret_file, *peer_ca_file;
+	int64_t forward_max_inflight, forward_connect_timeout_ms, forward_stall_timeout_s;
 };
 
 /* Defaults in *cfg. Strings are owned by cfg (config_free). */

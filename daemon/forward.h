@@ -50,7 +50,15 @@ int forwarder_reload(struct forwarder *f, const struct config *cfg, struct err *
  * break after the answer began closes the caller's connection). */
 void forwarder_call(struct forwarder *f, struct call *c, const char *node, const char *base_url);
 
-/* Whether req came from a peer node: it carries the cluster secret. */
+/* Whether req came from a peer node: it carries the cluster secret
+ * (compared in constant time). */
 bool forwarder_from_peer(const struct forwarder *f, const struct http_req *req);
+
+/* Whether req carries an X-CI-Cluster-Token that is not the cluster secret
+ * (or this node has none): a client claiming to be a peer. The routing
+ * hook answers it 403 forbidden before anything else (api_cluster.c);
+ * forwarder_call never passes a caller's own token on either way.
+ * (Added to the fixed interface by the forwarding side, issue 15.) */
+bool forwarder_forged(const struct forwarder *f, const struct http_req *req);
 
 #endif

@@ -44,6 +44,12 @@ void http_api_set_webhook(struct http_api *api, struct webhook *wh);
 struct snapshots;
 void http_api_set_snapshots(struct http_api *api, struct snapshots *sn);
 
+/* Several nodes on one Redis: the view and the proxy (cluster.h, forward.h;
+ * the caller's, freed after the api, the forwarder before it). */
+struct cluster;
+struct forwarder;
+void http_api_set_cluster(struct http_api *api, struct cluster *cl, struct forwarder *fwd);
+
 /* End open event streams cleanly (the daemon is about to exit). */
 void http_api_end_streams(struct http_api *api);
 

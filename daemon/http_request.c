@@ -691,6 +691,17 @@ const char *http_req_header(const struct http_req *req, const char *name)
 	return NULL;
 }
 
+int http_req_header_count(const struct http_req *req)
+{
+	return req->n_headers;
+}
+
+void http_req_header_at(const struct http_req *req, int i, const char **name, const char **value)
+{
+	*name = req->headers[i].name;
+	*value = req->headers[i].value;
+}
+
 int64_t http_req_content_length(const struct http_req *req)
 {
 	return req->content_length;

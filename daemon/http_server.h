@@ -113,6 +113,10 @@ const char *http_req_path(const struct http_req *req);
 const char *http_req_query(const struct http_req *req);
 /* A request header by name (case-insensitive), or NULL. */
 const char *http_req_header(const struct http_req *req, const char *name);
+/* The request's headers in the order they came: how many, and the i-th
+ * (0 <= i < count; name and value borrowed, valid as long as req). */
+int http_req_header_count(const struct http_req *req);
+void http_req_header_at(const struct http_req *req, int i, const char **name, const char **value);
 /* Content-Length, or -1 when the body is chunked; 0 when there is none. */
 int64_t http_req_content_length(const struct http_req *req);
 bool http_req_client_gone(const struct http_req *req);

@@ -10,11 +10,13 @@
 #include <sys/resource.h>
 
 #include "clock.h"
+#include "cluster.h"
 #include "config.h"
 #include "defer.h"
 #include "docker.h"
 #include "egress.h"
 #include "fdbudget.h"
+#include "forward.h"
 #include "http_api.h"
 #include "log.h"
 #include "manager.h"
@@ -45,8 +47,10 @@ struct daemon_ctx {
 	struct tls *tls; /* NULL: plain HTTP */
 	struct event *drain_timer;
 	struct event *fd_timer;
-	bool fd_short;      /* the budget refuses new sessions and tunnels */
-	struct workflow wf; /* runs, the fixer, the stateless tier, reviews (workflow.h) */
+	bool fd_short;           /* the budget refuses new sessions and tunnels */
+	struct workflow wf;      /* runs, the fixer, the stateless tier, reviews (workflow.h) */
+	struct forwarder *fwd;   /* calls for other nodes' sessions (forward.h) */
+	struct cluster *cluster; /* heartbeats and the node view (cluster.h) */
 };
 
 static int64_t rlim_to_i64(rlim_t v)
@@ -269,6 +273,11 @@ static void reload_apply(struct daemon_ctx *d)
 		err_free(e); /* logged there; the previous hosts file stays in use */
 	manager_pool_resize(d->mgr);
 	workflow_reload(&d->wf, cfg, d->api);
+	if (d->fwd && forwarder_reload(d->fwd, cfg, &e) < 0) {
+		log_warn("SIGHUP: %s; the peers' previous secret and CA stay", e->message);
+		err_free(e);
+		e = NULL;
+	}
 }
 
 /* SIGHUP: read the configuration again and apply what can change live
@@ -386,6 +395,10 @@ int main(int argc, char **argv)
 	if (http_api_listen(d.api, &e) < 0)
 		goto fail;
 	http_api_set_drain(d.api, drain_requested, &d);
+	if ((d.fwd = forwarder_new(d.base, &cfg, &e)) == NULL)
+		goto fail;
+	d.cluster = cluster_new(d.base, &cfg, store, d.mgr);
+	http_api_set_cluster(d.api, d.cluster, d.fwd);
 	sigterm = evsignal_new(d.base, SIGTERM, on_stop_signal, &d);
 	sigint = evsignal_new(d.base, SIGINT, on_stop_signal, &d);
 	sighup = evsignal_new(d.base, SIGHUP, on_reload_signal, &d);
@@ -426,7 +439,10 @@ out:
 	/* The runs' waiting calls are answered and freed with the api; answers
 	 * still on their way to the runs (executions, Redis) are dropped from
 	 * here on, and their tokens freed last, after the parts that hold them. */
+	/* Forwarded calls end first: they hold the api's requests. */
+	forwarder_free(d.fwd);
 	http_api_free(d.api);
+	cluster_free(d.cluster);
 	workflow_close(&d.wf);
 	tls_free(d.tls);
 	manager_free(d.mgr);

@@ -211,6 +211,12 @@ enum manager_end {
 	MANAGER_END_COUNT,
 };
 const char *manager_end_name(enum manager_end why);
+
+/* End session id because another node tombstoned it node_lost while this
+ * one was away (cluster.c, after the heartbeat that took its records):
+ * container removed, nothing written to Redis, reason kept for a later
+ * GET here. false when id is not a session of this node. */
+bool manager_end_lost(struct manager *m, const char *id, const char *reason);
 /* Sessions ended since start, by reason (warm sandboxes are not counted). */
 void manager_endings(const struct manager *m, uint64_t out[MANAGER_END_COUNT]);
 

@@ -59,6 +59,9 @@ struct msession {
 	struct install_op *install;  /* a package install's window is open */
 	struct exit_snap *exit_snap; /* its exit snapshot is being taken (manager_snapshot.c) */
 	bool exit_snap_done;         /* ... was, or was not wanted: the ending goes on */
+	/* Another node tombstoned it node_lost and this node's heartbeat took
+	 * its records (cluster.h): its ending writes nothing to Redis. */
+	bool tomb_elsewhere;
 	struct kernel_exit_info last_exit;
 	char *end_reason;
 	int64_t clock_written_ms; /* when the clock last went to Redis */

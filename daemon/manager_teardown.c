@@ -212,7 +212,29 @@ void msession_end(struct msession *ms, enum session_state st, enum manager_end w
 	}
 	m->endings[why]++;
 	tomb_add(m, ms->s, reason);
+	if (ms->tomb_elsewhere) {
+		/* The tombstone is another node's and the records went with the
+		 * heartbeat that found it (cluster.h): rewriting either would
+		 * bring the session back or say something else. */
+		struct tomb *t = manager_tomb_find(m, ms->s->id);
+		if (t)
+			t->unwritten = false;
+		if (--op->pending == 0)
+			defer_call(m->base, teardown_deferred_cb, op);
+		return;
+	}
 	store_session_end(m->store, ms->s, reason, tomb_stored, op);
+}
+
+bool manager_end_lost(struct manager *m, const char *id, const char *reason)
+{
+	struct msession *ms = manager_find(m, id);
+	if (ms == NULL || ms->pooled || ms->teardown)
+		return false;
+	ms->tomb_elsewhere = true;
+	ms->exit_snap_done = true; /* its workspace is gone for its client already */
+	msession_end(ms, SESSION_DEAD, MANAGER_END_NODE_LOST, reason, NULL, NULL);
+	return true;
 }
 
 const char *manager_end_name(enum manager_end why)
@@ -255,7 +277,10 @@ static struct err *ended_error(const char *id, const char *reason, int64_t ended
 			       const char *state)
 {
 	char when[32];
-	return err_new(ERR_EXPIRED, "session %s ended at %s (%s): %s", id,
+	/* A node_lost tombstone (cluster.h) keeps saying so, here and on every
+	 * node, after its node has reconciled. */
+	return err_new(strncmp(reason, "node_lost", 9) == 0 ? ERR_NODE_LOST : ERR_EXPIRED,
+		       "session %s ended at %s (%s): %s", id,
 		       clock_format_rfc3339(ended_at_ms, when, sizeof(when)),
 		       state ? state : "dead", reason);
 }

@@ -76,8 +76,9 @@ void session_to_json(const struct session *s, yajl_gen g, bool internal)
 	} else {
 		jg_null(g);
 	}
+	/* Which node runs it (several nodes on one Redis: cluster.h). */
+	jg_kv_str(g, "node", s->node);
 	if (internal) {
-		jg_kv_str(g, "node", s->node);
 		jg_kv_str(g, "container_id", s->container_id);
 		jg_kv_int(g, "created_at_ms", s->created_at_ms);
 		jg_kv_int(g, "last_active_at_ms", s->last_active_at_ms);

@@ -25,6 +25,7 @@ static const struct {
     [ERR_INTERNAL] = {"internal", 500},
     [ERR_TIMEOUT] = {"timeout", 504},
     [ERR_CORRUPT] = {"corrupt", 422},
+    [ERR_NODE_LOST] = {"node_lost", 410},
 };
 
 #define ERR_NCODES (sizeof(err_table) / sizeof(err_table[0]))

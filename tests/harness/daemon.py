@@ -65,15 +65,17 @@ class Daemon:
                 127.0.0.1
     ssl_context an ssl.SSLContext: the daemon speaks TLS (its flags are the
                 test's), self.api and ctl() use https
+    port        the port to listen on (default: a free one), for a test that
+                must name it in another flag first (--advertise-url)
     """
 
     def __init__(self, redis, tmp, extra_args=(), nofile=None, env=None, binary=None,
                  admin_key=None, prefix=None, listen_host="127.0.0.1", ssl_context=None,
-                 cacert=None):
+                 cacert=None, port=None):
         self.run_id = uuid.uuid4().hex[:10]
         self.prefix = prefix or "citest-%s:" % self.run_id
         self.node = "citest-%s" % self.run_id
-        self.port = free_port()
+        self.port = port or free_port()
         self.state_dir = tempfile.mkdtemp(prefix="cit-", dir="/tmp")
         self.log_path = os.path.join(tmp, "daemon-%s.log" % self.run_id)
         self.redis = redis
