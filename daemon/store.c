@@ -80,12 +80,15 @@ void store_retry_later(struct store *st)
  * after the backoff. Pending commands get their NULL reply ("connection
  * lost"). Safe inside one of the context's callbacks: hiredis defers the
  * free to the callback's end. */
-static void store_drop(struct store *st, const char *why)
+static void store_drop(struct store *st, const char *why, bool loud)
 {
 	redisAsyncContext *ac = st->ac;
 	if (ac == NULL)
 		return;
-	log_warn("redis: leaving %s:%d: %s", st->host, st->port, why);
+	if (loud)
+		log_warn("redis: leaving %s:%d: %s", st->host, st->port, why);
+	else
+		log_debug("redis: leaving %s:%d: %s", st->host, st->port, why);
 	st->ac = NULL;
 	st->connected = false;
 	ac->data = NULL; /* disconnect_cb: not ours any more */
@@ -96,7 +99,7 @@ static void store_drop(struct store *st, const char *why)
 void store_master_changed(struct store *st, const char *why)
 {
 	if (st->ac) {
-		store_drop(st, why);
+		store_drop(st, why, true);
 		return;
 	}
 	/* Between attempts: ask now rather than after the backoff. */
@@ -131,8 +134,8 @@ static void role_first_reply(redisAsyncContext *ac, void *reply, void *privdata)
 	const char *why = role_problem(reply);
 	if (why) {
 		store_sentinel_not_master(st->sentinel, st->host, st->port, why);
-		if (reply)
-			store_drop(st, why);
+		if (reply) /* already logged, once, by the sentinel side */
+			store_drop(st, why, false);
 		return; /* NULL: the disconnect callback reconnects */
 	}
 	st->connected = true;
@@ -233,7 +236,7 @@ static void store_reply_seen(struct store *st, const redisReply *r)
 {
 	if (st->sentinel && r && r->type == REDIS_REPLY_ERROR &&
 	    (strncmp(r->str, "READONLY", 8) == 0 || strncmp(r->str, "LOADING", 7) == 0))
-		store_drop(st, r->str);
+		store_drop(st, r->str, true);
 }
 
 static void ping_reply(redisAsyncContext *ac, void *reply, void *privdata)
@@ -260,7 +263,7 @@ static void role_check_reply(redisAsyncContext *ac, void *reply, void *privdata)
 	const char *why = role_problem(reply);
 	if (why) {
 		store_sentinel_not_master(st->sentinel, st->host, st->port, why);
-		store_drop(st, why);
+		store_drop(st, why, true);
 	}
 }
 
@@ -281,7 +284,7 @@ static void ping_cb(evutil_socket_t fd, short what, void *arg)
 	if (st->role_pending >= 3) {
 		store_sentinel_not_master(st->sentinel, st->host, st->port,
 					  "stopped answering (3 ROLE checks)");
-		store_drop(st, "the master stopped answering");
+		store_drop(st, "the master stopped answering", true);
 		return;
 	}
 	st->role_pending++;

@@ -211,7 +211,9 @@ struct store_sentinel {
 	size_t idx, asked;
 	redisAsyncContext *q;
 	struct event *deadline, *step;
-	size_t first; /* the sentinel that answered last: asked first */
+	size_t first;    /* asked first: the one that answered last, unless that
+			  * answer did not work out */
+	size_t given_by; /* the sentinel that named the master in use */
 	/* The +switch-master subscription. */
 	redisAsyncContext *sub;
 	size_t sub_idx;
@@ -219,24 +221,27 @@ struct store_sentinel {
 	/* What /readyz and /metrics say. */
 	char master[STORE_SENTINEL_ADDR_MAX + 8]; /* "HOST:PORT" in use, "" before */
 	uint64_t failovers;
-	char problem[256], logged[256];
+	char problem[256];
+	/* What was logged last for each sentinel, and for the master. */
+	char logged[STORE_SENTINELS_MAX + 1][256];
 };
 
 static void subscribe_start(struct store_sentinel *ss);
 
-/* Log a problem once, until another one (or a success) replaces it: a
- * sentinel that keeps failing must not fill the log at the retry rate. */
-static void note_problem(struct store_sentinel *ss, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void note_problem(struct store_sentinel *ss, const char *fmt, ...)
+/* Log a problem of sentinel `who` (STORE_SENTINELS_MAX: the master's)
+ * once, until it says something else (or a master is found): sentinels that
+ * keep failing must not fill the log at the retry rate. */
+static void note_problem(struct store_sentinel *ss, size_t who, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void note_problem(struct store_sentinel *ss, size_t who, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(ss->problem, sizeof(ss->problem), fmt, ap);
 	va_end(ap);
-	if (strcmp(ss->problem, ss->logged) != 0) {
+	if (strcmp(ss->problem, ss->logged[who]) != 0) {
 		log_warn("redis: %s", ss->problem);
-		snprintf(ss->logged, sizeof(ss->logged), "%s", ss->problem);
+		snprintf(ss->logged[who], sizeof(ss->logged[who]), "%s", ss->problem);
 	}
 }
 
@@ -274,24 +279,26 @@ static void query_reply(redisAsyncContext *ac, void *reply, void *privdata)
 	char addr[STORE_SENTINEL_ADDR_MAX];
 	int port = 0;
 	if (r == NULL)
-		note_problem(ss, "sentinel %s:%d: connection lost before it answered", h, p);
+		note_problem(ss, ss->idx, "sentinel %s:%d: connection lost before it answered", h,
+			     p);
 	else if (r->type == REDIS_REPLY_ERROR)
-		note_problem(ss, "sentinel %s:%d answered an error: %.120s", h, p, r->str);
+		note_problem(ss, ss->idx, "sentinel %s:%d answered an error: %.120s", h, p, r->str);
 	else if (r->type == REDIS_REPLY_NIL)
-		note_problem(ss, "sentinel %s:%d does not know a master named %s", h, p,
+		note_problem(ss, ss->idx, "sentinel %s:%d does not know a master named %s", h, p,
 			     ss->u.master);
 	else if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
 		 r->element[0]->type != REDIS_REPLY_STRING ||
 		 r->element[1]->type != REDIS_REPLY_STRING)
-		note_problem(ss, "sentinel %s:%d answered garbage to get-master-addr-by-name", h,
-			     p);
+		note_problem(ss, ss->idx,
+			     "sentinel %s:%d answered garbage to get-master-addr-by-name", h, p);
 	else if (store_sentinel_check_addr(r->element[0]->str, r->element[0]->len,
 					   r->element[1]->str, r->element[1]->len, addr, &port) < 0)
-		note_problem(ss, "sentinel %s:%d gave a bogus master address (not IP:PORT)", h, p);
+		note_problem(ss, ss->idx,
+			     "sentinel %s:%d gave a bogus master address (not IP:PORT)", h, p);
 	else {
 		query_end(ss, false);
 		ss->resolving = false;
-		ss->first = ss->idx;
+		ss->first = ss->given_by = ss->idx;
 		if (ss->sub == NULL && !evtimer_pending(ss->sub_retry, NULL)) {
 			ss->sub_idx = ss->idx;
 			subscribe_start(ss);
@@ -308,7 +315,7 @@ static void query_connected(const redisAsyncContext *ac, int status)
 	struct store_sentinel *ss = ac->data;
 	if (ss == NULL || ac != ss->q || status == REDIS_OK)
 		return;
-	note_problem(ss, "sentinel %s:%d: %s", ss->u.host[ss->idx], ss->u.port[ss->idx],
+	note_problem(ss, ss->idx, "sentinel %s:%d: %s", ss->u.host[ss->idx], ss->u.port[ss->idx],
 		     ac->errstr);
 	query_end(ss, true);
 	query_next(ss);
@@ -319,7 +326,7 @@ static void query_deadline(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	struct store_sentinel *ss = arg;
-	note_problem(ss, "sentinel %s:%d did not answer within %d ms", ss->u.host[ss->idx],
+	note_problem(ss, ss->idx, "sentinel %s:%d did not answer within %d ms", ss->u.host[ss->idx],
 		     ss->u.port[ss->idx], ss->timeout_ms);
 	query_end(ss, false);
 	query_next(ss);
@@ -342,7 +349,7 @@ static void query_step(evutil_socket_t fd, short what, void *arg)
 	if (ac == NULL)
 		abort();
 	if (ac->err) {
-		note_problem(ss, "sentinel %s:%d: %s", h, p, ac->errstr);
+		note_problem(ss, ss->idx, "sentinel %s:%d: %s", h, p, ac->errstr);
 		redisAsyncFree(ac);
 		query_next(ss);
 		return;
@@ -378,13 +385,19 @@ void store_sentinel_master_ok(struct store_sentinel *ss, const char *host, int p
 	} else
 		log_info("redis: connected to master %s of %s (sentinel)", now, ss->u.master);
 	snprintf(ss->master, sizeof(ss->master), "%s", now);
-	ss->problem[0] = ss->logged[0] = '\0';
+	ss->problem[0] = '\0';
+	memset(ss->logged, 0, sizeof(ss->logged));
 }
 
 void store_sentinel_not_master(struct store_sentinel *ss, const char *host, int port,
 			       const char *why)
 {
-	note_problem(ss, "%s:%d, given by the sentinels as the master of %s, %s", host, port,
+	/* Its word did not hold: the next sentinel is asked first, so one
+	 * that keeps naming a replica (or a dead master) is not the only one
+	 * heard. */
+	ss->first = (ss->given_by + 1) % ss->u.n;
+	note_problem(ss, STORE_SENTINELS_MAX,
+		     "%s:%d, given by the sentinels as the master of %s, %s", host, port,
 		     ss->u.master, why);
 }
 

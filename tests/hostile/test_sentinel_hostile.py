@@ -1,0 +1,84 @@
+"""Sentinels that lie (issue 15, item 6): a daemon given --redis
+sentinel://... where every sentinel is a fake of the test's own
+(harness.sentinel.FakeSentinel, on loopback) that hangs, answers garbage,
+gives a bogus address, gives a replica's address (a real redis-server that is
+a replica), or hangs up. The daemon keeps asking, each question bounded by
+--redis-sentinel-timeout-ms, logs what each sentinel did wrong, answers
+/readyz 503 naming Redis, never uses the replica, does not crash; once one
+sentinel tells the truth it is ready on the real master."""
+import pytest
+
+from harness import Daemon, RedisServer, wait_for
+from harness.sentinel import FakeSentinel
+
+
+class _Target:
+    """What the daemon's harness needs of its Redis: the URL it is given, and
+    a cli() on the server its keys land in (for the cleanup)."""
+
+    def __init__(self, url, real):
+        self.url = url
+        self.real = real
+
+    def cli(self, *args):
+        return self.real.cli(*args)
+
+
+@pytest.fixture
+def servers(tmpdir_session):
+    real = RedisServer(tmpdir_session)
+    replica = RedisServer(tmpdir_session, extra_args=["--replicaof", "127.0.0.1", str(real.port)])
+    fakes = {}
+    try:
+        for mode in ("silent", "garbage", "bogus", "replica", "hangup"):
+            fakes[mode] = FakeSentinel(mode, addr=("127.0.0.1", replica.port))
+        yield real, replica, fakes
+    finally:
+        for f in fakes.values():
+            f.stop()
+        replica.stop()
+        real.stop()
+
+
+def test_lying_sentinels_are_bounded_and_survived(servers, tmpdir_session):
+    real, replica, fakes = servers
+    order = [fakes[m] for m in ("silent", "garbage", "bogus", "replica", "hangup")]
+    url = "sentinel://%s/ci15-sentinel-hostile" % ",".join("127.0.0.1:%d" % f.port for f in order)
+    d = Daemon(_Target(url, real), tmpdir_session,
+               ("--redis-sentinel-timeout-ms", "300", "--pool-size", "0"), wait_ready=False)
+    try:
+        # It keeps asking: every sentinel that reads is asked again and again.
+        wait_for(lambda: all(fakes[m].asked >= 3 for m in ("silent", "garbage", "bogus", "replica")),
+                 30, interval=0.05, what="the daemon to keep asking every sentinel")
+        p = "127.0.0.1:%d" % fakes["silent"].port
+        for text in ("sentinel %s did not answer within 300 ms" % p,
+                     "sentinel 127.0.0.1:%d answered garbage" % fakes["garbage"].port,
+                     "sentinel 127.0.0.1:%d gave a bogus master address" % fakes["bogus"].port,
+                     "127.0.0.1:%d, given by the sentinels as the master of ci15-sentinel-hostile, "
+                     "is not a master (ROLE)" % replica.port,
+                     "sentinel 127.0.0.1:%d: connection lost" % fakes["hangup"].port):
+            d.wait_log(text, timeout=10)
+        # A clear log, not a flood: each sentinel's problem once until it changes.
+        assert d.read_log().count("did not answer within 300 ms") <= 2, d.read_log()[-3000:]
+
+        status, doc = d.api.request("GET", "/readyz", timeout=5)
+        assert status == 503, (status, doc)
+        msg = doc["error"]["message"]
+        assert "redis is not reachable: asking the sentinels for master ci15-sentinel-hostile" in msg
+        assert doc["checks"]["redis"] == "down"
+        assert doc["redis"]["resolving"] is True and doc["redis"]["master"] is None, doc
+        assert d.api.request("GET", "/healthz", timeout=5)[0] == 200
+        status, doc = d.api.request("POST", "/v1/sessions", body={}, timeout=10)
+        assert status == 503, (status, doc)
+        # The replica was never used: none of our keys there.
+        assert replica.cli("--scan", "--pattern", d.prefix + "*") == ""
+
+        # One sentinel tells the truth: the daemon is ready, on the real master.
+        fakes["garbage"].addr = ("127.0.0.1", real.port)
+        fakes["garbage"].mode = "good"
+        wait_for(d.ready, 30, interval=0.05, what="/readyz 200 once a sentinel tells the truth")
+        status, doc = d.api.request("GET", "/readyz", timeout=5)
+        assert doc["redis"]["master"] == "127.0.0.1:%d" % real.port, doc
+        assert d.proc.poll() is None
+    finally:
+        d.finish()
