@@ -141,9 +141,12 @@ static void role_first_reply(redisAsyncContext *ac, void *reply, void *privdata)
 	st->connected = true;
 	st->backoff_ms = 100;
 	st->role_pending = 0;
+	uint64_t seen = store_sentinel_failovers(st->sentinel);
 	store_sentinel_master_ok(st->sentinel, st->host, st->port);
+	st->master_is_new = store_sentinel_failovers(st->sentinel) != seen;
 	if (st->on_connect)
 		st->on_connect(st->on_connect_arg);
+	st->master_is_new = false;
 }
 
 static void connect_cb(const redisAsyncContext *ac, int status)
@@ -379,6 +382,11 @@ const char *store_problem(const struct store *st)
 uint64_t store_failovers(const struct store *st)
 {
 	return st->sentinel ? store_sentinel_failovers(st->sentinel) : 0;
+}
+
+bool store_master_is_new(const struct store *st)
+{
+	return st->master_is_new;
 }
 
 /* A write in flight; store_cancel clears its callback (the reply, when it

@@ -73,6 +73,10 @@ const char *store_master_name(const struct store *st);
 bool store_resolving(const struct store *st);
 const char *store_problem(const struct store *st);
 uint64_t store_failovers(const struct store *st);
+/* Inside the connect callback: whether this connection is to another
+ * master than the last one (a failover), so what the old one acknowledged
+ * may be missing here, not only what it never got. */
+bool store_master_is_new(const struct store *st);
 
 /* Completion of a write: NULL err on success (err borrowed). Runs once,
  * never inside the call that started it. */

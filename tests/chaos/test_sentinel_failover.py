@@ -12,7 +12,9 @@ Replication is asynchronous, so the last writes before a crash can be lost.
 The test makes that loss certain instead of likely: the replica is made
 writable and one session's keys are deleted on it alone before the kill, so
 the promoted master lacks them; the daemon's write-back after it connects to
-the new master must put them back."""
+the new master must put them back. Likewise an ending: a session deleted
+just before the crash has its record back and its tombstone gone on the
+replica, and the daemon must write the ending again."""
 import time
 
 import pytest
@@ -70,6 +72,26 @@ def _lose_on_replica(g, d, sid):
     assert not _session_keys_ok(rep, d, sid)[0]
 
 
+def _end_lost_on_replica(g, d):
+    """A session ended just before the crash whose ending replication did not
+    carry: on the replica its record and node-set entry are back, its
+    tombstone gone. Returns its id."""
+    sid = d.api.create()["id"]
+    p, node, rep = d.prefix, d.node, g.replica
+    wait_for(lambda: _session_keys_ok(rep, d, sid)[0], 10, interval=0.05,
+             what="the session's keys replicated")
+    record_text = rep.cli("GET", p + "session:" + sid)
+    status, doc, _ = request(d, "DELETE", "/v1/sessions/%s" % sid, timeout=30)
+    assert status == 204, (status, doc)
+    wait_for(lambda: rep.cli("EXISTS", p + "tomb:" + sid) == "1", 10, interval=0.05,
+             what="the tombstone replicated")
+    assert rep.cli("CONFIG", "SET", "replica-read-only", "no") == "OK"
+    rep.cli("SET", p + "session:" + sid, record_text, "EX", "600")
+    rep.cli("SADD", "%snode:%s:sessions" % (p, node), sid)
+    rep.cli("DEL", p + "tomb:" + sid)
+    return sid
+
+
 def _check_after_failover(g, d, ids, new_port):
     new = next(r for r in g.servers if r.port == new_port)
     # /readyz names the new master, and the metrics counted the change.
@@ -124,6 +146,7 @@ def test_master_killed_sessions_survive(group, chaos):
     wait_for(lambda: all(_session_keys_ok(g.replica, d, sid)[0] for sid in ids), 10,
              interval=0.05, what="the sessions' keys replicated")
     _lose_on_replica(g, d, ids[0])
+    ended = _end_lost_on_replica(g, d)
 
     old = g.kill_master()
     t_kill = time.monotonic()
@@ -133,8 +156,15 @@ def test_master_killed_sessions_survive(group, chaos):
     record("sentinel: master SIGKILLed -> first successful create (s)",
            "%.3f (%d attempts)" % (t_create, attempts))
     new_port = g.wait_master_change(old.port)
-    _check_after_failover(g, d, ids, new_port)
+    new = _check_after_failover(g, d, ids, new_port)
     assert live_ids(d) == set(ids) | {fresh}
+    # The ending the new master missed is written again: no record of an
+    # ended session comes back to life.
+    p = d.prefix
+    wait_for(lambda: new.cli("EXISTS", p + "tomb:" + ended) == "1" and
+             new.cli("EXISTS", p + "session:" + ended) == "0" and
+             new.cli("SISMEMBER", "%snode:%s:sessions" % (p, d.node), ended) == "0", 10,
+             interval=0.05, what="the lost ending written again in the new master")
     d.wait_log("redis: master 127.0.0.1:%d moved to 127.0.0.1:%d" % (old.port, new_port))
 
 
