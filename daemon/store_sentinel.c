@@ -18,9 +18,11 @@
  * so every address we connect to is one a sentinel of the operator's list
  * gave in answer to our own question.
  *
- * Everything runs through hiredis async on the loop; nothing blocks (the
- * sentinels' hosts come from the operator's URL; an address from a sentinel
- * must be an IP literal, so following one needs no DNS). */
+ * Everything runs through hiredis async on the loop; nothing blocks. A
+ * sentinel given by name is resolved here, on the loop (resolver.c: the
+ * hosts file, then the system's nameservers), never by hiredis (whose
+ * getaddrinfo blocks); an address from a sentinel must be an IP literal, so
+ * following one needs no DNS at all. */
 #include "store.h"
 #include "store_internal.h"
 
@@ -36,6 +38,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "resolver.h"
 #include "xalloc.h"
 
 /* ---- the URL and the addresses (pure; tests/unit/test_store_sentinel.c) ---- */
@@ -101,6 +104,8 @@ static int parse_one(const char *url, const char *s, const char *e, struct store
 		port = (int)p;
 	}
 	u->host[u->n] = xstrndup(hs, (size_t)(he - hs));
+	for (char *c = u->host[u->n]; *c; c++)
+		*c = (char)tolower((unsigned char)*c); /* as the hosts file is looked up */
 	u->port[u->n++] = port;
 	return 0;
 }
@@ -210,7 +215,10 @@ struct store_sentinel {
 	bool resolving;
 	size_t idx, asked;
 	redisAsyncContext *q;
+	struct resolver_query *dnsq; /* the name of sentinel idx, being resolved */
 	struct event *deadline, *step;
+	struct resolver *res;                           /* made for the first name */
+	char ip[STORE_SENTINELS_MAX][INET6_ADDRSTRLEN]; /* each one's address ("": none yet) */
 	size_t first;    /* asked first: the one that answered last, unless that
 			  * answer did not work out */
 	size_t given_by; /* the sentinel that named the master in use */
@@ -250,6 +258,10 @@ static void note_problem(struct store_sentinel *ss, size_t who, const char *fmt,
 static void query_end(struct store_sentinel *ss, bool hiredis_frees)
 {
 	evtimer_del(ss->deadline);
+	if (ss->dnsq) {
+		resolver_cancel(ss->dnsq);
+		ss->dnsq = NULL;
+	}
 	redisAsyncContext *ac = ss->q;
 	ss->q = NULL;
 	if (ac == NULL)
@@ -332,6 +344,63 @@ static void query_deadline(evutil_socket_t fd, short what, void *arg)
 	query_next(ss);
 }
 
+/* Ask sentinel idx, at its address ss->ip[idx]. */
+static void query_send(struct store_sentinel *ss)
+{
+	const char *h = ss->u.host[ss->idx];
+	int p = ss->u.port[ss->idx];
+	redisAsyncContext *ac = redisAsyncConnect(ss->ip[ss->idx], p);
+	if (ac == NULL)
+		abort();
+	if (ac->err) {
+		note_problem(ss, ss->idx, "sentinel %s:%d: %s", h, p, ac->errstr);
+		redisAsyncFree(ac);
+		query_end(ss, false);
+		query_next(ss);
+		return;
+	}
+	ac->data = ss;
+	ss->q = ac;
+	redisLibeventAttach(ac, ss->st->base);
+	redisAsyncSetConnectCallback(ac, query_connected);
+	redisAsyncCommand(ac, query_reply, ss, "SENTINEL get-master-addr-by-name %s", ss->u.master);
+}
+
+/* The first address of a list, IPv4 preferred (a sentinel bound to
+ * 127.0.0.1 is not on ::1). */
+static bool first_addr(const struct sockaddr_storage *a, size_t n, char *out, size_t size)
+{
+	const struct sockaddr_storage *pick = NULL;
+	for (size_t i = 0; i < n && pick == NULL; i++)
+		if (a[i].ss_family == AF_INET)
+			pick = &a[i];
+	for (size_t i = 0; i < n && pick == NULL; i++)
+		if (a[i].ss_family == AF_INET6)
+			pick = &a[i];
+	if (pick == NULL)
+		return false;
+	const void *raw = pick->ss_family == AF_INET
+			      ? (const void *)&((const struct sockaddr_in *)pick)->sin_addr
+			      : (const void *)&((const struct sockaddr_in6 *)pick)->sin6_addr;
+	return inet_ntop(pick->ss_family, raw, out, (socklen_t)size) != NULL;
+}
+
+static void query_resolved(const struct err *e, const struct sockaddr_storage *addrs, size_t n,
+			   void *arg)
+{
+	struct store_sentinel *ss = arg;
+	ss->dnsq = NULL;
+	if (e || !first_addr(addrs, n, ss->ip[ss->idx], sizeof(ss->ip[ss->idx]))) {
+		note_problem(ss, ss->idx, "sentinel %s:%d: cannot resolve its name: %s",
+			     ss->u.host[ss->idx], ss->u.port[ss->idx],
+			     e ? e->message : "no address");
+		query_end(ss, false);
+		query_next(ss);
+		return;
+	}
+	query_send(ss);
+}
+
 static void query_step(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
@@ -345,22 +414,38 @@ static void query_step(evutil_socket_t fd, short what, void *arg)
 	}
 	const char *h = ss->u.host[ss->idx];
 	int p = ss->u.port[ss->idx];
-	redisAsyncContext *ac = redisAsyncConnect(h, p);
-	if (ac == NULL)
-		abort();
-	if (ac->err) {
-		note_problem(ss, ss->idx, "sentinel %s:%d: %s", h, p, ac->errstr);
-		redisAsyncFree(ac);
+	/* The deadline covers the name's resolution too. */
+	struct timeval tv = {ss->timeout_ms / 1000, (ss->timeout_ms % 1000) * 1000};
+	evtimer_add(ss->deadline, &tv);
+	struct in6_addr a6;
+	if (inet_pton(AF_INET, h, &a6) == 1 || inet_pton(AF_INET6, h, &a6) == 1) {
+		snprintf(ss->ip[ss->idx], sizeof(ss->ip[ss->idx]), "%s", h);
+		query_send(ss);
+		return;
+	}
+	struct err *e = NULL;
+	if (ss->res == NULL &&
+	    (ss->res = resolver_new(ss->st->base, "system", "/etc/hosts", &e)) == NULL) {
+		note_problem(ss, ss->idx, "sentinel %s:%d: no resolver: %s", h, p, e->message);
+		err_free(e);
+		query_end(ss, false);
 		query_next(ss);
 		return;
 	}
-	ac->data = ss;
-	ss->q = ac;
-	redisLibeventAttach(ac, ss->st->base);
-	redisAsyncSetConnectCallback(ac, query_connected);
-	redisAsyncCommand(ac, query_reply, ss, "SENTINEL get-master-addr-by-name %s", ss->u.master);
-	struct timeval tv = {ss->timeout_ms / 1000, (ss->timeout_ms % 1000) * 1000};
-	evtimer_add(ss->deadline, &tv);
+	struct sockaddr_storage found[RESOLVER_MAX_ADDRS];
+	size_t n = resolver_hosts_lookup(ss->res, h, found, RESOLVER_MAX_ADDRS);
+	if (n > 0 && first_addr(found, n, ss->ip[ss->idx], sizeof(ss->ip[ss->idx]))) {
+		query_send(ss);
+		return;
+	}
+	ss->dnsq = resolver_query(ss->res, h, query_resolved, ss, &e);
+	if (ss->dnsq == NULL) {
+		note_problem(ss, ss->idx, "sentinel %s:%d: cannot resolve its name: %s", h, p,
+			     e->message);
+		err_free(e);
+		query_end(ss, false);
+		query_next(ss);
+	}
 }
 
 void store_sentinel_resolve(struct store_sentinel *ss)
@@ -503,6 +588,7 @@ void store_sentinel_free(struct store_sentinel *ss)
 		ss->sub->data = NULL;
 		redisAsyncFree(ss->sub);
 	}
+	resolver_free(ss->res);
 	event_free(ss->deadline);
 	event_free(ss->step);
 	event_free(ss->sub_retry);

@@ -94,6 +94,12 @@ class SentinelGroup:
         return "sentinel://%s/%s" % (",".join("127.0.0.1:%d" % s.port for s in self.sentinels),
                                      self.name)
 
+    @property
+    def url_by_name(self):
+        """The same, the first sentinel named "localhost" (the hosts file's
+        name: the daemon resolves it on its loop, no DNS query)."""
+        return self.url.replace("sentinel://127.0.0.1:", "sentinel://localhost:", 1)
+
     def wait_settled(self, timeout=30):
         """Until every sentinel knows the replica and the other sentinels
         (hello messages every 2 s): before that, a failover cannot win a
