@@ -100,6 +100,9 @@ void store_master_changed(struct store *st, const char *why)
 {
 	if (st->ac) {
 		store_drop(st, why, true);
+		/* A new master is known to exist: ask now, not after the backoff. */
+		struct timeval now = {0, 0};
+		evtimer_add(st->reconnect, &now);
 		return;
 	}
 	/* Between attempts: ask now rather than after the backoff. */
@@ -155,10 +158,10 @@ static void connect_cb(const redisAsyncContext *ac, int status)
 	if (st == NULL)
 		return;
 	if (status != REDIS_OK) {
-		log_warn("redis: connect failed: %s", ac->errstr);
-		if (st->sentinel)
-			store_sentinel_not_master(st->sentinel, st->host, st->port,
-						  "refused the connection");
+		if (st->sentinel) /* logged there, once until it changes */
+			store_sentinel_not_master(st->sentinel, st->host, st->port, ac->errstr);
+		else
+			log_warn("redis: connect failed: %s", ac->errstr);
 		st->ac = NULL; /* hiredis frees the context after this callback */
 		st->connected = false;
 		schedule_reconnect(st);
