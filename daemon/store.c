@@ -205,6 +205,7 @@ static void connect_now(struct store *st)
 		return;
 	}
 	ac->data = st;
+	st->wait_ticks = 0;
 	redisLibeventAttach(ac, st->base);
 	redisAsyncSetConnectCallback(ac, connect_cb);
 	redisAsyncSetDisconnectCallback(ac, disconnect_cb);
@@ -285,8 +286,16 @@ static void ping_cb(evutil_socket_t fd, short what, void *arg)
 		redisAsyncCommand(st->ac, ping_reply, st, "PING");
 		return;
 	}
-	if (!st->connected)
-		return; /* the first ROLE is on its way */
+	if (!st->connected) {
+		/* A connect or a first ROLE that hangs (hiredis 0.14 has no
+		 * timeout of its own): given up after 3 s. */
+		if (++st->wait_ticks >= 3) {
+			store_sentinel_not_master(st->sentinel, st->host, st->port,
+						  "did not answer ROLE within 3 s");
+			store_drop(st, "no answer to ROLE", false);
+		}
+		return;
+	}
 	if (st->role_pending >= 3) {
 		store_sentinel_not_master(st->sentinel, st->host, st->port,
 					  "stopped answering (3 ROLE checks)");

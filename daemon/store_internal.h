@@ -31,6 +31,7 @@ struct store {
 	 * the sentinels last gave it; ROLE is checked before connected. */
 	struct store_sentinel *sentinel;
 	unsigned role_pending; /* ROLE checks unanswered (a stalled master) */
+	unsigned wait_ticks;   /* seconds a new connection has not been usable */
 	bool master_is_new;    /* during on_connect: another master than before */
 	void (*on_connect)(void *arg);
 	void *on_connect_arg;
