@@ -235,12 +235,59 @@ struct store_sentinel {
 };
 
 static void subscribe_start(struct store_sentinel *ss);
+static void query_next(struct store_sentinel *ss);
+static void query_end(struct store_sentinel *ss, bool hiredis_frees);
+static void sub_retry_later(struct store_sentinel *ss);
+static void note_problem(struct store_sentinel *ss, size_t who, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* What a sentinel may send before it is cut off: an honest answer is under
+ * 100 bytes, a +switch-master message a little more. hiredis 0.14 buffers
+ * a bulk string whole however long it claims to be, so the cap is kept
+ * here: the libevent adapter's read event is ours, and checks the reader's
+ * unparsed bytes before each read (a read adds at most 16 KiB). */
+#define SENTINEL_READ_CAP (64u << 10)
+
+static void capped_read(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	redisLibeventEvents *e = arg;
+	redisAsyncContext *ac = e->context;
+	struct store_sentinel *ss = ac->data;
+	redisReader *rd = ac->c.reader;
+	if (ss == NULL || rd == NULL || rd->len - rd->pos <= SENTINEL_READ_CAP) {
+		redisAsyncHandleRead(ac);
+		return;
+	}
+	/* Outside any hiredis callback: the context can go at once. */
+	size_t who = ac == ss->q ? ss->idx : ss->sub_idx;
+	note_problem(ss, who, "sentinel %s:%d sent more than %u KiB; cut off", ss->u.host[who],
+		     ss->u.port[who], SENTINEL_READ_CAP >> 10);
+	if (ac == ss->q) {
+		query_end(ss, false);
+		query_next(ss);
+	} else {
+		ss->sub = NULL;
+		ac->data = NULL;
+		redisAsyncFree(ac);
+		sub_retry_later(ss);
+	}
+}
+
+/* redisLibeventAttach, with capped_read as the read event. */
+static void attach_capped(redisAsyncContext *ac, struct event_base *base)
+{
+	redisLibeventAttach(ac, base);
+	redisLibeventEvents *e = ac->ev.data;
+	event_free(e->rev);
+	e->rev = event_new(base, ac->c.fd, EV_READ, capped_read, e);
+	event_add(e->rev, NULL);
+}
 
 /* Log a problem of sentinel `who` (STORE_SENTINELS_MAX: the master's)
  * once, until it says something else (or a master is found): sentinels that
  * keep failing must not fill the log at the retry rate. */
-static void note_problem(struct store_sentinel *ss, size_t who, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 static void note_problem(struct store_sentinel *ss, size_t who, const char *fmt, ...)
 {
 	va_list ap;
@@ -361,7 +408,7 @@ static void query_send(struct store_sentinel *ss)
 	}
 	ac->data = ss;
 	ss->q = ac;
-	redisLibeventAttach(ac, ss->st->base);
+	attach_capped(ac, ss->st->base);
 	redisAsyncSetConnectCallback(ac, query_connected);
 	redisAsyncCommand(ac, query_reply, ss, "SENTINEL get-master-addr-by-name %s", ss->u.master);
 }
@@ -549,7 +596,7 @@ static void subscribe_start(struct store_sentinel *ss)
 	}
 	ac->data = ss;
 	ss->sub = ac;
-	redisLibeventAttach(ac, ss->st->base);
+	attach_capped(ac, ss->st->base);
 	redisAsyncSetConnectCallback(ac, sub_connected);
 	redisAsyncSetDisconnectCallback(ac, sub_disconnected);
 	redisAsyncCommand(ac, sub_message, ss, "SUBSCRIBE +switch-master");

@@ -15,7 +15,8 @@ FakeSentinel   a TCP server on loopback that speaks just enough RESP to answer
                SENTINEL get-master-addr-by-name as its .mode says: "garbage",
                "bogus" (an address that is not one), "replica" (the address
                .addr, a real replica), "silent" (reads, never answers), "good"
-               (the address .addr), "hangup" (closes at once).
+               (the address .addr), "hangup" (closes at once), "flood" (a bulk
+               string that claims 100 MB, then up to 8 MiB of it, until cut off).
 
 Every name the group uses carries the test's prefix ("ci15-sentinel-..."), so
 two runs never share a master name; nothing here leaves loopback.
@@ -170,7 +171,7 @@ def _resp_bulk(s):
 
 
 class FakeSentinel:
-    MODES = ("garbage", "bogus", "replica", "silent", "good", "hangup")
+    MODES = ("garbage", "bogus", "replica", "silent", "good", "hangup", "flood")
 
     def __init__(self, mode="garbage", addr=None):
         self.mode = mode
@@ -210,6 +211,8 @@ class FakeSentinel:
             n = self.asked
         if self.mode == "silent":
             return None
+        if self.mode == "flood":
+            return b"*2\r\n$100000000\r\n"
         if self.mode == "garbage":
             # In turn: the wrong shape, a protocol error, an integer, a
             # huge element count that never comes.
@@ -243,6 +246,10 @@ class FakeSentinel:
                     out = self._answer(cmd)
                     if out is not None:
                         c.sendall(out)
+                    if out is not None and self.mode == "flood":
+                        chunk = b"x" * 65536
+                        for _ in range(128):
+                            c.sendall(chunk)
         except OSError:
             pass
         finally:

@@ -2,7 +2,7 @@
 sentinel://... where every sentinel is a fake of the test's own
 (harness.sentinel.FakeSentinel, on loopback) that hangs, answers garbage,
 gives a bogus address, gives a replica's address (a real redis-server that is
-a replica), hangs up, or names a "master" that never answers. The daemon keeps asking, each question bounded by
+a replica), hangs up, names a "master" that never answers, or floods. The daemon keeps asking, each question bounded by
 --redis-sentinel-timeout-ms, logs what each sentinel did wrong, answers
 /readyz 503 naming Redis, never uses the replica, does not crash; once one
 sentinel tells the truth it is ready on the real master."""
@@ -35,6 +35,7 @@ def servers(tmpdir_session):
         # A sentinel naming a "master" that accepts and never answers (the
         # silent fake's port): ROLE must be bounded too.
         fakes["stalled"] = FakeSentinel("good", addr=("127.0.0.1", fakes["silent"].port))
+        fakes["flood"] = FakeSentinel("flood")
         yield real, replica, fakes
     finally:
         for f in fakes.values():
@@ -45,7 +46,8 @@ def servers(tmpdir_session):
 
 def test_lying_sentinels_are_bounded_and_survived(servers, tmpdir_session):
     real, replica, fakes = servers
-    order = [fakes[m] for m in ("silent", "garbage", "bogus", "replica", "hangup", "stalled")]
+    order = [fakes[m] for m in ("silent", "garbage", "bogus", "replica", "hangup", "stalled",
+                                    "flood")]
     url = "sentinel://%s/ci15-sentinel-hostile" % ",".join("127.0.0.1:%d" % f.port for f in order)
     d = Daemon(_Target(url, real), tmpdir_session,
                ("--redis-sentinel-timeout-ms", "300", "--pool-size", "0"), wait_ready=False)
@@ -61,7 +63,8 @@ def test_lying_sentinels_are_bounded_and_survived(servers, tmpdir_session):
                      "is not a master (ROLE)" % replica.port,
                      "sentinel 127.0.0.1:%d: connection lost" % fakes["hangup"].port,
                      "127.0.0.1:%d, given by the sentinels as the master of ci15-sentinel-hostile, "
-                     "did not answer ROLE within 3 s" % fakes["silent"].port):
+                     "did not answer ROLE within 3 s" % fakes["silent"].port,
+                     "sentinel 127.0.0.1:%d sent more than 64 KiB; cut off" % fakes["flood"].port):
             d.wait_log(text, timeout=10)
         # A clear log, not a flood: each sentinel's problem once until it changes.
         assert d.read_log().count("did not answer within 300 ms") <= 2, d.read_log()[-3000:]
