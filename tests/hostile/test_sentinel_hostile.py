@@ -90,3 +90,37 @@ def test_lying_sentinels_are_bounded_and_survived(servers, tmpdir_session):
         assert d.proc.poll() is None
     finally:
         d.finish()
+
+
+def test_a_master_demoted_under_the_daemon_is_left(tmpdir_session):
+    """No +switch-master and no dropped connection: the master the daemon
+    holds becomes a replica (REPLICAOF), and a sentinel (a fake that does not
+    publish) now names the other server. The daemon's once-a-second ROLE check
+    must notice, and it moves to the new master."""
+    a = RedisServer(tmpdir_session)
+    b = RedisServer(tmpdir_session)
+    fake = FakeSentinel("good", addr=("127.0.0.1", a.port))
+    d = None
+    try:
+        url = "sentinel://127.0.0.1:%d/ci15-sentinel-demoted" % fake.port
+        d = Daemon(_Target(url, a), tmpdir_session, ("--pool-size", "0"))
+        status, doc = d.api.request("GET", "/readyz", timeout=5)
+        assert doc["redis"]["master"] == "127.0.0.1:%d" % a.port, doc
+        mark = d.log_mark()
+        fake.addr = ("127.0.0.1", b.port)
+        assert a.cli("REPLICAOF", "127.0.0.1", str(b.port)) == "OK"
+        d.wait_log("redis: master 127.0.0.1:%d moved to 127.0.0.1:%d" % (a.port, b.port),
+                   timeout=15, since=mark)
+        assert "leaving 127.0.0.1:%d: is not a master (ROLE)" % a.port in d.log_since(mark), \
+            d.log_since(mark)
+        wait_for(d.ready, 10, interval=0.05, what="/readyz 200 on the new master")
+        sid = d.api.create()["id"]
+        assert b.cli("EXISTS", d.prefix + "session:" + sid) == "1"
+        d.api.delete(sid)
+        d.redis = _Target(url, b)  # the cleanup finds the keys where they are now
+    finally:
+        if d is not None:
+            d.finish()
+        fake.stop()
+        a.stop()
+        b.stop()
