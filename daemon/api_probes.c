@@ -37,13 +37,25 @@ void api_probes_readyz(struct call *c)
 		jg_kv_str(g, "status", "ready");
 	} else {
 		/* Every reason, "; "-separated: an operator fixes them all at once. */
+		/* With sentinels, what is being done about Redis, and the last
+		 * thing that went wrong (a sentinel's, or the master's). */
+		char redis_why[400] = "redis is not reachable";
+		if (!redis_ok && store_master_name(api->store)) {
+			const char *problem = store_problem(api->store);
+			snprintf(redis_why, sizeof(redis_why),
+				 "redis is not reachable: asking the sentinels for master %s%s%s",
+				 store_master_name(api->store), problem ? " (last: " : "",
+				 problem ? problem : "");
+			if (problem)
+				strcat(redis_why, ")");
+		}
 		const char *reasons[] = {
 		    docker_ok ? NULL : "docker engine is not reachable",
-		    redis_ok ? NULL : "redis is not reachable",
+		    redis_ok ? NULL : redis_why,
 		    draining ? "draining" : NULL,
 		    recovered ? NULL : "recovering the sessions of a previous run",
 		};
-		char msg[256] = "not ready: ";
+		char msg[640] = "not ready: ";
 		bool first = true;
 		for (size_t i = 0; i < sizeof(reasons) / sizeof(reasons[0]); i++) {
 			if (reasons[i] == NULL)
@@ -64,6 +76,18 @@ void api_probes_readyz(struct call *c)
 	jg_kv_str(g, "docker", docker_ok ? "ok" : "down");
 	jg_kv_str(g, "redis", redis_ok ? "ok" : "down");
 	jg_obj_end(g);
+	if (store_master_name(api->store)) {
+		/* Which master, and whether it is being asked for again. */
+		const char *master = store_master(api->store);
+		jg_str(g, "redis");
+		jg_obj(g);
+		jg_kv_str(g, "via", "sentinel");
+		jg_kv_str(g, "name", store_master_name(api->store));
+		jg_kv_str(g, "master", master);
+		jg_kv_bool(g, "resolving", store_resolving(api->store));
+		jg_kv_int(g, "failovers", (int64_t)store_failovers(api->store));
+		jg_obj_end(g);
+	}
 	jg_obj_end(g);
 	if (!ready)
 		http_req_add_header(c->req, "Retry-After", "1");
@@ -159,6 +183,26 @@ static int write_core(struct http_api *api, struct buf *b)
 	    docker_reachable(api->docker) ? 1 : 0, store_connected(api->store) ? 1 : 0, es->allowed,
 	    es->denied, es->failed, es->closed_by_policy, es->dns_queries, pool_ready, pool_hits,
 	    pool_misses);
+}
+
+/* Redis through Sentinel (issue 15): the master in use, as an info gauge,
+ * and the master changes followed. Both present (0, no master) without
+ * sentinels, so a dashboard needs no special case. */
+static int write_redis(struct http_api *api, struct buf *b)
+{
+	const char *master = store_master(api->store);
+	if (metrics_head(b, "ci_redis_failovers_total", "counter",
+			 "Redis master changes this daemon followed (sentinel).") < 0 ||
+	    metrics_printf(b, "ci_redis_failovers_total %" PRIu64 "\n",
+			   store_failovers(api->store)) < 0)
+		return -1;
+	if (metrics_head(b, "ci_redis_master_info", "gauge",
+			 "The Redis master in use (1), by address; 0 while it is being asked "
+			 "for.") < 0 ||
+	    metrics_printf(b, "ci_redis_master_info{master=\"") < 0 ||
+	    metrics_label_escape(b, master ? master : "", 64) < 0)
+		return -1;
+	return metrics_printf(b, "\"} %d\n", master && store_connected(api->store) ? 1 : 0);
 }
 
 /* What the caps on clients and descriptors did (issue 9, findings 2, 3). */
@@ -257,9 +301,10 @@ void api_probes_metrics(struct call *c)
 	struct buf b;
 	buf_init(&b, METRICS_PAGE_MAX);
 	if (write_build_and_loop(api, &b) < 0 || write_core(api, &b) < 0 ||
-	    write_endings(api, &b) < 0 || metrics_write(api->metrics, &b) < 0 ||
-	    write_caps(api, &b) < 0 || write_runs(api, &b) < 0 || write_webhook(api, &b) < 0 ||
-	    write_snapshots(api, &b) < 0 || api_cluster_metrics(api, &b) < 0) {
+	    write_redis(api, &b) < 0 || write_endings(api, &b) < 0 ||
+	    metrics_write(api->metrics, &b) < 0 || write_caps(api, &b) < 0 ||
+	    write_runs(api, &b) < 0 || write_webhook(api, &b) < 0 || write_snapshots(api, &b) < 0 ||
+	    api_cluster_metrics(api, &b) < 0) {
 		buf_release(&b);
 		api_fail(c, ERR_INTERNAL, "metrics: the page outgrew its cap");
 		return;

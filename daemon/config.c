@@ -61,7 +61,14 @@ static const struct opt opt_table[] = {
      "tenant \"default\", loopback only",
      OPT_RESTART},
     {"redis", OPT_STR, O(redis), "redis://127.0.0.1:6379", 0, 0,
-     "redis://HOST:PORT[/DB] or unix:///PATH", OPT_RESTART},
+     "redis://HOST:PORT[/DB], unix:///PATH, or "
+     "sentinel://HOST:PORT[,HOST:PORT...]/MASTER[/DB] (the master found and followed through "
+     "Redis Sentinel)",
+     OPT_RESTART},
+    {"redis-sentinel-timeout-ms", OPT_INT, O(redis_sentinel_timeout_ms), "1000", 50, 30000,
+     "with a sentinel:// redis: how long one sentinel may take to answer before the next is "
+     "asked",
+     OPT_RESTART},
     {"docker", OPT_STR, O(docker), "/var/run/docker.sock", 0, 0, "Docker engine unix socket",
      OPT_RESTART},
     {"state-dir", OPT_STR, O(state_dir), "/var/lib/ci", 0, 0,

@@ -16,6 +16,7 @@
 struct config {
 	char *listen;
 	char *redis;
+	int redis_sentinel_timeout_ms;
 	char *docker;
 	char *state_dir;
 	char *key_prefix;

@@ -378,6 +378,7 @@ int main(int argc, char **argv)
 	store = store_new(d.base, cfg.redis, cfg.key_prefix, cfg.node, cfg.tombstone_ttl_s, &e);
 	if (store == NULL)
 		goto fail;
+	store_set_sentinel_timeout(store, cfg.redis_sentinel_timeout_ms);
 	egress =
 	    egress_new(d.base, cfg.egress_hosts_file, cfg.egress_trusted, egress_lookup, &d, &e);
 	if (egress == NULL || egress_set_resolver(egress, cfg.egress_resolver, &e) < 0)

@@ -245,15 +245,21 @@ void manager_registry_write_back(void *arg)
 		store_quota_session_restore(m->store, ms->s); /* store_quota.h */
 		n++;
 	}
+	/* After a failover (sentinel://) the new master may lack endings the
+	 * old one acknowledged (replication is asynchronous): every ending
+	 * held here is written again, so no ended session's record comes back
+	 * to life in the new master. */
+	bool new_master = store_master_is_new(m->store);
 	size_t t_n = 0;
 	struct tomb *t;
 	TAILQ_FOREACH (t, &m->tombs, link) {
-		if (t->unwritten) {
+		if (t->unwritten || new_master) {
 			manager_tomb_write(m, t);
 			t_n++;
 		}
 	}
-	log_info("redis: wrote %zu live sessions and %zu endings back to the registry", n, t_n);
+	log_info("redis: wrote %zu live sessions and %zu endings back to the registry%s", n, t_n,
+		 new_master ? " (a new master)" : "");
 }
 
 /* ---- shutdown and orphans ---- */

@@ -34,7 +34,8 @@ int store_parse_url(const char *url, char **host, int *port, char **path, int *d
 	}
 	if (strncmp(url, "redis://", 8) != 0)
 		return err_set(errp, ERR_BAD_REQUEST,
-			       "redis url %s: expected redis://HOST:PORT[/DB] or unix:///PATH",
+			       "redis url %s: expected redis://HOST:PORT[/DB], unix:///PATH or "
+			       "sentinel://HOST:PORT[,HOST:PORT...]/MASTER[/DB]",
 			       url);
 	const char *h = url + 8, *slash = strchr(h, '/'), *end = slash ? slash : h + strlen(h);
 	const char *colon = memchr(h, ':', (size_t)(end - h));
@@ -69,14 +70,107 @@ static void schedule_reconnect(struct store *st)
 	st->backoff_ms = st->backoff_ms * 2 > 500 ? 500 : st->backoff_ms * 2;
 }
 
+void store_retry_later(struct store *st)
+{
+	schedule_reconnect(st);
+}
+
+/* Drop the master's connection now (not after its pending replies: a
+ * stalled or demoted master would keep them), and ask the sentinels again
+ * after the backoff. Pending commands get their NULL reply ("connection
+ * lost"). Safe inside one of the context's callbacks: hiredis defers the
+ * free to the callback's end. */
+static void store_drop(struct store *st, const char *why, bool loud)
+{
+	redisAsyncContext *ac = st->ac;
+	if (ac == NULL)
+		return;
+	if (loud)
+		log_warn("redis: leaving %s:%d: %s", st->host, st->port, why);
+	else
+		log_debug("redis: leaving %s:%d: %s", st->host, st->port, why);
+	st->ac = NULL;
+	st->connected = false;
+	ac->data = NULL; /* disconnect_cb: not ours any more */
+	redisAsyncFree(ac);
+	schedule_reconnect(st);
+}
+
+void store_master_changed(struct store *st, const char *why)
+{
+	if (st->ac) {
+		store_drop(st, why, true);
+		/* A new master is known to exist: ask now, not after the backoff. */
+		struct timeval now = {0, 0};
+		evtimer_add(st->reconnect, &now);
+		return;
+	}
+	/* Between attempts: ask now rather than after the backoff. */
+	if (evtimer_pending(st->reconnect, NULL)) {
+		struct timeval now = {0, 0};
+		st->backoff_ms = 100;
+		evtimer_add(st->reconnect, &now);
+	}
+}
+
+/* A ROLE answer: "master" first, or why not (for the log). */
+static const char *role_problem(const redisReply *r)
+{
+	if (r == NULL)
+		return "the connection was lost before ROLE answered";
+	if (r->type == REDIS_REPLY_ERROR)
+		return "ROLE answered an error";
+	if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+	    r->element[0]->type != REDIS_REPLY_STRING)
+		return "ROLE answered garbage";
+	if (strcmp(r->element[0]->str, "master") != 0)
+		return "is not a master (ROLE)";
+	return NULL;
+}
+
+/* The first ROLE on a new connection: only a master is used. */
+static void role_first_reply(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	struct store *st = privdata;
+	if (ac->data != st || ac != st->ac)
+		return;
+	const char *why = role_problem(reply);
+	if (why) {
+		store_sentinel_not_master(st->sentinel, st->host, st->port, why);
+		if (reply) /* already logged, once, by the sentinel side */
+			store_drop(st, why, false);
+		return; /* NULL: the disconnect callback reconnects */
+	}
+	st->connected = true;
+	st->backoff_ms = 100;
+	st->role_pending = 0;
+	uint64_t seen = store_sentinel_failovers(st->sentinel);
+	store_sentinel_master_ok(st->sentinel, st->host, st->port);
+	st->master_is_new = store_sentinel_failovers(st->sentinel) != seen;
+	if (st->on_connect)
+		st->on_connect(st->on_connect_arg);
+	st->master_is_new = false;
+}
+
 static void connect_cb(const redisAsyncContext *ac, int status)
 {
 	struct store *st = ac->data;
+	if (st == NULL)
+		return;
 	if (status != REDIS_OK) {
-		log_warn("redis: connect failed: %s", ac->errstr);
+		if (st->sentinel) /* logged there, once until it changes */
+			store_sentinel_not_master(st->sentinel, st->host, st->port, ac->errstr);
+		else
+			log_warn("redis: connect failed: %s", ac->errstr);
 		st->ac = NULL; /* hiredis frees the context after this callback */
 		st->connected = false;
 		schedule_reconnect(st);
+		return;
+	}
+	if (st->sentinel) {
+		/* Connected is not ready: the sentinels may have named a
+		 * replica (or lied); ROLE says. */
+		redisAsyncCommand((redisAsyncContext *)ac, role_first_reply, st, "ROLE");
 		return;
 	}
 	st->connected = true;
@@ -90,7 +184,7 @@ static void disconnect_cb(const redisAsyncContext *ac, int status)
 {
 	struct store *st = ac->data;
 	if (st == NULL)
-		return; /* store_free in progress */
+		return; /* store_free or store_drop in progress */
 	st->ac = NULL;
 	st->connected = false;
 	if (status != REDIS_OK)
@@ -98,7 +192,7 @@ static void disconnect_cb(const redisAsyncContext *ac, int status)
 	schedule_reconnect(st);
 }
 
-static void store_connect(struct store *st)
+static void connect_now(struct store *st)
 {
 	redisAsyncContext *ac =
 	    st->path ? redisAsyncConnectUnix(st->path) : redisAsyncConnect(st->host, st->port);
@@ -111,6 +205,7 @@ static void store_connect(struct store *st)
 		return;
 	}
 	ac->data = st;
+	st->wait_ticks = 0;
 	redisLibeventAttach(ac, st->base);
 	redisAsyncSetConnectCallback(ac, connect_cb);
 	redisAsyncSetDisconnectCallback(ac, disconnect_cb);
@@ -119,11 +214,36 @@ static void store_connect(struct store *st)
 		redisAsyncCommand(ac, NULL, NULL, "SELECT %d", st->db);
 }
 
+void store_connect_addr(struct store *st, const char *host, int port)
+{
+	free(st->host);
+	st->host = xstrdup(host);
+	st->port = port;
+	connect_now(st);
+}
+
+static void store_connect(struct store *st)
+{
+	if (st->sentinel)
+		store_sentinel_resolve(st->sentinel); /* ends in store_connect_addr */
+	else
+		connect_now(st);
+}
+
 static void reconnect_cb(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
 	store_connect(arg);
+}
+
+/* A READONLY or LOADING error: the master we hold was demoted (or is a
+ * replica loading its data): ask the sentinels again. */
+static void store_reply_seen(struct store *st, const redisReply *r)
+{
+	if (st->sentinel && r && r->type == REDIS_REPLY_ERROR &&
+	    (strncmp(r->str, "READONLY", 8) == 0 || strncmp(r->str, "LOADING", 7) == 0))
+		store_drop(st, r->str, true);
 }
 
 static void ping_reply(redisAsyncContext *ac, void *reply, void *privdata)
@@ -137,25 +257,71 @@ static void ping_reply(redisAsyncContext *ac, void *reply, void *privdata)
 		st->connected = true;
 }
 
+/* With sentinels, the second's check is ROLE: a master that was demoted
+ * under us (a graceful failover, a partition healed) is left within a
+ * second, and one that stopped answering after three. */
+static void role_check_reply(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	struct store *st = privdata;
+	if (ac->data != st || ac != st->ac || reply == NULL)
+		return;
+	if (st->role_pending)
+		st->role_pending--;
+	const char *why = role_problem(reply);
+	if (why) {
+		store_sentinel_not_master(st->sentinel, st->host, st->port, why);
+		store_drop(st, why, true);
+	}
+}
+
 /* A PING a second notices a Redis that accepts but no longer answers. */
 static void ping_cb(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
 	struct store *st = arg;
-	if (st->ac)
+	if (st->ac == NULL)
+		return;
+	if (st->sentinel == NULL) {
 		redisAsyncCommand(st->ac, ping_reply, st, "PING");
+		return;
+	}
+	if (!st->connected) {
+		/* A connect or a first ROLE that hangs (hiredis 0.14 has no
+		 * timeout of its own): given up after 3 s. */
+		if (++st->wait_ticks >= 3) {
+			store_sentinel_not_master(st->sentinel, st->host, st->port,
+						  "did not answer ROLE within 3 s");
+			store_drop(st, "no answer to ROLE", false);
+		}
+		return;
+	}
+	if (st->role_pending >= 3) {
+		store_sentinel_not_master(st->sentinel, st->host, st->port,
+					  "stopped answering (3 ROLE checks)");
+		store_drop(st, "the master stopped answering", true);
+		return;
+	}
+	st->role_pending++;
+	redisAsyncCommand(st->ac, role_check_reply, st, "ROLE");
 }
 
 struct store *store_new(struct event_base *base, const char *url, const char *prefix,
 			const char *node, int64_t tombstone_ttl_s, struct err **errp)
 {
-	char *host, *path;
-	int port, db;
-	if (store_parse_url(url, &host, &port, &path, &db, errp) < 0)
+	char *host = NULL, *path = NULL;
+	int port = 0, db = 0;
+	struct store_sentinel_url su = {0};
+	bool sentinel = strncmp(url, "sentinel://", 11) == 0;
+	if (sentinel ? store_sentinel_parse_url(url, &su, errp) < 0
+		     : store_parse_url(url, &host, &port, &path, &db, errp) < 0)
 		return NULL;
 	struct store *st = xcalloc(1, sizeof(*st));
 	st->base = base;
+	if (sentinel) {
+		db = su.db;
+		st->sentinel = store_sentinel_new(st, &su);
+	}
 	st->host = host;
 	st->path = path;
 	st->port = port;
@@ -180,6 +346,7 @@ void store_free(struct store *st)
 		st->ac->data = NULL;
 		redisAsyncFree(st->ac);
 	}
+	store_sentinel_free(st->sentinel);
 	if (st->resolving)
 		evdns_getaddrinfo_cancel(st->resolving);
 	if (st->dns)
@@ -196,6 +363,42 @@ void store_free(struct store *st)
 bool store_connected(const struct store *st)
 {
 	return st->connected && st->ac != NULL;
+}
+
+void store_set_sentinel_timeout(struct store *st, int ms)
+{
+	if (st->sentinel)
+		store_sentinel_set_timeout(st->sentinel, ms);
+}
+
+const char *store_master(const struct store *st)
+{
+	return st->sentinel ? store_sentinel_master(st->sentinel) : NULL;
+}
+
+const char *store_master_name(const struct store *st)
+{
+	return st->sentinel ? store_sentinel_name(st->sentinel) : NULL;
+}
+
+bool store_resolving(const struct store *st)
+{
+	return st->sentinel && !store_connected(st);
+}
+
+const char *store_problem(const struct store *st)
+{
+	return st->sentinel ? store_sentinel_problem(st->sentinel) : NULL;
+}
+
+uint64_t store_failovers(const struct store *st)
+{
+	return st->sentinel ? store_sentinel_failovers(st->sentinel) : 0;
+}
+
+bool store_master_is_new(const struct store *st)
+{
+	return st->master_is_new;
 }
 
 /* A write in flight; store_cancel clears its callback (the reply, when it
@@ -242,9 +445,10 @@ static bool op_unavailable(struct store_op *op)
 
 static void exec_reply(redisAsyncContext *ac, void *reply, void *privdata)
 {
-	(void)ac;
 	struct store_op *op = privdata;
 	redisReply *r = reply;
+	if (ac == op->st->ac)
+		store_reply_seen(op->st, r);
 	if (op->cb) {
 		if (r == NULL || r->type == REDIS_REPLY_ERROR || r->type == REDIS_REPLY_NIL) {
 			struct err e = {.code = ERR_UNAVAILABLE, .message = op->error};

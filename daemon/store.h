@@ -25,6 +25,31 @@ struct store;
 int store_parse_url(const char *url, char **host, int *port, char **path, int *db,
 		    struct err **errp);
 
+/* sentinel://HOST[:PORT][,HOST[:PORT]...]/MASTER[/DB] (store_sentinel.c):
+ * up to STORE_SENTINELS_MAX sentinels (port 26379 when omitted; an IPv6
+ * one as [ADDR]:PORT), the master's name (letters, digits, - _ .). The
+ * strings are malloc'd: store_sentinel_url_clear frees them (also after a
+ * failed parse, which leaves u empty). */
+#define STORE_SENTINELS_MAX 16
+#define STORE_SENTINEL_NAME_MAX 64
+struct store_sentinel_url {
+	size_t n;
+	char *host[STORE_SENTINELS_MAX];
+	int port[STORE_SENTINELS_MAX];
+	char *master;
+	int db;
+};
+int store_sentinel_parse_url(const char *url, struct store_sentinel_url *u, struct err **errp);
+void store_sentinel_url_clear(struct store_sentinel_url *u);
+
+/* A master's address as a sentinel gave it (not NUL-terminated, lengths
+ * given): an IPv4 or IPv6 literal that is not unspecified, broadcast or
+ * multicast, and a port 1-65535 in digits. 0 with the address in out and
+ * the port in *port, or -1. */
+#define STORE_SENTINEL_ADDR_MAX 46
+int store_sentinel_check_addr(const char *host, size_t hlen, const char *port, size_t plen,
+			      char out[STORE_SENTINEL_ADDR_MAX], int *out_port);
+
 /* Connect (and keep reconnecting) to url. Caller owns it (store_free). */
 struct store *store_new(struct event_base *base, const char *url, const char *prefix,
 			const char *node, int64_t tombstone_ttl_s, struct err **errp);
@@ -32,6 +57,26 @@ void store_free(struct store *st);
 
 /* Whether Redis answered recently. */
 bool store_connected(const struct store *st);
+
+/* With a sentinel:// URL: the deadline of one question to a sentinel
+ * (default 1000 ms). No-op otherwise. */
+void store_set_sentinel_timeout(struct store *st, int ms);
+
+/* What /readyz and /metrics say of a sentinel:// store; NULL / false / 0
+ * for another URL. The strings are the store's, valid until its next
+ * loop turn. The master in use ("HOST:PORT", NULL before the first); the
+ * sentinels' name for it; whether the master is being asked for again; the
+ * last problem met (a sentinel's, or the master's), NULL after a success;
+ * the master changes this daemon followed. */
+const char *store_master(const struct store *st);
+const char *store_master_name(const struct store *st);
+bool store_resolving(const struct store *st);
+const char *store_problem(const struct store *st);
+uint64_t store_failovers(const struct store *st);
+/* Inside the connect callback: whether this connection is to another
+ * master than the last one (a failover), so what the old one acknowledged
+ * may be missing here, not only what it never got. */
+bool store_master_is_new(const struct store *st);
 
 /* Completion of a write: NULL err on success (err borrowed). Runs once,
  * never inside the call that started it. */

@@ -27,6 +27,12 @@ struct store {
 	int backoff_ms;
 	struct evdns_base *dns;
 	struct evdns_getaddrinfo_request *resolving;
+	/* sentinel:// (store_sentinel.c): host and port are the master's, as
+	 * the sentinels last gave it; ROLE is checked before connected. */
+	struct store_sentinel *sentinel;
+	unsigned role_pending; /* ROLE checks unanswered (a stalled master) */
+	unsigned wait_ticks;   /* seconds a new connection has not been usable */
+	bool master_is_new;    /* during on_connect: another master than before */
 	void (*on_connect)(void *arg);
 	void *on_connect_arg;
 	/* The audit stream (store_audit.c): writes in flight, and the ones
@@ -34,6 +40,32 @@ struct store {
 	unsigned audit_inflight;
 	uint64_t audit_dropped;
 };
+
+/* store_sentinel.c: the master through Redis Sentinel. _new takes u's
+ * strings (u is left empty). _resolve asks the sentinels and ends in
+ * store_connect_addr (an address to try) or store_retry_later (none
+ * answered), from the loop; a call while one runs is a no-op. store.c
+ * reports the master it checked (_master_ok) or refused (_not_master). */
+struct store_sentinel;
+struct store_sentinel *store_sentinel_new(struct store *st, struct store_sentinel_url *u);
+void store_sentinel_free(struct store_sentinel *ss);
+void store_sentinel_set_timeout(struct store_sentinel *ss, int ms);
+void store_sentinel_resolve(struct store_sentinel *ss);
+void store_sentinel_master_ok(struct store_sentinel *ss, const char *host, int port);
+void store_sentinel_not_master(struct store_sentinel *ss, const char *host, int port,
+			       const char *why);
+const char *store_sentinel_master(const struct store_sentinel *ss);
+const char *store_sentinel_name(const struct store_sentinel *ss);
+const char *store_sentinel_problem(const struct store_sentinel *ss);
+bool store_sentinel_resolving(const struct store_sentinel *ss);
+uint64_t store_sentinel_failovers(const struct store_sentinel *ss);
+
+/* store.c, for store_sentinel.c: connect to this master (copied); try
+ * again after the backoff; drop the connection to the master and ask again
+ * (why is logged). */
+void store_connect_addr(struct store *st, const char *host, int port);
+void store_retry_later(struct store *st);
+void store_master_changed(struct store *st, const char *why);
 
 /* store_quota.c: a session's quota reservation, in store.c's MULTIs (the
  * reservation ends with the record, tombstone retries included, and moves

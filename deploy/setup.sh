@@ -18,6 +18,9 @@ PACKAGES=(
 	node-llhttp
 	# services
 	docker.io containerd runc iptables redis-server redis-tools
+	# --redis sentinel://: the chaos suite runs sentinels of its own; the
+	# package's service is kept from starting and disabled (install_packages)
+	redis-sentinel
 	# the stateless tier's process sandbox (daemon/stateless.c; Debian 12: 0.8.0)
 	bubblewrap
 	# the sandbox image is built from Debian packages, no registry: Debian 13
@@ -49,6 +52,7 @@ install_packages() {
 	done
 	if [ ${#missing[@]} -eq 0 ]; then
 		say "packages: all present"
+		disable_sentinel_service
 		return
 	fi
 	need_root
@@ -72,6 +76,28 @@ install_packages() {
 	# systemd units are enabled by the postinst even when not started.
 	if [ -d /run/systemd/system ] && systemctl is-enabled prometheus >/dev/null 2>&1; then
 		systemctl disable --now prometheus >/dev/null 2>&1 || true
+	fi
+	disable_sentinel_service
+}
+
+# Debian's redis-sentinel enables its unit (a sentinel on :26379 watching a
+# master on 127.0.0.1:6379) even when policy-rc.d kept it from starting; tests
+# start sentinels of their own, so the package's must neither run nor come
+# back at boot. Checked on every run: it costs a dpkg query.
+disable_sentinel_service() {
+	dpkg-query -W -f='${Status}' redis-sentinel 2>/dev/null | grep -q 'install ok installed' || return 0
+	if [ -d /run/systemd/system ]; then
+		systemctl disable --now redis-sentinel >/dev/null 2>&1 || true
+	else
+		# No systemd running (a container): what `systemctl disable` removes.
+		rm -f /etc/systemd/system/multi-user.target.wants/redis-sentinel.service \
+			/etc/systemd/system/sentinel.service
+	fi
+	[ ! -x /etc/init.d/redis-sentinel ] || update-rc.d redis-sentinel disable >/dev/null 2>&1 || true
+	if [ -e /run/sentinel/redis-sentinel.pid ]; then
+		local pid
+		pid=$(cat /run/sentinel/redis-sentinel.pid 2>/dev/null || true)
+		[ -z "$pid" ] || kill "$pid" 2>/dev/null || true
 	fi
 }
 

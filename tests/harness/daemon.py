@@ -67,11 +67,14 @@ class Daemon:
                 test's), self.api and ctl() use https
     port        the port to listen on (default: a free one), for a test that
                 must name it in another flag first (--advertise-url)
+    wait_ready  False: start() waits for /healthz only (a daemon that is not
+                meant to become ready, as one whose Redis cannot be found)
     """
 
     def __init__(self, redis, tmp, extra_args=(), nofile=None, env=None, binary=None,
                  admin_key=None, prefix=None, listen_host="127.0.0.1", ssl_context=None,
-                 cacert=None, port=None):
+                 cacert=None, port=None, wait_ready=True):
+        self.wait_ready = wait_ready
         self.run_id = uuid.uuid4().hex[:10]
         self.prefix = prefix or "citest-%s:" % self.run_id
         self.node = "citest-%s" % self.run_id
@@ -127,7 +130,10 @@ class Daemon:
                 resource.setrlimit(resource.RLIMIT_NOFILE, limits)
         self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT, env=env,
                                      preexec_fn=preexec)
-        wait_for(self.ready, 30, interval=0.05, what="the daemon's /readyz")
+        if self.wait_ready:
+            wait_for(self.ready, 30, interval=0.05, what="the daemon's /readyz")
+        else:
+            wait_for(self.alive, 30, interval=0.05, what="the daemon's /healthz")
 
     def restart(self):
         """Start a stopped (or killed) daemon again with the same flags."""
@@ -140,6 +146,14 @@ class Daemon:
             raise AssertionError("daemon exited with %s:\n%s" % (self.proc.returncode, self.read_log()))
         try:
             return self.api.request("GET", "/readyz", timeout=2)[0] == 200
+        except OSError:
+            return False
+
+    def alive(self):
+        if self.proc.poll() is not None:
+            raise AssertionError("daemon exited with %s:\n%s" % (self.proc.returncode, self.read_log()))
+        try:
+            return self.api.request("GET", "/healthz", timeout=2)[0] == 200
         except OSError:
             return False
 

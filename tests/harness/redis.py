@@ -14,11 +14,12 @@ from .wait import wait_for
 
 
 class RedisServer:
-    def __init__(self, tmp, bind="127.0.0.1", protected_mode=None):
+    def __init__(self, tmp, bind="127.0.0.1", protected_mode=None, extra_args=()):
         self.port = free_port()
         self.tmp = tmp
         self.bind = bind
         self.protected_mode = protected_mode
+        self.extra_args = list(extra_args)  # more flags (--replicaof, say)
         self.proc = None
         self.start()
 
@@ -26,9 +27,11 @@ class RedisServer:
         """Start the server (again, empty, on the same port)."""
         assert self.proc is None or self.proc.poll() is not None
         args = ["redis-server", "--bind", self.bind, "--port", str(self.port), "--save", "",
-                "--appendonly", "no", "--dir", self.tmp]
+                "--appendonly", "no", "--dir", self.tmp,
+                "--dbfilename", "dump-%d.rdb" % self.port]
         if self.protected_mode is not None:
             args += ["--protected-mode", "yes" if self.protected_mode else "no"]
+        args += self.extra_args
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_for(self.ping, 10, interval=0.01, what="redis to answer")
 
