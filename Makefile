@@ -4,6 +4,8 @@
 #   make run        set up this machine (packages, dockerd, redis, image), then run the daemon
 #   make test       the same set-up, then every test (unit, sanitizers, valgrind, runner, integration)
 #   make image      build the sandbox image when its recipe changed
+#   make service-images  ci/daemon, ci/engine, ci/redis and the sandbox tarball (images/service/)
+#   make test-deploy     the compose suite (tests/deploy/), after service-images
 #   make bench      benchmarks (not part of make test)
 #   SANITIZE=1      build with AddressSanitizer and UBSan into build/asan/
 
@@ -76,7 +78,7 @@ DAEMON_LIB_OBJS := $(DAEMON_LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(GEN_OBJS)
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
 UNIT_OBJS := $(UNIT_SRCS:%.c=$(BUILD)/obj/%.o)
 
-.PHONY: fidelity all lib tools run test unit image setup bench fuzz clean format format-check
+.PHONY: service-images test-deploy fidelity all lib tools run test unit image setup bench fuzz clean format format-check
 all: $(BUILD)/ci-daemon $(BUILD)/ci-ctl
 lib: $(LIB_A)
 
@@ -202,6 +204,16 @@ setup:
 
 image:
 	@images/python/build.sh
+
+# The service's own images, from Debian packages like the sandbox image
+# (images/service/build.sh; each skipped when its recipe is unchanged).
+service-images: all
+	@images/service/build.sh
+
+# The compose suite (tests/deploy/): the service from those images, brought
+# up with docker-compose, a session through it, and the sidecar pod.
+test-deploy: service-images
+	@TEST_SUITES=compose tests/run-all.sh
 
 run: setup all
 	$(BUILD)/ci-daemon
