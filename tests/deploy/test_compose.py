@@ -1,0 +1,71 @@
+"""deploy/compose/docker-compose.yml brought up under a project of the run's
+own: the API on a published loopback port with an admin key, a session end
+to end, the sandbox hardened inside the inner engine, then down -v and
+nothing left of the project."""
+import os
+import time
+
+from harness import Client, free_port, wait_for
+from deploy_lib import RUN, Project, docker
+
+ADMIN = "admin-ci15-images-" + RUN + "-" + "k" * 24
+
+
+def admin_key_file(tmp_path):
+    path = tmp_path / "admin.key"
+    fd = os.open(str(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(ADMIN + "\n")
+    return str(path)
+
+
+def test_compose_service_runs_a_session(tmp_path, engine_volume):
+    p = Project("svc", "docker-compose.yml", engine_volume)
+    port = free_port()
+    try:
+        t0 = time.monotonic()
+        p.up(CI_PORT=str(port), CI_ADMIN_KEY_FILE=admin_key_file(tmp_path))
+        api = Client(port)
+        wait_for(lambda: api.request("GET", "/readyz", timeout=2)[0] == 200, 300, interval=0.25,
+                 what="the compose service's /readyz", ignore=(OSError,))
+        print("compose: up -d to /readyz %.1f s" % (time.monotonic() - t0))
+        # API keys are on (the API listens beyond loopback in the engine's
+        # namespace): no key, no session
+        assert api.request("POST", "/v1/sessions", body={})[0] == 401
+        admin = Client(port, api_key=ADMIN)
+        status, key = admin.request("POST", "/v1/admin/keys", body={"tenant": "acme"})
+        assert status == 201, key
+        c = Client(port, api_key=key["key"])
+        status, s = c.request("POST", "/v1/sessions", body={"limits": {"memory_mb": 256, "pids": 64}})
+        assert status == 201, s
+        sid = s["id"]
+        status, r = c.request("POST", "/v1/sessions/%s/exec" % sid, body={"code": "x = 41"})
+        assert status == 200 and r["status"] == "ok", r
+        status, r = c.request("POST", "/v1/sessions/%s/exec" % sid, body={"code": "x + 1"})
+        assert status == 200 and r["result"] == "42" and r["kernel"] == "preserved", r
+        body = b"compose\x00bytes\n" * 100
+        status, doc = c.request("PUT", "/v1/sessions/%s/files/data/in.bin" % sid, raw=body)
+        assert status == 201 and doc["size"] == len(body), doc
+        r = c.send("GET", "/v1/sessions/%s/files/data/in.bin" % sid)
+        assert r.status == 200 and r.body == body
+        # the sandbox, in the inner engine: no network but loopback, limits
+        status, r = c.request("POST", "/v1/sessions/%s/exec" % sid,
+                              body={"code": "import os; sorted(os.listdir('/sys/class/net'))"})
+        assert r["result"] == "['lo']", r
+        ids = p.inner_docker("ps", "-q", "--filter", "label=ci.session=" + sid).stdout.split()
+        assert len(ids) == 1, ids
+        fmt = ("{{.HostConfig.NetworkMode}} {{.HostConfig.Memory}} {{.HostConfig.PidsLimit}} "
+               "{{.HostConfig.ReadonlyRootfs}} {{.HostConfig.CapDrop}}")
+        mode, memory, pids, ro, capdrop = p.inner_docker("inspect", "-f", fmt, ids[0]).stdout.split(None, 4)
+        assert (mode, int(memory), int(pids), ro) == ("none", 256 << 20, 64, "true")
+        assert "ALL" in capdrop
+        # the sandbox is the inner engine's, not the host's
+        assert not docker("ps", "-q", "--filter", "label=ci.session=" + sid).stdout.split()
+        assert c.request("DELETE", "/v1/sessions/%s" % sid)[0] == 204
+        wait_for(lambda: not p.inner_docker("ps", "-aq", "--filter", "label=ci.session=" + sid).stdout.split(),
+                 60, interval=0.25, what="the session's container to go")
+        assert c.request("GET", "/v1/sessions/%s" % sid)[0] == 410
+    finally:
+        t1 = time.monotonic()
+        p.down()
+        print("compose: down -v %.1f s" % (time.monotonic() - t1))
