@@ -18,6 +18,8 @@ PACKAGES=(
 	node-llhttp
 	# services
 	docker.io containerd runc iptables redis-server redis-tools
+	# deploy/compose/ and its suite (tests/deploy/): Debian 12's docker-compose 1.29
+	docker-compose
 	# the stateless tier's process sandbox (daemon/stateless.c; Debian 12: 0.8.0)
 	bubblewrap
 	# the sandbox image is built from Debian packages, no registry: Debian 13

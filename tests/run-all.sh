@@ -10,11 +10,13 @@
 #   hostile      hostile code against the sandbox, the proxy and the API
 #   chaos        crashes, restarts and outages of the daemon, Redis and Docker
 #   browser      the reviewer's page in headless chromium (playwright-core)
+#   compose      the service's images with docker-compose, the sidecar pod, the engines helper
+#                (tests/deploy/; needs make service-images)
 # Select suites with TEST_SUITES="unit integration"; pass pytest options with PYTEST_ARGS.
 set -u
 cd "$(dirname "$0")/.."
 
-suites=${TEST_SUITES:-"format unit valgrind fuzz runner integration hostile chaos browser"}
+suites=${TEST_SUITES:-"format unit valgrind fuzz runner integration hostile chaos browser compose"}
 total_pass=0
 total_fail=0
 failed=()
@@ -63,6 +65,8 @@ for s in $suites; do
 		/usr/bin/python3 -m pytest -q -p no:cacheprovider tests/chaos ${PYTEST_ARGS:-} ;;
 	browser) run browser env CITEST_DAEMON=build/asan/ci-daemon CITEST_CTL=build/asan/ci-ctl \
 		/usr/bin/python3 -m pytest -q -p no:cacheprovider tests/browser ${PYTEST_ARGS:-} ;;
+	compose) run compose env CITEST_DAEMON=build/asan/ci-daemon CITEST_CTL=build/asan/ci-ctl \
+		/usr/bin/python3 -m pytest -q -p no:cacheprovider -s tests/deploy ${PYTEST_ARGS:-} ;;
 	*) echo "unknown suite $s" >&2; exit 2 ;;
 	esac
 done

@@ -75,17 +75,25 @@ image_files() {
         redis) printf '%s\n' "$HERE/redis.Dockerfile" "$HERE/packages.redis.txt" ;;
     esac
 }
-# The runtime libraries' packages of the two binaries: ldd's paths, each
-# asked of dpkg as ldd gives it, then resolved (usrmerge: dpkg may know a
-# library by /lib/... or /usr/lib/...).
+# The runtime libraries' packages of the two binaries: ldd's paths, asked of
+# dpkg in one call under each name they may have (usrmerge: dpkg may know a
+# library by /lib/... or /usr/lib/..., ldd may give either); a library that
+# no package owns fails the build.
 lib_packages() {
-    ldd "$DAEMON_BIN" "$CTL_BIN" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// && $2 ~ /^\(0x/ { print $1 }' |
-        LC_ALL=C sort -u | while IFS= read -r lib; do
+    local libs owned lib real found
+    libs="$(ldd "$DAEMON_BIN" "$CTL_BIN" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// && $2 ~ /^\(0x/ { print $1 }' | LC_ALL=C sort -u)"
+    [ -n "$libs" ] || die "ldd names no library of $DAEMON_BIN"
+    owned="$(printf '%s\n' "$libs" | while IFS= read -r lib; do
             real="$(readlink -f "$lib")"
-            for p in "$lib" "$real" "${real#/usr}" "/usr$lib"; do
-                pkg="$(dpkg -S "$p" 2>/dev/null | head -n1 | cut -d: -f1)" && [ -n "$pkg" ] && { echo "$pkg"; break; }
-            done || die "no Debian package owns $lib (ldd of the binaries)"
-        done | LC_ALL=C sort -u
+            printf '%s\n' "$lib" "$real" "${lib#/usr}" "${real#/usr}" "/usr${lib#/usr}" "/usr${real#/usr}"
+        done | LC_ALL=C sort -u | xargs dpkg -S 2>/dev/null || true)"
+    while IFS= read -r lib; do
+        real="$(readlink -f "$lib")"
+        found="$(printf '%s\n' "$owned" | awk -v a="${lib#/usr}" -v b="${real#/usr}" '
+            { p = $NF; sub(/^\/usr/, "", p) } p == a || p == b { sub(/:.*/, "", $1); print $1; exit }')"
+        [ -n "$found" ] || die "no Debian package owns $lib (ldd of the binaries)"
+        printf '%s\n' "$found"
+    done <<<"$libs" | LC_ALL=C sort -u
 }
 list_packages() { sed -e 's/#.*//' "$1" | tr -s ' \t' '\n\n' | awk 'NF'; }
 packages_of() {
