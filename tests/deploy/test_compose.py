@@ -3,6 +3,8 @@ own: the API on a published loopback port with an admin key, a session end
 to end, the sandbox hardened inside the inner engine, then down -v and
 nothing left of the project."""
 import os
+import ssl
+import subprocess
 import time
 
 from harness import Client, free_port, wait_for
@@ -19,23 +21,40 @@ def admin_key_file(tmp_path):
     return str(path)
 
 
+def make_cert(tmp_path):
+    """A self-signed certificate for 127.0.0.1 (its own CA): (cert, key)."""
+    cert, key = str(tmp_path / "tls.pem"), str(tmp_path / "tls.key")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
+                    "-out", cert, "-days", "2", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+                   check=True, capture_output=True, timeout=60)
+    return cert, key
+
+
 def test_compose_service_runs_a_session(tmp_path, engine_volume):
     p = Project("svc", "docker-compose.yml", engine_volume)
     port = free_port()
+    cert, key = make_cert(tmp_path)
+    tls = ssl.create_default_context(cafile=cert)
     try:
         t0 = time.monotonic()
-        p.up(CI_PORT=str(port), CI_ADMIN_KEY_FILE=admin_key_file(tmp_path))
-        api = Client(port)
-        wait_for(lambda: api.request("GET", "/readyz", timeout=2)[0] == 200, 300, interval=0.25,
-                 what="the compose service's /readyz", ignore=(OSError,))
+        p.up(CI_PORT=str(port), CI_ADMIN_KEY_FILE=admin_key_file(tmp_path), CI_TLS_CERT=cert, CI_TLS_KEY=key)
+        api = Client(port, ssl_context=tls)
+
+        def ready():
+            if p.health("daemon")[1] in ("exited", "restarting", "dead"):
+                raise AssertionError("the daemon stopped:\n" + p.logs("daemon"))
+            return api.request("GET", "/readyz", timeout=2)[0] == 200
+        wait_for(ready, 300, interval=0.25, what="the compose service's /readyz", ignore=(OSError,))
+        p.wait_healthy("daemon", timeout=60)  # its healthcheck (ci-ctl health over TLS) passes
         print("compose: up -d to /readyz %.1f s" % (time.monotonic() - t0))
         # API keys are on (the API listens beyond loopback in the engine's
         # namespace): no key, no session
         assert api.request("POST", "/v1/sessions", body={})[0] == 401
-        admin = Client(port, api_key=ADMIN)
+        admin = Client(port, api_key=ADMIN, ssl_context=tls)
         status, key = admin.request("POST", "/v1/admin/keys", body={"tenant": "acme"})
         assert status == 201, key
-        c = Client(port, api_key=key["key"])
+        c = Client(port, api_key=key["key"], ssl_context=tls)
         status, s = c.request("POST", "/v1/sessions", body={"limits": {"memory_mb": 256, "pids": 64}})
         assert status == 201, s
         sid = s["id"]
