@@ -66,7 +66,7 @@ class Project:
         full = dict(os.environ)
         full.update(self.env)
         full.update(env or {})
-        argv = ["docker-compose", "--no-ansi", "-p", self.name]
+        argv = ["docker-compose", "--ansi", "never", "-p", self.name]
         for f in self.files:
             argv += ["-f", f]
         r = subprocess.run(argv + list(args), capture_output=True, text=True, timeout=timeout, env=full)
@@ -82,7 +82,7 @@ class Project:
     def exec(self, service, *argv, env=None, timeout=120, input=None):  # noqa: A002
         full = dict(os.environ)
         full.update(self.env)
-        cmd = ["docker-compose", "--no-ansi", "-p", self.name]
+        cmd = ["docker-compose", "--ansi", "never", "-p", self.name]
         for f in self.files:
             cmd += ["-f", f]
         cmd += ["exec", "-T"]
@@ -115,12 +115,20 @@ class Project:
     def logs(self, *services):
         full = dict(os.environ)
         full.update(self.env)
-        cmd = ["docker-compose", "--no-ansi", "-p", self.name]
+        cmd = ["docker-compose", "--ansi", "never", "-p", self.name]
         for f in self.files:
             cmd += ["-f", f]
         r = subprocess.run(cmd + ["logs", "--no-color", *services], capture_output=True, text=True,
                            timeout=120, env=full)
         return r.stdout[-8000:]
+
+    def sandbox_load_ms(self):
+        """The engine's load of the sandbox image tarball, in ms (None: the
+        image was in the engine's volume already)."""
+        for line in self.logs("engine").splitlines():
+            if "ci-engine: loaded " in line and line.endswith(" ms"):
+                return int(line.split()[-2])
+        return None
 
     def inner_docker(self, *args):
         """The docker CLI against the project's engine (the sandboxes' one)."""

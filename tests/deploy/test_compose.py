@@ -47,7 +47,7 @@ def test_compose_service_runs_a_session(tmp_path, engine_volume):
             return api.request("GET", "/readyz", timeout=2)[0] == 200
         wait_for(ready, 300, interval=0.25, what="the compose service's /readyz", ignore=(OSError,))
         p.wait_healthy("daemon", timeout=60)  # its healthcheck (ci-ctl health over TLS) passes
-        print("compose: up -d to /readyz %.1f s" % (time.monotonic() - t0))
+        print("compose: up -d to /readyz %.1f s, sandbox image load %s ms" % (time.monotonic() - t0, p.sandbox_load_ms()))
         # API keys are on (the API listens beyond loopback in the engine's
         # namespace): no key, no session
         assert api.request("POST", "/v1/sessions", body={})[0] == 401

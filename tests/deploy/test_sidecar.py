@@ -30,10 +30,10 @@ def test_sidecar_pod_loopback_unix_socket_probes_and_drain(engine_volume):
         t0 = time.monotonic()
         p.up()
         p.wait_healthy("daemon")  # the readiness probe, ci-ctl health, passed
-        print("sidecar: up -d to healthy %.1f s" % (time.monotonic() - t0))
+        print("sidecar: up -d to healthy %.1f s, sandbox image load %s ms" % (time.monotonic() - t0, p.sandbox_load_ms()))
         # nothing is published: the API is the pod's own
         assert not p.inspect("engine")["NetworkSettings"]["Ports"]
-        assert "ready: ok" in ok(ctl(p, "health"))
+        assert "readyz: ok" in ok(ctl(p, "health"))
         # a session over the pod's loopback
         sid = ok(ctl(p, "create")).strip()
         assert ok(ctl(p, "exec", sid, "x = 6 * 7")) == ""
@@ -65,7 +65,7 @@ def test_sidecar_pod_loopback_unix_socket_probes_and_drain(engine_volume):
         p.up("daemon", "agent", CI_SIDECAR_LISTEN=UNIX, CI_SIDECAR_SERVER=UNIX)
         p.wait_healthy("daemon")
         assert p.exec("agent", "sh", "-c", "test -S /run/ci/api.sock").returncode == 0
-        assert "ready: ok" in ok(ctl(p, "health"))
+        assert "readyz: ok" in ok(ctl(p, "health"))
         assert ok(ctl(p, "exec", sid, "x + 1")).strip() == "43"
         ok(ctl(p, "rm", sid))
     finally:
