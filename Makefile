@@ -211,8 +211,10 @@ service-images: all
 	@images/service/build.sh
 
 # The compose suite (tests/deploy/): the service from those images, brought
-# up with docker-compose, a session through it, and the sidecar pod.
+# up with docker-compose, a session through it, the sidecar pod, and the
+# harness's engines (tests/harness/engines.py) driven by the ASan daemon.
 test-deploy: service-images
+	@$(MAKE) --no-print-directory SANITIZE=1 all
 	@TEST_SUITES=compose tests/run-all.sh
 
 run: setup all

@@ -22,14 +22,17 @@
 # files and package list; for ci/daemon also both binaries>: an image with the
 # current recipe is not rebuilt, a tarball with the current recipe not saved.
 #
-# usage: images/service/build.sh [--force] [--mirror URL] [daemon|engine|redis|sandbox...]
+# usage: images/service/build.sh [--force] [--check] [--mirror URL] [daemon|engine|redis|sandbox...]
 #   (no names: all four). Needs root, debootstrap and a running Docker engine.
+#   --check   build nothing: print "current NAME" or "stale NAME" for each, and
+#             exit 1 when one is stale (what `make service-images` would redo)
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 SUITE=bookworm
 FORCE=0
+CHECK=0
 MIRROR=""
 OUT="${CI_SERVICE_IMAGES_OUT:-$ROOT/build/service-images}"
 SANDBOX_TAG="${CI_SANDBOX_IMAGE:-ci/python:latest}"
@@ -45,6 +48,7 @@ NAMES=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --force) FORCE=1 ;;
+        --check) CHECK=1 ;;
         --mirror) [ $# -ge 2 ] || die "--mirror needs a value"; MIRROR="$2"; shift ;;
         --mirror=*) MIRROR="${1#--mirror=}" ;;
         daemon|engine|redis|sandbox) NAMES+=("$1") ;;
@@ -230,6 +234,25 @@ save_sandbox() {
     printf 'tag %s\nrecipe %s\n' "$SANDBOX_TAG" "$recipe" >"$meta.tmp" && mv -f "$meta.tmp" "$meta"
     say "saved $SANDBOX_TAG to $OUT/python.tar ($(du -h "$OUT/python.tar" | cut -f1)) in $(elapsed "$t0")"
 }
+
+if [ "$CHECK" = 1 ]; then
+    stale=0
+    for n in "${NAMES[@]}"; do
+        if [ "$n" = sandbox ]; then
+            r="$(image_recipe "$SANDBOX_TAG")"
+            if [ -n "$r" ] && [ -f "$OUT/python.tar" ] && grep -qx "recipe $r" "$OUT/python.tar.meta" 2>/dev/null; then
+                echo "current sandbox"
+            else
+                echo "stale sandbox"; stale=1
+            fi
+        elif [ "$(image_recipe "ci/$n:latest")" = "$(recipe_of "$n")" ]; then
+            echo "current $n"
+        else
+            echo "stale $n"; stale=1
+        fi
+    done
+    exit "$stale"
+fi
 
 T_ALL="$(now)"
 for n in "${NAMES[@]}"; do
