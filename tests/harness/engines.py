@@ -13,9 +13,9 @@ engines), instead of all sharing the host's.
       /var/lib/docker is a volume of its own (ci-engine-<run_id>-<name>-data),
       or `data_volume=NAME`, an existing one that is kept (a warm image store
       shared by engines started one after another, never at once).
-  engine.daemon_args(state_dir)
+  engine.daemon_args(node="d")
       the ci-daemon flags that drive this engine from a daemon on the host:
-      --docker engine.socket, --state-dir under `engine.shared_dir` (a host
+      --docker engine.socket, --state-dir `engine.shared_dir`/NODE (a host
       directory bind-mounted into the engine at the same path, because the
       engine bind-mounts each session's directory by the daemon's path),
       --workspace-backend tmpfs (the engine cannot see a loop mount the
