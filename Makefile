@@ -4,6 +4,8 @@
 #   make run        set up this machine (packages, dockerd, redis, image), then run the daemon
 #   make test       the same set-up, then every test (unit, sanitizers, valgrind, runner, integration)
 #   make image      build the sandbox image when its recipe changed
+#   make service-images  ci/daemon, ci/engine, ci/redis and the sandbox tarball (images/service/)
+#   make test-deploy     the deploy suite (tests/deploy/), after service-images
 #   make bench      benchmarks (not part of make test)
 #   SANITIZE=1      build with AddressSanitizer and UBSan into build/asan/
 
@@ -80,7 +82,7 @@ DAEMON_LIB_OBJS := $(DAEMON_LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(GEN_OBJS)
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
 UNIT_OBJS := $(UNIT_SRCS:%.c=$(BUILD)/obj/%.o)
 
-.PHONY: fidelity all lib tools run test unit image setup bench fuzz clean format format-check
+.PHONY: service-images test-deploy fidelity all lib tools run test unit image setup bench fuzz clean format format-check
 all: $(BUILD)/ci-daemon $(BUILD)/ci-ctl
 lib: $(LIB_A)
 
@@ -207,6 +209,18 @@ setup:
 image:
 	@images/python/build.sh
 
+# The service's own images, from Debian packages like the sandbox image
+# (images/service/build.sh; each skipped when its recipe is unchanged).
+service-images: all
+	@images/service/build.sh
+
+# The deploy suite (tests/deploy/): the unit, the example config, the manifests, the service from those images, brought
+# up with docker-compose, a session through it, the sidecar pod, and the
+# harness's engines (tests/harness/engines.py) driven by the ASan daemon.
+test-deploy: service-images
+	@$(MAKE) --no-print-directory SANITIZE=1 all
+	@TEST_SUITES=deploy tests/run-all.sh
+
 run: setup all
 	$(BUILD)/ci-daemon
 
@@ -214,6 +228,7 @@ test: setup
 	@$(MAKE) --no-print-directory all build/unit-tests tools
 	@$(MAKE) --no-print-directory SANITIZE=1 all build/asan/unit-tests tools
 	@$(MAKE) --no-print-directory $(FUZZ_BINS)
+	@$(MAKE) --no-print-directory service-images
 	@tests/run-all.sh
 
 bench: setup all tools

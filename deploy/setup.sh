@@ -21,6 +21,8 @@ PACKAGES=(
 	# --redis sentinel://: the chaos suite runs sentinels of its own; the
 	# package's service is kept from starting and disabled (install_packages)
 	redis-sentinel
+	# deploy/compose/ and its suite (tests/deploy/): Debian 12's docker-compose 1.29
+	docker-compose
 	# the stateless tier's process sandbox (daemon/stateless.c; Debian 12: 0.8.0)
 	bubblewrap
 	# the sandbox image is built from Debian packages, no registry: Debian 13

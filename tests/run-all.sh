@@ -10,13 +10,15 @@
 #   hostile      hostile code against the sandbox, the proxy and the API
 #   chaos        crashes, restarts and outages of the daemon, Redis and Docker
 #   browser      the reviewer's page in headless chromium (playwright-core)
-#   deploy_files deploy/: the systemd unit, the example config, the Kubernetes
-#                manifests (offline schema check, tests/k8s)
+#   deploy       deploy/: the systemd unit, the example config, the Kubernetes
+#                manifests (offline schema check, tests/k8s), the service images with
+#                docker-compose, the sidecar pod, the engines helper (tests/deploy/;
+#                make test builds the service images first)
 # Select suites with TEST_SUITES="unit integration"; pass pytest options with PYTEST_ARGS.
 set -u
 cd "$(dirname "$0")/.."
 
-suites=${TEST_SUITES:-"format unit valgrind fuzz runner integration hostile chaos browser deploy_files"}
+suites=${TEST_SUITES:-"format unit valgrind fuzz runner integration hostile chaos browser deploy"}
 total_pass=0
 total_fail=0
 failed=()
@@ -65,8 +67,8 @@ for s in $suites; do
 		/usr/bin/python3 -m pytest -q -p no:cacheprovider tests/chaos ${PYTEST_ARGS:-} ;;
 	browser) run browser env CITEST_DAEMON=build/asan/ci-daemon CITEST_CTL=build/asan/ci-ctl \
 		/usr/bin/python3 -m pytest -q -p no:cacheprovider tests/browser ${PYTEST_ARGS:-} ;;
-	deploy_files) run deploy_files env CITEST_DAEMON=build/asan/ci-daemon CITEST_CTL=build/asan/ci-ctl \
-		/usr/bin/python3 -m pytest -q -p no:cacheprovider tests/deploy ${PYTEST_ARGS:-} ;;
+	deploy) run deploy env CITEST_DAEMON=build/asan/ci-daemon CITEST_CTL=build/asan/ci-ctl \
+		/usr/bin/python3 -m pytest -q -p no:cacheprovider -s tests/deploy ${PYTEST_ARGS:-} ;;
 	*) echo "unknown suite $s" >&2; exit 2 ;;
 	esac
 done
