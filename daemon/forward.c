@@ -74,6 +74,7 @@ struct fwd {
 	bool in_multi;
 	struct curl_slist *headers;
 	char node[128];
+	char base[256]; /* the owner's URL, for messages */
 	char *url;
 	struct err *early;   /* a failure before the start, answered from the loop */
 	struct event *ev;    /* ... by this, or the end of a caller gone inside a curl callback */
@@ -516,14 +517,22 @@ static struct err *describe(struct fwd *fw, CURLcode res)
 	case CURLE_OPERATION_TIMEDOUT:
 		if (!fw->replied && fw->status == 0)
 			return err_new(ERR_UNAVAILABLE, "node %s (%s) is unreachable: %s", fw->node,
-				       fw->url, detail);
+				       fw->base, detail);
 		break;
 	case CURLE_PEER_FAILED_VERIFICATION:
 	case CURLE_SSL_CONNECT_ERROR:
 	case CURLE_SSL_CACERT_BADFILE:
 	case CURLE_SSL_CERTPROBLEM:
-		return err_new(ERR_UNAVAILABLE, "node %s (%s): TLS failed: %s", fw->node, fw->url,
+		return err_new(ERR_UNAVAILABLE, "node %s (%s): TLS failed: %s", fw->node, fw->base,
 			       detail);
+	case CURLE_OUT_OF_MEMORY:
+		/* curl's own cap on one header line (CURL_MAX_HTTP_HEADER). */
+		if (!fw->head_done)
+			return err_new(ERR_UNAVAILABLE,
+				       "node %s: its answer's head is larger than curl takes (a "
+				       "header line over %d KiB)",
+				       fw->node, CURL_MAX_HTTP_HEADER / 1024);
+		break;
 	default: break;
 	}
 	return err_new(ERR_UNAVAILABLE, "node %s broke off before answering: %s", fw->node, detail);
@@ -675,6 +684,7 @@ void forwarder_call(struct forwarder *f, struct call *c, const char *node, const
 	fw->req = c->req;
 	fw->state = FWD_EARLY;
 	snprintf(fw->node, sizeof(fw->node), "%s", node ? node : "?");
+	snprintf(fw->base, sizeof(fw->base), "%s", base_url ? base_url : "");
 	fw->ev = evtimer_new(f->base, later_cb, fw);
 	fw->stall = evtimer_new(f->base, stall_cb, fw);
 	fw->stall_s = stall_limit(f->cfg);
