@@ -13,10 +13,13 @@ Both daemons share this host's engine: what is proved is the proxy (HTTP,
 streaming, backpressure, failures), not separate engines or hosts."""
 import hashlib
 import os
+import signal
+import socket
 import ssl
 import threading
 import time
 
+import pytest
 
 from harness import procfs, wait_for
 from harness.http import Client, free_port
@@ -281,5 +284,75 @@ def test_forward_over_tls_with_the_peer_ca(make_daemon, tmp_path):
         msg = doc["error"]["message"]
         assert b.node in msg and "TLS" in msg and "certificate" in msg.lower(), msg
         print("a wrong CA: %s" % msg)
+    finally:
+        b.api.delete(sid)
+
+
+def test_forward_inflight_cap_and_a_caller_leaving_mid_upload(make_daemon, tmp_path):
+    """--forward-max-inflight 1: a second call while one is forwarded is a
+    503; a caller that leaves half-way through an upload frees its place at
+    once (the next call goes through)."""
+    a, b = pair(make_daemon, tmp_path, a_extra=("--forward-max-inflight", "1"))
+    sid = b.api.create()["id"]
+    try:
+        wait_routed(a, sid)
+        code = ("import os, time\nprint('holding', flush=True)\nt = time.monotonic()\n"
+                "while not os.path.exists('/workspace/go') and time.monotonic() - t < 20:\n"
+                "    time.sleep(0.02)\n")
+        with a.api.stream("POST", "/v1/sessions/%s/exec" % sid,
+                          body={"code": code, "stream": True, "timeout_s": 30}) as st:
+            for _, ev in st.events():
+                if ev["type"] == "stdout":
+                    break
+            status, doc = a.api.request("GET", "/v1/sessions/" + sid)
+            assert status == 503 and "1 calls at once" in doc["error"]["message"], doc
+            assert b.api.request("PUT", "/v1/sessions/%s/files/go" % sid, raw=b"1")[0] == 201
+            rest = [ev for _, ev in st.events()]
+            assert rest[-1]["type"] == "result", rest
+        wait_for(lambda: a.api.request("GET", "/v1/sessions/" + sid)[0] == 200, 10,
+                 what="the forward's place to be free again")
+        # Half of a 32 MiB upload, then the caller goes.
+        s = socket.create_connection(("127.0.0.1", a.port), timeout=10)
+        s.sendall(b"PUT /v1/sessions/%s/files/half.bin HTTP/1.1\r\nHost: a\r\n"
+                  b"Content-Length: %d\r\n\r\n" % (sid.encode(), 32 << 20))
+        block = os.urandom(1 << 20)
+        for _ in range(16):
+            s.sendall(block)
+        s.close()
+        wait_for(lambda: a.api.request("GET", "/v1/sessions/" + sid)[0] == 200, 10,
+                 what="the abandoned upload's forward to end")
+        assert b.api.exec(sid, "1 + 1")["result"] == "2"
+    finally:
+        b.api.delete(sid)
+
+
+def test_forward_secret_file_rules_and_reload(make_daemon, tmp_path):
+    short = secret_file(tmp_path, "short.secret", secret="too-short")
+    with pytest.raises(AssertionError) as e:
+        make_daemon("--cluster-secret-file", short)
+    assert "cluster-secret-file" in str(e.value) and "at least 32" in str(e.value)
+    # A group-readable secret is taken, with a warning.
+    loose = secret_file(tmp_path, "loose.secret")
+    os.chmod(loose, 0o640)
+    a, b = pair(make_daemon, tmp_path, secret=loose)
+    assert "can be read by its group or others" in a.read_log()
+    sid = b.api.create()["id"]
+    try:
+        wait_routed(a, sid)
+        # B alone takes a new secret: A's forwards now carry a token B does
+        # not know, and B refuses them (403 passes through).
+        with open(loose, "w") as f:
+            f.write(os.urandom(32).hex() + "\n")
+        mark = b.log_mark()
+        b.proc.send_signal(signal.SIGHUP)
+        b.wait_log("SIGHUP: cluster secret re-read", since=mark)
+        # A still has the old secret in memory: B refuses what it forwards.
+        status, doc = a.api.request("GET", "/v1/sessions/" + sid)
+        assert status == 403 and "secret" in doc["error"]["message"], doc
+        # A reloads the same file: the two agree again.
+        mark = a.log_mark()
+        a.proc.send_signal(signal.SIGHUP)
+        a.wait_log("SIGHUP: cluster secret re-read", since=mark)
+        assert a.api.request("GET", "/v1/sessions/" + sid)[0] == 200
     finally:
         b.api.delete(sid)
