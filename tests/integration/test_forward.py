@@ -238,6 +238,7 @@ def test_forward_owner_refusing_is_503_naming_it(make_daemon, tmp_path):
         assert r.doc["error"]["code"] == "unavailable"
         assert b.node in msg and ("refused" in msg or "unreachable" in msg), msg
         assert r.headers.get("retry-after") == "1"
+        print("refused: %s" % msg)
         # An exec with a body is refused the same way, and A keeps serving.
         status, doc = a.api.request("POST", "/v1/sessions/%s/exec" % sid, body={"code": "1"})
         assert status == 503 and b.node in doc["error"]["message"], doc
