@@ -75,6 +75,7 @@ extern const struct cli_cmd cmd_snapshot;
 extern const struct cli_cmd cmd_snapshots;
 extern const struct cli_cmd cmd_restore;
 extern const struct cli_cmd cmd_workspaces;
+extern const struct cli_cmd cmd_nodes;
 
 /* getopt values of the global options; above any short option char. */
 enum {

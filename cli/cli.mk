@@ -11,4 +11,5 @@ CLI_SRCS := cli/main.c cli/cli.c cli/client.c cli/output.c \
 	cli/cmd_failures.c \
 	cli/cmd_reviews.c \
 	cli/cmd_install.c \
-	cli/cmd_snapshot.c
+	cli/cmd_snapshot.c \
+	cli/cmd_nodes.c

@@ -85,8 +85,11 @@ const size_t api_routes_count = sizeof(api_routes) / sizeof(api_routes[0]);
  * tenant's: the probes and the admin routes are not counted against anyone. */
 static void route_authorized(struct call *c)
 {
-	/* A peer's call was counted where it entered (api_cluster.c). */
-	if (c->route->auth == API_AUTH_TENANT && !api_cluster_from_peer(c))
+	/* A client claiming to be a peer is refused before it costs anything;
+	 * a peer's call was counted where it entered (api_cluster.c). */
+	if (api_cluster_forged(c))
+		api_fail(c, ERR_FORBIDDEN, "X-CI-Cluster-Token is not this cluster's secret");
+	else if (c->route->auth == API_AUTH_TENANT && !api_cluster_from_peer(c))
 		api_quota_gate(c, api_cluster_route);
 	else if (c->route->auth == API_AUTH_TENANT)
 		api_cluster_route(c);

@@ -255,9 +255,12 @@ void api_cluster_free(struct api_cluster *ac);
 void api_cluster_route(struct call *c);
 /* Whether c came from a peer node (the cluster secret): not counted again. */
 bool api_cluster_from_peer(const struct call *c);
+/* Whether c carries a cluster token that is not the secret (forward.h). */
+bool api_cluster_forged(const struct call *c);
 void api_cluster_nodes(struct call *c);
-void api_cluster_counts(const struct http_api *api, uint64_t *forwarded, uint64_t *placed_away,
-			uint64_t *lost_answers);
+/* Its series on /metrics (api_probes.c). */
+struct buf;
+int api_cluster_metrics(struct http_api *api, struct buf *b);
 void api_admin_gc(struct call *c);
 void api_admin_drain(struct call *c);
 void api_admin_unknown(struct call *c);

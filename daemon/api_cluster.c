@@ -7,18 +7,23 @@
  * here when this node has room, else on the live node with the most room.
  * A call that came from a peer is always answered here: it was routed (and
  * counted against its tenant's rate) where it entered. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
 
 #include "api.h"
+#include "buf.h"
 #include "clock.h"
 #include "cluster.h"
 #include "forward.h"
 #include "json.h"
 #include "log.h"
 #include "manager.h"
+#include "metrics_hist.h"
+#include "session.h"
+#include "session_json.h"
 #include "store_nodes.h"
 #include "xalloc.h"
 
@@ -117,6 +122,12 @@ bool api_cluster_from_peer(const struct call *c)
 {
 	const struct api_cluster *ac = c->api->cluster;
 	return ac && ac->fwd && forwarder_from_peer(ac->fwd, c->req);
+}
+
+bool api_cluster_forged(const struct call *c)
+{
+	const struct api_cluster *ac = c->api->cluster;
+	return ac && ac->fwd && forwarder_forged(ac->fwd, c->req);
 }
 
 /* ---- a session of another node ---- */
@@ -252,7 +263,8 @@ static void route_session(struct call *c)
 static void place(struct call *c)
 {
 	struct api_cluster *ac = c->api->cluster;
-	if (cluster_has_room(ac->cl)) {
+	/* Without the cluster secret nothing can be forwarded: today's path. */
+	if (cluster_has_room(ac->cl) || c->api->cfg->cluster_secret_file[0] == '\0') {
 		c->route->handler(c);
 		return;
 	}
@@ -293,6 +305,59 @@ static void place_for_peer(struct call *c)
 	c->route->handler(c);
 }
 
+/* ---- GET /v1/sessions: the tenant's sessions on every live node ---- */
+
+/* What one list reads from Redis at most (its script blocks Redis while
+ * it runs: a cap on the ids it looks at bounds that). */
+#define LIST_MAX_RECORDS 10000
+#define LIST_MAX_SCANNED 50000
+
+static void list_one(const struct session *s, void *arg)
+{
+	session_to_json(s, arg, false);
+}
+
+static void listed(const struct err *e, const char *const *records, const size_t *lens, size_t n,
+		   bool cut, void *arg)
+{
+	struct call *c = api_wait_done(arg, NULL);
+	if (c == NULL)
+		return;
+	/* Redis failing: this node's own sessions still list, marked partial. */
+	if (e) {
+		n = 0;
+		cut = true;
+	}
+	AUTOGEN yajl_gen g = json_gen_new();
+	jg_obj(g);
+	jg_str(g, "sessions");
+	jg_arr(g);
+	manager_foreach(c->api->mgr, c->tenant, list_one, g);
+	for (size_t i = 0; i < n; i++) {
+		struct session *s = session_from_record(records[i], lens[i], NULL);
+		if (s && strcmp(s->tenant, c->tenant) == 0 &&
+		    manager_get(c->api->mgr, s->id, c->tenant) == NULL)
+			session_to_json(s, g, false);
+		session_free(s);
+	}
+	jg_arr_end(g);
+	if (cut)
+		jg_kv_bool(g, "partial", true);
+	jg_obj_end(g);
+	api_reply(c, 200, g, NULL);
+}
+
+/* The other nodes' sessions come from their records in Redis (one script),
+ * not from asking each node: a node that is slow or unreachable does not
+ * hold the list, and its sessions are listed as their records say (their
+ * state as of the record's last write: "ready"). */
+static void list_all(struct call *c)
+{
+	struct api_cluster *ac = c->api->cluster;
+	store_nodes_list(c->api->store, cluster_self(ac->cl), c->tenant, LIST_MAX_RECORDS,
+			 LIST_MAX_SCANNED, listed, api_wait_new(c, NULL));
+}
+
 void api_cluster_route(struct call *c)
 {
 	struct api_cluster *ac = c->api->cluster;
@@ -300,12 +365,8 @@ void api_cluster_route(struct call *c)
 		c->route->handler(c);
 		return;
 	}
-	/* A cluster token that is not the secret: a client posing as a peer
-	 * (forward.h), refused before anything is routed or run. */
-	if (forwarder_forged(ac->fwd, c->req)) {
-		api_fail(c, ERR_FORBIDDEN, "X-CI-Cluster-Token is not this cluster's secret");
-		return;
-	}
+	/* A forged cluster token was refused already (api.c's route_authorized,
+	 * before the quota gate). */
 	bool create = c->route->handler == api_sessions_create;
 	if (forwarder_from_peer(ac->fwd, c->req)) {
 		if (create)
@@ -316,6 +377,8 @@ void api_cluster_route(struct call *c)
 	}
 	if (c->id[0] && strncmp(http_req_path(c->req), "/v1/sessions/", 13) == 0)
 		route_session(c);
+	else if (c->route->handler == api_sessions_list)
+		list_all(c);
 	else if (create)
 		place(c);
 	else
@@ -360,11 +423,42 @@ void api_cluster_nodes(struct call *c)
 	api_reply(c, 200, g, NULL);
 }
 
-void api_cluster_counts(const struct http_api *api, uint64_t *forwarded, uint64_t *placed_away,
-			uint64_t *lost_answers)
+int api_cluster_metrics(struct http_api *api, struct buf *b)
 {
 	const struct api_cluster *ac = api->cluster;
-	*forwarded = ac ? ac->forwarded : 0;
-	*placed_away = ac ? ac->placed_away : 0;
-	*lost_answers = ac ? ac->lost_answers : 0;
+	if (ac == NULL)
+		return 0;
+	size_t n, live = 0;
+	const struct cluster_node *nodes = cluster_nodes(ac->cl, &n);
+	for (size_t i = 0; i < n; i++)
+		live += nodes[i].live;
+	uint64_t beats, failed, reconciled;
+	cluster_counts(ac->cl, &beats, &failed, &reconciled);
+	if (metrics_head(b, "ci_cluster_nodes", "gauge",
+			 "Nodes in the shared Redis, by state (live: heartbeat key present; lost), "
+			 "as of this node's last heartbeat.") < 0 ||
+	    metrics_printf(b, "ci_cluster_nodes{state=\"live\"} %zu\n", live) < 0 ||
+	    metrics_printf(b, "ci_cluster_nodes{state=\"lost\"} %zu\n", n - live) < 0 ||
+	    metrics_head(b, "ci_cluster_heartbeats_total", "counter",
+			 "This node's heartbeats, by outcome.") < 0 ||
+	    metrics_printf(b, "ci_cluster_heartbeats_total{outcome=\"written\"} %" PRIu64 "\n",
+			   beats) < 0 ||
+	    metrics_printf(b, "ci_cluster_heartbeats_total{outcome=\"failed\"} %" PRIu64 "\n",
+			   failed) < 0 ||
+	    metrics_head(b, "ci_cluster_routed_total", "counter",
+			 "Calls this node routed away: forwarded (every call sent to a peer: to a "
+			 "session's owner, or a new session to a node with room), placed (of them, "
+			 "the new sessions), node_lost (410 for a node without a heartbeat).") <
+		0 ||
+	    metrics_printf(b, "ci_cluster_routed_total{to=\"forwarded\"} %" PRIu64 "\n",
+			   ac->forwarded) < 0 ||
+	    metrics_printf(b, "ci_cluster_routed_total{to=\"placed\"} %" PRIu64 "\n",
+			   ac->placed_away) < 0 ||
+	    metrics_printf(b, "ci_cluster_routed_total{to=\"node_lost\"} %" PRIu64 "\n",
+			   ac->lost_answers) < 0 ||
+	    metrics_head(b, "ci_cluster_reconciled_total", "counter",
+			 "Sessions this node ended on its return because another node had declared "
+			 "them node_lost.") < 0)
+		return -1;
+	return metrics_printf(b, "ci_cluster_reconciled_total %" PRIu64 "\n", reconciled);
 }

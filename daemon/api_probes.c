@@ -259,7 +259,7 @@ void api_probes_metrics(struct call *c)
 	if (write_build_and_loop(api, &b) < 0 || write_core(api, &b) < 0 ||
 	    write_endings(api, &b) < 0 || metrics_write(api->metrics, &b) < 0 ||
 	    write_caps(api, &b) < 0 || write_runs(api, &b) < 0 || write_webhook(api, &b) < 0 ||
-	    write_snapshots(api, &b) < 0) {
+	    write_snapshots(api, &b) < 0 || api_cluster_metrics(api, &b) < 0) {
 		buf_release(&b);
 		api_fail(c, ERR_INTERNAL, "metrics: the page outgrew its cap");
 		return;

@@ -63,10 +63,31 @@ static const char lua_lost[] = "if redis.call('EXISTS', KEYS[1]) == 1 then retur
 			       "redis.call('SADD', KEYS[3], ARGV[3])\n"
 			       "return {0, ARGV[1]}\n";
 
+/* ARGV: prefix, self, tenant, max records, max ids looked at. */
+static const char lua_list[] =
+    "local p, out, scanned, cut = ARGV[1], {}, 0, 0\n"
+    "local maxr, maxs = tonumber(ARGV[4]), tonumber(ARGV[5])\n"
+    "for _, n in ipairs(redis.call('ZRANGE', p .. 'nodes', 0, -1)) do\n"
+    "  if n ~= ARGV[2] and redis.call('EXISTS', p .. 'heartbeat:' .. n) == 1 then\n"
+    "    for _, id in ipairs(redis.call('SMEMBERS', p .. 'node:' .. n .. ':sessions')) do\n"
+    "      scanned = scanned + 1\n"
+    "      if scanned > maxs or #out >= maxr then cut = 1 break end\n"
+    "      local r = redis.call('GET', p .. 'session:' .. id)\n"
+    "      if r then\n"
+    "        local ok, v = pcall(cjson.decode, r)\n"
+    "        if ok and type(v) == 'table' and v.tenant == ARGV[3] then out[#out + 1] = r end\n"
+    "      end\n"
+    "    end\n"
+    "  end\n"
+    "  if cut == 1 then break end\n"
+    "end\n"
+    "return {cut, out}\n";
+
 static struct store_script s_beat = {.text = lua_beat};
+static struct store_script s_list = {.text = lua_list};
 static struct store_script s_lost = {.text = lua_lost};
 
-enum op_kind { OP_BEAT, OP_OWNER, OP_LOST, OP_FORGET };
+enum op_kind { OP_BEAT, OP_OWNER, OP_LOST, OP_FORGET, OP_LIST };
 
 struct store_nodes_op {
 	struct store *st;
@@ -77,6 +98,7 @@ struct store_nodes_op {
 	store_owner_cb owner_cb;
 	store_lost_cb lost_cb;
 	store_forget_cb forget_cb;
+	store_list_cb list_cb;
 	void *arg;
 };
 
@@ -101,6 +123,7 @@ static void deliver_error(struct store_nodes_op *op, const char *why)
 	case OP_OWNER: op->owner_cb(&e, NULL, NULL, op->arg); break;
 	case OP_LOST: op->lost_cb(&e, false, NULL, 0, op->arg); break;
 	case OP_FORGET: op->forget_cb(&e, false, op->arg); break;
+	case OP_LIST: op->list_cb(&e, NULL, NULL, 0, false, op->arg); break;
 	}
 }
 
@@ -240,6 +263,27 @@ static void deliver_lost(struct store_nodes_op *op, const redisReply *r)
 	op->lost_cb(NULL, false, reason ? reason : "ended", at, op->arg);
 }
 
+static void deliver_list(struct store_nodes_op *op, const redisReply *r)
+{
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+	    r->element[0]->type != REDIS_REPLY_INTEGER ||
+	    r->element[1]->type != REDIS_REPLY_ARRAY) {
+		deliver_error(op, "redis: the list script answered in an unexpected shape");
+		return;
+	}
+	const redisReply *recs = r->element[1];
+	AUTOFREE const char **out = xcalloc(recs->elements + 1, sizeof(*out));
+	AUTOFREE size_t *lens = xcalloc(recs->elements + 1, sizeof(*lens));
+	size_t n = 0;
+	for (size_t i = 0; i < recs->elements; i++) {
+		if (!is_str(recs->element[i]) || recs->element[i]->len > RECORD_MAX)
+			continue;
+		out[n] = recs->element[i]->str;
+		lens[n++] = recs->element[i]->len;
+	}
+	op->list_cb(NULL, out, lens, n, r->element[0]->integer != 0, op->arg);
+}
+
 static void on_reply(redisAsyncContext *ac, void *reply, void *privdata)
 {
 	struct store_nodes_op *op = privdata;
@@ -264,6 +308,7 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *privdata)
 	case OP_FORGET:
 		op->forget_cb(NULL, r->type == REDIS_REPLY_INTEGER && r->integer > 0, op->arg);
 		break;
+	case OP_LIST: deliver_list(op, r); break;
 	}
 	op_free(op);
 }
@@ -336,5 +381,20 @@ struct store_nodes_op *store_node_forget(struct store *st, const char *node, sto
 	store_cmd_arg(&op->cmd, "ZREM");
 	store_cmd_argf(&op->cmd, "%snodes", st->prefix);
 	store_cmd_arg(&op->cmd, node);
+	return op_start(op);
+}
+
+struct store_nodes_op *store_nodes_list(struct store *st, const char *self, const char *tenant,
+					size_t max_records, size_t max_scanned, store_list_cb cb,
+					void *arg)
+{
+	struct store_nodes_op *op = op_new(st, OP_LIST, &s_list, arg);
+	op->list_cb = cb;
+	store_cmd_arg(&op->cmd, "0");
+	store_cmd_arg(&op->cmd, st->prefix);
+	store_cmd_arg(&op->cmd, self);
+	store_cmd_arg(&op->cmd, tenant);
+	store_cmd_argf(&op->cmd, "%zu", max_records);
+	store_cmd_argf(&op->cmd, "%zu", max_scanned);
 	return op_start(op);
 }

@@ -63,6 +63,16 @@ typedef void (*store_forget_cb)(const struct err *e, bool existed, void *arg);
 struct store_nodes_op *store_node_forget(struct store *st, const char *node, store_forget_cb cb,
 					 void *arg);
 
+/* The records of tenant's sessions on the other live nodes (their
+ * heartbeat key is there; self's are the manager's): at most max_records,
+ * after looking at most max_scanned ids; cut says a limit was hit. The
+ * records (JSON) are borrowed for the call. One script. */
+typedef void (*store_list_cb)(const struct err *e, const char *const *records, const size_t *lens,
+			      size_t n, bool cut, void *arg);
+struct store_nodes_op *store_nodes_list(struct store *st, const char *self, const char *tenant,
+					size_t max_records, size_t max_scanned, store_list_cb cb,
+					void *arg);
+
 /* op's callback will not run (op must not have completed). NULL-safe. */
 void store_nodes_cancel(struct store_nodes_op *op);
 

@@ -12,9 +12,14 @@ def test_nodes_sharing_redis_keep_to_their_own(make_daemon, redis_server):
     sa = a.api.create(idle_timeout_s=2)
     sb = b.api.create(idle_timeout_s=600)
     try:
-        # Each node lists its own sessions.
-        assert [s["id"] for s in a.api.request("GET", "/v1/sessions")[1]["sessions"]] == [sa["id"]]
-        assert [s["id"] for s in b.api.request("GET", "/v1/sessions")[1]["sessions"]] == [sb["id"]]
+        # Each node lists its own sessions first, then the other live nodes'
+        # (from their records: issue 15), each saying which node runs it.
+        wait_for(lambda: len(a.api.request("GET", "/v1/sessions")[1]["sessions"]) == 2, 10,
+                 what="a to list b's session (b's first heartbeat)")
+        la = a.api.request("GET", "/v1/sessions")[1]["sessions"]
+        lb = b.api.request("GET", "/v1/sessions")[1]["sessions"]
+        assert [(s["id"], s["node"]) for s in la] == [(sa["id"], a.node), (sb["id"], b.node)]
+        assert [(s["id"], s["node"]) for s in lb] == [(sb["id"], b.node), (sa["id"], a.node)]
         # A's session expires on A; the tombstone is shared, so B can explain it too.
         wait_for(lambda: a.api.request("GET", "/v1/sessions/" + sa["id"])[0] == 410, 10,
                  interval=0.05, what="expiry on node a")
