@@ -16,6 +16,7 @@ import os
 import signal
 import socket
 import ssl
+import subprocess
 import threading
 import time
 
@@ -285,6 +286,30 @@ def test_forward_over_tls_with_the_peer_ca(make_daemon, tmp_path):
         msg = doc["error"]["message"]
         assert b.node in msg and "TLS" in msg and "certificate" in msg.lower(), msg
         print("a wrong CA: %s" % msg)
+        # The right CA, but a certificate for another name: refused too.
+        named = os.path.join(d, "named")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
+                        named + ".key", "-out", named + ".pem", "-days", "2", "-subj",
+                        "/CN=wrong.test", "-addext", "subjectAltName=DNS:wrong.test"],
+                       check=True, capture_output=True, timeout=60)
+        nctx = ssl.create_default_context(cafile=named + ".pem")
+        nctx.check_hostname = False  # the harness's own readiness probe
+        c_port = free_port()
+        c = make_daemon(*common, "--tls-cert", named + ".pem", "--tls-key", named + ".key",
+                        "--advertise-url", "https://127.0.0.1:%d" % c_port, prefix=a.prefix,
+                        ssl_context=nctx, cacert=named + ".pem", port=c_port)
+        a2 = make_daemon(*common, "--peer-ca-file", named + ".pem", prefix=a.prefix)
+        sid_c = c.api.create()["id"]
+        try:
+            status, doc = wait_for(lambda: (lambda r: r if r[0] != 404 else None)(
+                a2.api.request("GET", "/v1/sessions/" + sid_c, timeout=15)), 15, interval=0.1,
+                what="A2 to route C's session")
+            msg = doc["error"]["message"]
+            assert status == 503 and c.node in msg and "TLS" in msg, (status, doc)
+            assert "127.0.0.1" in msg and "name" in msg, msg
+            print("a certificate for another name: %s" % msg)
+        finally:
+            c.api.delete(sid_c)
     finally:
         b.api.delete(sid)
 
