@@ -29,6 +29,7 @@
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <event2/buffer.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -47,6 +48,7 @@
 #include "forward_headers.h"
 #include "http_server.h"
 #include "log.h"
+#include "metrics_hist.h"
 #include "xalloc.h"
 
 #define FWD_SECRET_MIN 32
@@ -60,6 +62,17 @@
 #define FWD_STALL_MARGIN_S 30
 
 enum fwd_state { FWD_EARLY, FWD_RUNNING };
+
+/* How a forward ended (ci_forward_calls_total{outcome}). */
+enum fwd_outcome {
+	FWD_ANSWERED,    /* the owner's answer, whole, whatever its status */
+	FWD_UNAVAILABLE, /* 503 before any answer: unreachable, bad answer, stall, caps */
+	FWD_BROKEN,      /* cut after the answer began */
+	FWD_CALLER_GONE, /* the caller left (or its body was refused) first */
+	FWD_OUTCOMES
+};
+static const char *const fwd_outcome_names[FWD_OUTCOMES] = {"answered", "unavailable", "broken",
+							    "caller_gone"};
 
 struct fwd_header {
 	char *name, *value;
@@ -106,6 +119,7 @@ struct forwarder {
 	char secret_sha256[DIGEST_HEX_LEN + 1];
 	size_t inflight;
 	LIST_HEAD(, fwd) calls;
+	uint64_t outcomes[FWD_OUTCOMES]; /* by enum fwd_outcome, for /metrics */
 };
 
 /* ---- the secret ---- */
@@ -247,6 +261,11 @@ static void fwd_finish(struct fwd *fw, struct err *e)
 		http_req_set_close_cb(req, NULL, NULL);
 		http_req_set_drain_cb(req, 0, NULL, NULL);
 	}
+	enum fwd_outcome o = fw->body_failed || fw->gone ? FWD_CALLER_GONE
+			     : e && !fw->replied         ? FWD_UNAVAILABLE
+			     : e                         ? FWD_BROKEN
+							 : FWD_ANSWERED;
+	f->outcomes[o]++;
 	if (fw->body_failed && !fw->replied) {
 		/* The server answered the caller's bad body itself. */
 		api_call_free(c);
@@ -798,4 +817,23 @@ void forwarder_free(struct forwarder *f)
 	curl_loop_free(f->loop);
 	set_secret(f, NULL);
 	free(f);
+}
+
+int forwarder_metrics(const struct forwarder *f, struct buf *b)
+{
+	if (f == NULL)
+		return 0;
+	if (metrics_head(
+		b, "ci_forward_calls_total", "counter",
+		"Calls this node forwarded to a session's owner, by how they ended: "
+		"answered (the owner's answer passed on whole, any status), unavailable "
+		"(503 before any answer), broken (cut after the answer began), caller_gone.") < 0)
+		return -1;
+	for (int i = 0; i < FWD_OUTCOMES; i++)
+		if (metrics_printf(b, "ci_forward_calls_total{outcome=\"%s\"} %" PRIu64 "\n",
+				   fwd_outcome_names[i], f->outcomes[i]) < 0)
+			return -1;
+	if (metrics_head(b, "ci_forward_inflight", "gauge", "Forwards in flight now.") < 0)
+		return -1;
+	return metrics_printf(b, "ci_forward_inflight %zu\n", f->inflight);
 }

@@ -93,6 +93,9 @@ def test_forward_session_calls_through_another_node(make_daemon, tmp_path):
         assert r.status == 200 and r.body == b"hello"
         assert a.api.request("DELETE", "/v1/sessions/%s/files/small.txt" % sid)[0] == 204
         assert b.api.request("GET", "/v1/sessions/%s/files/small.txt" % sid)[0] == 404
+        m = a.metrics()
+        assert m['ci_forward_calls_total{outcome="answered"}'] >= 10, m
+        assert m["ci_forward_inflight"] == 0
         # Delete the session through A: it is gone on B.
         assert a.api.request("DELETE", "/v1/sessions/" + sid)[0] == 204
         wait_for(lambda: b.api.request("GET", "/v1/sessions/" + sid)[0] == 410, 10,
@@ -224,6 +227,7 @@ def test_forward_owner_killed_mid_stream(make_daemon, tmp_path):
     status, doc = a.api.request("GET", "/v1/sessions/" + sid, timeout=15)
     assert status in (503, 410), (status, doc)
     assert b.node in doc["error"]["message"], doc
+    assert a.metrics()['ci_forward_calls_total{outcome="broken"}'] == 1
 
 
 def test_forward_owner_refusing_is_503_naming_it(make_daemon, tmp_path):
@@ -244,6 +248,7 @@ def test_forward_owner_refusing_is_503_naming_it(make_daemon, tmp_path):
         status, doc = a.api.request("POST", "/v1/sessions/%s/exec" % sid, body={"code": "1"})
         assert status == 503 and b.node in doc["error"]["message"], doc
         assert a.api.request("GET", "/healthz")[0] == 200
+        assert a.metrics()['ci_forward_calls_total{outcome="unavailable"}'] >= 2
     finally:
         b.api.delete(sid)
 
@@ -348,6 +353,7 @@ def test_forward_inflight_cap_and_a_caller_leaving_mid_upload(make_daemon, tmp_p
         wait_for(lambda: a.api.request("GET", "/v1/sessions/" + sid)[0] == 200, 10,
                  what="the abandoned upload's forward to end")
         assert b.api.exec(sid, "1 + 1")["result"] == "2"
+        assert a.metrics()['ci_forward_calls_total{outcome="caller_gone"}'] == 1
     finally:
         b.api.delete(sid)
 
