@@ -665,6 +665,12 @@ static int setup_easy(struct fwd *fw, struct err **errp)
 	 * the stall timer ends an owner that goes quiet. */
 	rc |= curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, 0L);
 	rc |= curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+	/* Connections to a peer are reused, but not once they have idled near
+	 * the peer's own keep-alive limit (nodes share their configuration):
+	 * a request sent as the peer closes could not be replayed, its body
+	 * having been streamed and not kept. */
+	long maxage = cfg->http_idle_timeout_s > 2 ? (long)cfg->http_idle_timeout_s - 2 : 1;
+	rc |= curl_easy_setopt(e, CURLOPT_MAXAGE_CONN, maxage);
 	rc |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
 	rc |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
 	if (cfg->peer_ca_file && cfg->peer_ca_file[0]) {
