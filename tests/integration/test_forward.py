@@ -84,6 +84,14 @@ def test_forward_session_calls_through_another_node(make_daemon, tmp_path):
         status, doc = a.api.request("POST", "/v1/sessions/%s/exec" % sid, raw=b"{not json",
                                     headers={"Content-Type": "application/json"})
         assert status == 400 and doc["error"]["code"] == "bad_request", doc
+        # An upload the owner refuses by its length is answered at once (413),
+        # while the caller is still sending.
+        big = 600 << 20
+        status, doc, sent, _ = a.api.upload("PUT", "/v1/sessions/%s/files/huge.bin" % sid,
+                                            (b"x" * (1 << 20) for _ in range(600)), length=big,
+                                            timeout=60)
+        assert status == 413 and doc["error"]["code"] == "payload_too_large", doc
+        assert sent < big, sent
         # Files: list, put small, delete.
         status, doc = a.api.request("PUT", "/v1/sessions/%s/files/small.txt" % sid, raw=b"hello")
         assert status == 201 and doc["size"] == 5, doc
