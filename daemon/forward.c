@@ -376,6 +376,8 @@ static void chunk_cb(struct http_req *req, const char *data, size_t len, enum ht
 	}
 	if (fw->send_paused) {
 		fw->send_paused = false;
+		if (!fw->recv_paused)
+			fwd_arm_stall(fw);
 		fwd_apply_pause(fw);
 	}
 }
@@ -394,7 +396,10 @@ static size_t read_cb(char *buf, size_t size, size_t nitems, void *arg)
 			http_req_resume_body(fw->req); /* delivers from the loop */
 		}
 	} else if (!fw->up_end && !fw->gone) {
+		/* Waiting for the caller, not the owner: the server's own body
+		 * deadline watches the caller meanwhile. */
 		fw->send_paused = true;
+		evtimer_del(fw->stall);
 		fw->in_curl--;
 		return CURL_READFUNC_PAUSE;
 	}

@@ -124,7 +124,7 @@ def fake_pair(make_daemon, tmp_path):
     fd = os.open(sec, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(os.urandom(32).hex() + "\n")
-    common = ("--pool-size", "0", "--heartbeat-ms", "200", "--node-lost-ms", "3000",
+    common = ("--pool-size", "0", "--heartbeat-ms", "200", "--node-lost-ms", "10000",
               "--cluster-secret-file", sec)
     a = make_daemon(*common, "--forward-stall-timeout-s", "2")
     b = make_daemon(*common, "--advertise-url", peer.url, prefix=a.prefix)

@@ -39,9 +39,11 @@ def secret_file(directory, name="cluster.secret", secret=None):
 def pair(make_daemon, tmp_path, a_extra=(), b_extra=(), b_options=None, a_options=None,
          secret=None):
     """A and B on one Redis and key prefix with one cluster secret, B's URL
-    advertised (B's own flags may say otherwise)."""
+    advertised (B's own flags may say otherwise). Heartbeats are quick, so A
+    routes soon; a node is lost only after 10 s, so a loaded machine's late
+    heartbeat does not tombstone B's sessions in the middle of a case."""
     sec = secret or secret_file(tmp_path)
-    common = ("--pool-size", "0", "--heartbeat-ms", "200", "--node-lost-ms", "3000",
+    common = ("--pool-size", "0", "--heartbeat-ms", "200", "--node-lost-ms", "10000",
               "--cluster-secret-file", sec)
     a = make_daemon(*common, *a_extra, **(a_options or {}))
     b = make_daemon(*common, *b_extra, prefix=a.prefix, **(b_options or {}))
@@ -282,7 +284,7 @@ def test_forward_over_tls_with_the_peer_ca(make_daemon, tmp_path):
     other, _ = make_cert(d, "other", cn="other")
     ctx = ssl.create_default_context(cafile=cert)
     sec = secret_file(tmp_path)
-    common = ("--pool-size", "0", "--heartbeat-ms", "200", "--node-lost-ms", "3000",
+    common = ("--pool-size", "0", "--heartbeat-ms", "200", "--node-lost-ms", "10000",
               "--cluster-secret-file", sec)
     a = make_daemon(*common, "--peer-ca-file", cert)
     b_port = free_port()
