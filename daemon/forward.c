@@ -676,6 +676,7 @@ static int setup_easy(struct fwd *fw, struct err **errp)
 	 * having been streamed and not kept. */
 	long maxage = cfg->http_idle_timeout_s > 2 ? (long)cfg->http_idle_timeout_s - 2 : 1;
 	rc |= curl_easy_setopt(e, CURLOPT_MAXAGE_CONN, maxage);
+	rc |= curl_easy_setopt(e, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
 	rc |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
 	rc |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
 	if (cfg->peer_ca_file && cfg->peer_ca_file[0]) {
