@@ -7,8 +7,42 @@
 
 #include "cli.h"
 #include "client.h"
+#include "codec.h"
 #include "json.h"
 #include "output.h"
+#include "xalloc.h"
+
+enum {
+	NODES_FORGET = CLI_OPT_FIRST_COMMAND,
+};
+
+static const struct option nodes_options[] = {
+    {"forget", required_argument, NULL, NODES_FORGET},
+    CLI_COMMON_OPTIONS,
+    {NULL, 0, NULL, 0},
+};
+
+/* DELETE /v1/admin/nodes?node=NAME. */
+static int forget(struct cli_ctx *ctx, const char *node)
+{
+	struct client_resp resp = {0};
+	yajl_val doc = NULL;
+	char *esc = codec_url_escape(node, 0);
+	char *path = xasprintf("/v1/admin/nodes?node=%s", esc);
+	int rc = cli_call_doc(
+	    ctx, &(struct client_req){.method = "DELETE", .path = path, .timeout_s = 30}, &resp,
+	    &doc);
+	if (rc == CLI_EXIT_OK && doc) {
+		double n = 0;
+		json_path_num(doc, "sessions_ended", &n);
+		printf("forgot node %s: %.0f of its sessions ended (node_lost)\n", node, n);
+	}
+	json_free(doc);
+	client_resp_release(&resp);
+	free(path);
+	free(esc);
+	return rc;
+}
 
 static void num(yajl_val o, const char *key, char *buf, size_t size)
 {
@@ -26,10 +60,20 @@ static int nodes_run(struct cli_ctx *ctx, int argc, char **argv)
 	struct client_resp resp = {0};
 	yajl_val doc = NULL;
 	struct table *t = NULL;
-	int rc;
+	const char *forget_node = NULL;
+	int rc, c;
 
-	if (cli_operands(ctx, argc, argv, 0, 0, 0) < 0)
-		return ctx->rc;
+	while ((c = cli_getopt(ctx, argc, argv, ":h", nodes_options)) != -1) {
+		switch (c) {
+		case CLI_GETOPT_STOP: return ctx->rc;
+		case NODES_FORGET: forget_node = optarg; break;
+		default: break;
+		}
+	}
+	if ((rc = cli_want_args(ctx, argc - optind, 0, 0)) != 0)
+		return rc;
+	if (forget_node)
+		return forget(ctx, forget_node);
 	rc = cli_call_doc(
 	    ctx, &(struct client_req){.method = "GET", .path = "/v1/admin/nodes", .timeout_s = 30},
 	    &resp, &doc);
@@ -71,8 +115,8 @@ out:
 
 const struct cli_cmd cmd_nodes = {
     .name = "nodes",
-    .usage = "",
-    .summary = "List the nodes sharing this daemon's Redis, live or lost.",
+    .usage = "[--forget NODE]",
+    .summary = "List the nodes sharing this daemon's Redis, live or lost; --forget a lost one.",
     .help =
 	"GET /v1/admin/nodes (admin).  Every node that ever heartbeated into the shared\n"
 	"Redis and key prefix, from this daemon's view (refreshed every heartbeat-ms):\n"
@@ -82,6 +126,14 @@ const struct cli_cmd cmd_nodes = {
 	"VERSION.  --json prints the answer: {\"self\":...,\"heartbeat_ms\":...,\n"
 	"\"node_lost_ms\":...,\"nodes\":[{\"node\",\"state\",\"url\",\"sessions\",\n"
 	"\"max_sessions\",\"room\",\"pool_ready\",\"draining\",\"started_ms\",\"heartbeat_ms\",\n"
-	"\"heartbeat_at\",\"age_ms\",\"version\"}]}.\n",
+	"\"heartbeat_at\",\"age_ms\",\"version\"}]}.\n"
+	"\n"
+	"Options:\n"
+	"  --forget NODE  DELETE /v1/admin/nodes?node=NODE: a lost node (no heartbeat;\n"
+	"                 a live one is refused, 409) leaves the list, and each of its\n"
+	"                 sessions whose record is left is tombstoned node_lost and\n"
+	"                 its record removed.  Prints 'forgot node NODE: N of its\n"
+	"                 sessions ended (node_lost)'; --json prints the answer:\n"
+	"                 {\"node\",\"sessions_ended\"}.\n",
     .run = nodes_run,
 };

@@ -65,6 +65,7 @@ const struct api_route api_routes[] = {
     {"GET", "/review/app.css", api_reviews_page_css, API_AUTH_NONE},
     {"GET", "/v1/admin/orphans", api_admin_orphans, API_AUTH_ADMIN},
     {"GET", "/v1/admin/nodes", api_cluster_nodes, API_AUTH_ADMIN},
+    {"DELETE", "/v1/admin/nodes", api_cluster_forget, API_AUTH_ADMIN},
     {"POST", "/v1/admin/gc", api_admin_gc, API_AUTH_ADMIN},
     {"POST", "/v1/admin/drain", api_admin_drain, API_AUTH_ADMIN},
     {"POST", "/v1/admin/keys", api_keys_create, API_AUTH_ADMIN},

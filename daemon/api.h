@@ -258,6 +258,7 @@ bool api_cluster_from_peer(const struct call *c);
 /* Whether c carries a cluster token that is not the secret (forward.h). */
 bool api_cluster_forged(const struct call *c);
 void api_cluster_nodes(struct call *c);
+void api_cluster_forget(struct call *c);
 /* Its series on /metrics (api_probes.c). */
 struct buf;
 int api_cluster_metrics(struct http_api *api, struct buf *b);

@@ -423,6 +423,71 @@ void api_cluster_nodes(struct call *c)
 	api_reply(c, 200, g, NULL);
 }
 
+/* ---- DELETE /v1/admin/nodes?node=NAME ---- */
+
+struct forget_wait {
+	struct api_wait *w;
+	char node[CLUSTER_NODE_NAME_MAX + 1];
+};
+
+static void forgotten(const struct err *e, int state, int64_t n, void *arg)
+{
+	struct forget_wait *fw = arg;
+	struct call *c = api_wait_done(fw->w, NULL);
+	char node[sizeof(fw->node)];
+	memcpy(node, fw->node, sizeof(node));
+	free(fw);
+	if (c == NULL)
+		return;
+	if (e) {
+		api_reply(c, 0, NULL, e);
+		return;
+	}
+	if (state == 1) {
+		api_fail(c, ERR_BUSY, "node %s is live (its heartbeat is there): stop it first",
+			 node);
+		return;
+	}
+	if (state == 2) {
+		api_fail(c, ERR_NOT_FOUND, "no node %s in this Redis and prefix", node);
+		return;
+	}
+	log_warn("cluster: node %s forgotten by the operator; %lld of its sessions ended "
+		 "(node_lost)",
+		 node, (long long)n);
+	AUTOGEN yajl_gen g = json_gen_new();
+	jg_obj(g);
+	jg_kv_str(g, "node", node);
+	jg_kv_int(g, "sessions_ended", n);
+	jg_obj_end(g);
+	api_reply(c, 200, g, NULL);
+}
+
+void api_cluster_forget(struct call *c)
+{
+	AUTOFREE char *node = api_query_param(http_req_query(c->req), "node");
+	size_t len = node ? strlen(node) : 0;
+	bool ok = len > 0 && len <= CLUSTER_NODE_NAME_MAX;
+	for (size_t i = 0; ok && i < len; i++)
+		ok = (unsigned char)node[i] > ' ' && node[i] != 0x7f;
+	if (!ok) {
+		api_fail(c, ERR_BAD_REQUEST,
+			 "node: expected ?node=NAME (1 to %d visible characters)",
+			 CLUSTER_NODE_NAME_MAX);
+		return;
+	}
+	if (strcmp(node, c->api->cfg->node) == 0) {
+		api_fail(c, ERR_BUSY, "node %s is this node", node);
+		return;
+	}
+	char reason[200];
+	snprintf(reason, sizeof(reason), "node_lost: node %s was forgotten by the operator", node);
+	struct forget_wait *fw = xcalloc(1, sizeof(*fw));
+	snprintf(fw->node, sizeof(fw->node), "%s", node);
+	fw->w = api_wait_new(c, NULL);
+	store_node_forget(c->api->store, node, reason, forgotten, fw);
+}
+
 int api_cluster_metrics(struct http_api *api, struct buf *b)
 {
 	const struct api_cluster *ac = api->cluster;

@@ -83,11 +83,39 @@ static const char lua_list[] =
     "end\n"
     "return {cut, out}\n";
 
+/* KEYS: heartbeat:<node>, nodes, expiry:<node>, node:<node>:sessions,
+ * lost:<node>. ARGV: node, prefix, tomb reason, ttl s, now ms, ended_at. */
+static const char lua_forget[] =
+    "if redis.call('EXISTS', KEYS[1]) == 1 then return {1, 0} end\n"
+    "if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then return {2, 0} end\n"
+    "local p, n = ARGV[2], 0\n"
+    "for _, id in ipairs(redis.call('SMEMBERS', KEYS[4])) do\n"
+    "  local r = redis.call('GET', p .. 'session:' .. id)\n"
+    "  if r then\n"
+    "    local ok, v = pcall(cjson.decode, r)\n"
+    "    local ten = (ok and type(v) == 'table' and type(v.tenant) == 'string') and v.tenant or "
+    "''\n"
+    "    local t = cjson.encode({id = id, tenant = ten, state = 'dead', reason = ARGV[3],\n"
+    "      ended_at = ARGV[6], ended_at_ms = tonumber(ARGV[5]), node = ARGV[1]})\n"
+    "    redis.call('SET', p .. 'tomb:' .. id, t, 'EX', ARGV[4], 'NX')\n"
+    "    redis.call('DEL', p .. 'session:' .. id)\n"
+    "    if ten ~= '' then\n"
+    "      redis.call('ZREM', p .. 'quota:' .. ten .. ':sessions', id)\n"
+    "      redis.call('HDEL', p .. 'quota:' .. ten .. ':memory', id)\n"
+    "    end\n"
+    "    n = n + 1\n"
+    "  end\n"
+    "end\n"
+    "redis.call('DEL', KEYS[3], KEYS[4], KEYS[5])\n"
+    "redis.call('ZREM', KEYS[2], ARGV[1])\n"
+    "return {0, n}\n";
+
 static struct store_script s_beat = {.text = lua_beat};
+static struct store_script s_forget = {.text = lua_forget};
 static struct store_script s_list = {.text = lua_list};
 static struct store_script s_lost = {.text = lua_lost};
 
-enum op_kind { OP_BEAT, OP_OWNER, OP_LOST, OP_FORGET, OP_LIST };
+enum op_kind { OP_BEAT, OP_OWNER, OP_LOST, OP_LIST, OP_FORGET };
 
 struct store_nodes_op {
 	struct store *st;
@@ -97,8 +125,8 @@ struct store_nodes_op {
 	store_beat_cb beat_cb;
 	store_owner_cb owner_cb;
 	store_lost_cb lost_cb;
-	store_forget_cb forget_cb;
 	store_list_cb list_cb;
+	store_forget_cb forget_cb;
 	void *arg;
 };
 
@@ -122,8 +150,8 @@ static void deliver_error(struct store_nodes_op *op, const char *why)
 	case OP_BEAT: op->beat_cb(&e, NULL, op->arg); break;
 	case OP_OWNER: op->owner_cb(&e, NULL, NULL, op->arg); break;
 	case OP_LOST: op->lost_cb(&e, false, NULL, 0, op->arg); break;
-	case OP_FORGET: op->forget_cb(&e, false, op->arg); break;
 	case OP_LIST: op->list_cb(&e, NULL, NULL, 0, false, op->arg); break;
+	case OP_FORGET: op->forget_cb(&e, 0, 0, op->arg); break;
 	}
 }
 
@@ -305,10 +333,17 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *privdata)
 	case OP_BEAT: deliver_beat(op, r); break;
 	case OP_OWNER: deliver_owner(op, r); break;
 	case OP_LOST: deliver_lost(op, r); break;
-	case OP_FORGET:
-		op->forget_cb(NULL, r->type == REDIS_REPLY_INTEGER && r->integer > 0, op->arg);
-		break;
 	case OP_LIST: deliver_list(op, r); break;
+	case OP_FORGET:
+		if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+		    r->element[0]->type == REDIS_REPLY_INTEGER &&
+		    r->element[1]->type == REDIS_REPLY_INTEGER)
+			op->forget_cb(NULL, (int)r->element[0]->integer, r->element[1]->integer,
+				      op->arg);
+		else
+			deliver_error(op,
+				      "redis: the forget script answered in an unexpected shape");
+		break;
 	}
 	op_free(op);
 }
@@ -373,17 +408,6 @@ struct store_nodes_op *store_node_lost(struct store *st, const char *id, const c
 	return op_start(op);
 }
 
-struct store_nodes_op *store_node_forget(struct store *st, const char *node, store_forget_cb cb,
-					 void *arg)
-{
-	struct store_nodes_op *op = op_new(st, OP_FORGET, NULL, arg);
-	op->forget_cb = cb;
-	store_cmd_arg(&op->cmd, "ZREM");
-	store_cmd_argf(&op->cmd, "%snodes", st->prefix);
-	store_cmd_arg(&op->cmd, node);
-	return op_start(op);
-}
-
 struct store_nodes_op *store_nodes_list(struct store *st, const char *self, const char *tenant,
 					size_t max_records, size_t max_scanned, store_list_cb cb,
 					void *arg)
@@ -396,5 +420,27 @@ struct store_nodes_op *store_nodes_list(struct store *st, const char *self, cons
 	store_cmd_arg(&op->cmd, tenant);
 	store_cmd_argf(&op->cmd, "%zu", max_records);
 	store_cmd_argf(&op->cmd, "%zu", max_scanned);
+	return op_start(op);
+}
+
+struct store_nodes_op *store_node_forget(struct store *st, const char *node, const char *reason,
+					 store_forget_cb cb, void *arg)
+{
+	struct store_nodes_op *op = op_new(st, OP_FORGET, &s_forget, arg);
+	op->forget_cb = cb;
+	int64_t now = clock_now_ms();
+	char when[32];
+	store_cmd_arg(&op->cmd, "5");
+	store_cmd_argf(&op->cmd, "%sheartbeat:%s", st->prefix, node);
+	store_cmd_argf(&op->cmd, "%snodes", st->prefix);
+	store_cmd_argf(&op->cmd, "%sexpiry:%s", st->prefix, node);
+	store_cmd_argf(&op->cmd, "%snode:%s:sessions", st->prefix, node);
+	store_cmd_argf(&op->cmd, "%slost:%s", st->prefix, node);
+	store_cmd_arg(&op->cmd, node);
+	store_cmd_arg(&op->cmd, st->prefix);
+	store_cmd_arg(&op->cmd, reason);
+	store_cmd_argf(&op->cmd, "%lld", (long long)st->tomb_ttl_s);
+	store_cmd_argf(&op->cmd, "%lld", (long long)now);
+	store_cmd_arg(&op->cmd, clock_format_rfc3339(now, when, sizeof(when)));
 	return op_start(op);
 }

@@ -57,12 +57,6 @@ struct store_nodes_op *store_node_lost(struct store *st, const char *id, const c
 				       const char *tenant, const char *reason, store_lost_cb cb,
 				       void *arg);
 
-/* Forget a lost node: ZREM from P nodes (its sessions' records expire
- * with their idle TTL). existed: it was there. */
-typedef void (*store_forget_cb)(const struct err *e, bool existed, void *arg);
-struct store_nodes_op *store_node_forget(struct store *st, const char *node, store_forget_cb cb,
-					 void *arg);
-
 /* The records of tenant's sessions on the other live nodes (their
  * heartbeat key is there; self's are the manager's): at most max_records,
  * after looking at most max_scanned ids; cut says a limit was hit. The
@@ -72,6 +66,15 @@ typedef void (*store_list_cb)(const struct err *e, const char *const *records, c
 struct store_nodes_op *store_nodes_list(struct store *st, const char *self, const char *tenant,
 					size_t max_records, size_t max_scanned, store_list_cb cb,
 					void *arg);
+
+/* Forget node, which must have no heartbeat: each of its sessions whose
+ * record is left is tombstoned node_lost (reason; an earlier tombstone
+ * stays) and its record, clock and quota reservation removed; then its
+ * sets and its entry in P nodes go. One script. n: the sessions ended;
+ * state: 0 done, 1 the node is live (nothing done), 2 no such node. */
+typedef void (*store_forget_cb)(const struct err *e, int state, int64_t n, void *arg);
+struct store_nodes_op *store_node_forget(struct store *st, const char *node, const char *reason,
+					 store_forget_cb cb, void *arg);
 
 /* op's callback will not run (op must not have completed). NULL-safe. */
 void store_nodes_cancel(struct store_nodes_op *op);

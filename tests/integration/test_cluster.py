@@ -34,9 +34,11 @@ def cluster(make_daemon, tmp_path):
 
     def make(*per_node):
         nodes = []
-        for flags in per_node:
+        for i, flags in enumerate(per_node):
+            # Nodes on one host take disjoint uid ranges (docs/deploy.md).
             d = make_daemon("--pool-size", "0", "--cluster-secret-file", str(secret),
-                            *flags, prefix=prefix)
+                            "--sandbox-uid-base", str(600000 + 10000 * i),
+                            "--sandbox-uid-count", "2048", *flags, prefix=prefix)
             d.stopped = stopped
             nodes.append(d)
         return nodes
@@ -209,6 +211,9 @@ def test_stopped_node_is_lost_and_reconciles_on_return(cluster, redis_server):
         # The tomb holds, and every node says the same.
         tomb = json.loads(redis_server.cli("GET", a.prefix + "tomb:" + lost["id"]))
         assert tomb["reason"].startswith("node_lost") and tomb["node"] == c.node
+        last = float(redis_server.cli("ZSCORE", a.prefix + "nodes", c.node))
+        print("node_lost tombstoned %.2f s after c's last heartbeat"
+              % ((tomb["ended_at_ms"] - last) / 1000.0))
         for via in (a, b):
             st, doc = via.api.request("GET", "/v1/sessions/" + lost["id"], timeout=5)
             assert st == 410 and doc["error"]["code"] == "node_lost", (st, doc)
@@ -290,3 +295,27 @@ def test_another_tenants_session_on_a_peer_is_not_reached_nor_tombstoned(make_da
         assert t1.exec(sid, "4")["result"] == "4"
     finally:
         c.client(t1.api_key).delete(sid)
+
+
+def test_forget_a_lost_node(cluster, redis_server):
+    a, c = cluster((), ())
+    wait_all_live([a, c])
+    s = c.api.create()
+    sid = s["id"]
+    # A live node is refused, an unknown one is 404, a bad name 400.
+    out = a.ctl("nodes", "--forget", c.node)
+    assert out.returncode != 0 and "is live" in out.stderr, (out.stdout, out.stderr)
+    assert a.admin.request("DELETE", "/v1/admin/nodes?node=nosuchnode")[0] == 404
+    assert a.admin.request("DELETE", "/v1/admin/nodes")[0] == 400
+    c.kill()  # gone for good; its container stays on the engine (the harness removes it)
+    wait_for(lambda: nodes_of(a)[c.node]["state"] == "lost", 10, what="c lost")
+    out = a.ctl("nodes", "--forget", c.node)
+    assert out.returncode == 0, out.stderr
+    assert "forgot node %s: 1 of its sessions ended" % c.node in out.stdout
+    wait_for(lambda: c.node not in nodes_of(a), 5, what="c to leave a's view")
+    for key in ("expiry:" + c.node, "node:%s:sessions" % c.node, "lost:" + c.node,
+                "session:" + sid):
+        assert redis_server.cli("EXISTS", a.prefix + key) == "0", key
+    st, doc = a.api.request("GET", "/v1/sessions/" + sid)
+    assert st == 410 and doc["error"]["code"] == "node_lost", (st, doc)
+    assert "forgotten by the operator" in doc["error"]["message"]

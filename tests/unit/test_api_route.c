@@ -176,6 +176,7 @@ static const char *const api_expect[] = {
     "GET /v1/audit -> GET /v1/audit",
     "GET /v1/admin/orphans -> GET /v1/admin/orphans",
     "GET /v1/admin/nodes -> GET /v1/admin/nodes",
+    "DELETE /v1/admin/nodes -> DELETE /v1/admin/nodes",
     "POST /v1/admin/nodes -> * /v1/admin/{...}",
     "POST /v1/admin/gc -> POST /v1/admin/gc",
     "POST /v1/admin/drain -> POST /v1/admin/drain",

@@ -264,3 +264,25 @@ TEST(config_workspace_backend_is_loop_or_tmpfs)
 	err_free(e);
 	config_free(&c);
 }
+
+TEST(config_node_lost_after_two_heartbeats_and_advertise_url_scheme)
+{
+	struct config c;
+	char msg[512];
+	char *tight[] = {"ci-daemon", "--heartbeat-ms", "1000", "--node-lost-ms", "2000", NULL};
+	CHECK(load_args(&c, tight, msg, sizeof(msg)) < 0);
+	CHECK(strstr(msg, "node-lost-ms 2000 must be more than twice heartbeat-ms 1000") != NULL);
+	config_free(&c);
+	char *ok[] = {"ci-daemon", "--heartbeat-ms", "500", "--node-lost-ms", "1001", NULL};
+	CHECK(load_args(&c, ok, msg, sizeof(msg)) == 0);
+	CHECK(c.heartbeat_ms == 500 && c.node_lost_ms == 1001);
+	config_free(&c);
+	char *url[] = {"ci-daemon", "--advertise-url", "ftp://a.test:1", NULL};
+	CHECK(load_args(&c, url, msg, sizeof(msg)) < 0);
+	CHECK(strstr(msg, "advertise-url") != NULL);
+	config_free(&c);
+	char *defaults[] = {"ci-daemon", NULL};
+	CHECK(load_args(&c, defaults, msg, sizeof(msg)) == 0);
+	CHECK(c.heartbeat_ms == 1000 && c.node_lost_ms == 4000 && c.advertise_url[0] == '\0');
+	config_free(&c);
+}
