@@ -723,6 +723,13 @@ void forwarder_call(struct forwarder *f, struct call *c, const char *node, const
 	LIST_INSERT_HEAD(&f->calls, fw, link);
 	f->inflight++;
 	struct err *e = NULL;
+	if (http_req_client_gone(c->req)) {
+		/* It left while the call waited (a key lookup): nothing to send
+		 * for, and no close callback will say so any more. */
+		fw->gone = true;
+		defer_event(fw->ev);
+		return;
+	}
 	if (f->secret == NULL)
 		err_set(&e, ERR_UNAVAILABLE,
 			"session is on node %s, but this node has no cluster secret "
