@@ -525,5 +525,7 @@ int api_cluster_metrics(struct http_api *api, struct buf *b)
 			 "Sessions this node ended on its return because another node had declared "
 			 "them node_lost.") < 0)
 		return -1;
-	return metrics_printf(b, "ci_cluster_reconciled_total %" PRIu64 "\n", reconciled);
+	if (metrics_printf(b, "ci_cluster_reconciled_total %" PRIu64 "\n", reconciled) < 0)
+		return -1;
+	return forwarder_metrics(ac->fwd, b); /* the proxy's own series (forward.c) */
 }

@@ -29,6 +29,7 @@
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <event2/buffer.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -47,6 +48,7 @@
 #include "forward_headers.h"
 #include "http_server.h"
 #include "log.h"
+#include "metrics_hist.h"
 #include "xalloc.h"
 
 #define FWD_SECRET_MIN 32
@@ -61,6 +63,17 @@
 
 enum fwd_state { FWD_EARLY, FWD_RUNNING };
 
+/* How a forward ended (ci_forward_calls_total{outcome}). */
+enum fwd_outcome {
+	FWD_ANSWERED,    /* the owner's answer, whole, whatever its status */
+	FWD_UNAVAILABLE, /* 503 before any answer: unreachable, bad answer, stall, caps */
+	FWD_BROKEN,      /* cut after the answer began */
+	FWD_CALLER_GONE, /* the caller left (or its body was refused) first */
+	FWD_OUTCOMES
+};
+static const char *const fwd_outcome_names[FWD_OUTCOMES] = {"answered", "unavailable", "broken",
+							    "caller_gone"};
+
 struct fwd_header {
 	char *name, *value;
 };
@@ -74,6 +87,7 @@ struct fwd {
 	bool in_multi;
 	struct curl_slist *headers;
 	char node[128];
+	char base[256]; /* the owner's URL, for messages */
 	char *url;
 	struct err *early;   /* a failure before the start, answered from the loop */
 	struct event *ev;    /* ... by this, or the end of a caller gone inside a curl callback */
@@ -105,6 +119,7 @@ struct forwarder {
 	char secret_sha256[DIGEST_HEX_LEN + 1];
 	size_t inflight;
 	LIST_HEAD(, fwd) calls;
+	uint64_t outcomes[FWD_OUTCOMES]; /* by enum fwd_outcome, for /metrics */
 };
 
 /* ---- the secret ---- */
@@ -246,6 +261,11 @@ static void fwd_finish(struct fwd *fw, struct err *e)
 		http_req_set_close_cb(req, NULL, NULL);
 		http_req_set_drain_cb(req, 0, NULL, NULL);
 	}
+	enum fwd_outcome o = fw->body_failed || fw->gone ? FWD_CALLER_GONE
+			     : e && !fw->replied         ? FWD_UNAVAILABLE
+			     : e                         ? FWD_BROKEN
+							 : FWD_ANSWERED;
+	f->outcomes[o]++;
 	if (fw->body_failed && !fw->replied) {
 		/* The server answered the caller's bad body itself. */
 		api_call_free(c);
@@ -356,6 +376,8 @@ static void chunk_cb(struct http_req *req, const char *data, size_t len, enum ht
 	}
 	if (fw->send_paused) {
 		fw->send_paused = false;
+		if (!fw->recv_paused)
+			fwd_arm_stall(fw);
 		fwd_apply_pause(fw);
 	}
 }
@@ -374,7 +396,10 @@ static size_t read_cb(char *buf, size_t size, size_t nitems, void *arg)
 			http_req_resume_body(fw->req); /* delivers from the loop */
 		}
 	} else if (!fw->up_end && !fw->gone) {
+		/* Waiting for the caller, not the owner: the server's own body
+		 * deadline watches the caller meanwhile. */
 		fw->send_paused = true;
+		evtimer_del(fw->stall);
 		fw->in_curl--;
 		return CURL_READFUNC_PAUSE;
 	}
@@ -516,14 +541,22 @@ static struct err *describe(struct fwd *fw, CURLcode res)
 	case CURLE_OPERATION_TIMEDOUT:
 		if (!fw->replied && fw->status == 0)
 			return err_new(ERR_UNAVAILABLE, "node %s (%s) is unreachable: %s", fw->node,
-				       fw->url, detail);
+				       fw->base, detail);
 		break;
 	case CURLE_PEER_FAILED_VERIFICATION:
 	case CURLE_SSL_CONNECT_ERROR:
 	case CURLE_SSL_CACERT_BADFILE:
 	case CURLE_SSL_CERTPROBLEM:
-		return err_new(ERR_UNAVAILABLE, "node %s (%s): TLS failed: %s", fw->node, fw->url,
+		return err_new(ERR_UNAVAILABLE, "node %s (%s): TLS failed: %s", fw->node, fw->base,
 			       detail);
+	case CURLE_OUT_OF_MEMORY:
+		/* curl's own cap on one header line (CURL_MAX_HTTP_HEADER). */
+		if (!fw->head_done)
+			return err_new(ERR_UNAVAILABLE,
+				       "node %s: its answer's head is larger than curl takes (a "
+				       "header line over %d KiB)",
+				       fw->node, CURL_MAX_HTTP_HEADER / 1024);
+		break;
 	default: break;
 	}
 	return err_new(ERR_UNAVAILABLE, "node %s broke off before answering: %s", fw->node, detail);
@@ -637,6 +670,13 @@ static int setup_easy(struct fwd *fw, struct err **errp)
 	 * the stall timer ends an owner that goes quiet. */
 	rc |= curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, 0L);
 	rc |= curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+	/* Connections to a peer are reused, but not once they have idled near
+	 * the peer's own keep-alive limit (nodes share their configuration):
+	 * a request sent as the peer closes could not be replayed, its body
+	 * having been streamed and not kept. */
+	long maxage = cfg->http_idle_timeout_s > 2 ? (long)cfg->http_idle_timeout_s - 2 : 1;
+	rc |= curl_easy_setopt(e, CURLOPT_MAXAGE_CONN, maxage);
+	rc |= curl_easy_setopt(e, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
 	rc |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
 	rc |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
 	if (cfg->peer_ca_file && cfg->peer_ca_file[0]) {
@@ -675,6 +715,7 @@ void forwarder_call(struct forwarder *f, struct call *c, const char *node, const
 	fw->req = c->req;
 	fw->state = FWD_EARLY;
 	snprintf(fw->node, sizeof(fw->node), "%s", node ? node : "?");
+	snprintf(fw->base, sizeof(fw->base), "%s", base_url ? base_url : "");
 	fw->ev = evtimer_new(f->base, later_cb, fw);
 	fw->stall = evtimer_new(f->base, stall_cb, fw);
 	fw->stall_s = stall_limit(f->cfg);
@@ -682,6 +723,13 @@ void forwarder_call(struct forwarder *f, struct call *c, const char *node, const
 	LIST_INSERT_HEAD(&f->calls, fw, link);
 	f->inflight++;
 	struct err *e = NULL;
+	if (http_req_client_gone(c->req)) {
+		/* It left while the call waited (a key lookup): nothing to send
+		 * for, and no close callback will say so any more. */
+		fw->gone = true;
+		defer_event(fw->ev);
+		return;
+	}
 	if (f->secret == NULL)
 		err_set(&e, ERR_UNAVAILABLE,
 			"session is on node %s, but this node has no cluster secret "
@@ -788,4 +836,23 @@ void forwarder_free(struct forwarder *f)
 	curl_loop_free(f->loop);
 	set_secret(f, NULL);
 	free(f);
+}
+
+int forwarder_metrics(const struct forwarder *f, struct buf *b)
+{
+	if (f == NULL)
+		return 0;
+	if (metrics_head(
+		b, "ci_forward_calls_total", "counter",
+		"Calls this node forwarded to a session's owner, by how they ended: "
+		"answered (the owner's answer passed on whole, any status), unavailable "
+		"(503 before any answer), broken (cut after the answer began), caller_gone.") < 0)
+		return -1;
+	for (int i = 0; i < FWD_OUTCOMES; i++)
+		if (metrics_printf(b, "ci_forward_calls_total{outcome=\"%s\"} %" PRIu64 "\n",
+				   fwd_outcome_names[i], f->outcomes[i]) < 0)
+			return -1;
+	if (metrics_head(b, "ci_forward_inflight", "gauge", "Forwards in flight now.") < 0)
+		return -1;
+	return metrics_printf(b, "ci_forward_inflight %zu\n", f->inflight);
 }

@@ -61,4 +61,10 @@ bool forwarder_from_peer(const struct forwarder *f, const struct http_req *req);
  * (Added to the fixed interface by the forwarding side, issue 15.) */
 bool forwarder_forged(const struct forwarder *f, const struct http_req *req);
 
+/* Append the forwarder's series to b (Prometheus text, for /metrics):
+ * ci_forward_calls_total{outcome} and ci_forward_inflight. -1 when b's cap
+ * is reached. NULL-safe (nothing). (Added by the forwarding side.) */
+struct buf;
+int forwarder_metrics(const struct forwarder *f, struct buf *b);
+
 #endif

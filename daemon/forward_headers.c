@@ -143,7 +143,9 @@ void forward_headers_xff(const char *own, const char *peer, char *out, size_t si
 	}
 	if (ip[0] == '\0')
 		snprintf(ip, sizeof(ip), "unknown");
-	if (own && own[0])
+	/* The caller's own chain only when it fits whole: cut, it would lose
+	 * the one address that is ours to vouch for, the last. */
+	if (own && own[0] && strlen(own) + 2 + strlen(ip) < size)
 		snprintf(out, size, "%s, %s", own, ip);
 	else
 		snprintf(out, size, "%s", ip);

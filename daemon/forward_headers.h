@@ -42,7 +42,8 @@ int forward_headers_split(const char *line, size_t len, char *name, size_t size,
 
 /* X-Forwarded-For for a request that came from peer (http_req_peer's
  * "IP:PORT", "[IPv6]:PORT" or "unix") with the caller's own value (NULL
- * when none): "own, IP" (the port dropped), into out. */
+ * when none): "own, IP" (the port dropped), into out; just "IP" when own
+ * does not fit. */
 void forward_headers_xff(const char *own, const char *peer, char *out, size_t size);
 
 /* base_url without its trailing slashes, then path and, when query is not

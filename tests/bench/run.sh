@@ -121,6 +121,14 @@ if [[ "${BENCH_CAPACITY:-1}" != 0 ]]; then
 	echo "bench: capacity figures (BENCH_CAPACITY=0 skips it)"
 	timeout --signal=TERM --kill-after=60 900 /usr/bin/python3 tests/bench/bench_capacity.py || rc=$?
 fi
+# Forwarding (issue 15): exec round trip straight to the owner vs through
+# another node, interleaved in this same run.
+if [[ "${BENCH_FORWARD:-1}" != 0 ]]; then
+	echo
+	echo "bench: forwarded vs direct exec round trip (BENCH_FORWARD=0 skips it)"
+	timeout --signal=TERM --kill-after=60 300 /usr/bin/python3 tests/bench/bench_forward.py \
+		"$CITEST_DAEMON" || rc=$?
+fi
 timeout --signal=TERM --kill-after=120 "$limit" /usr/bin/python3 tests/bench/bench.py || rc=$?
 if [[ $rc == 124 || $rc == 143 || $rc == 137 ]]; then
 	echo "bench: stopped after the ${limit}s limit (BENCH_TIMEOUT_S)" >&2

@@ -13,10 +13,14 @@ Both daemons share this host's engine: what is proved is the proxy (HTTP,
 streaming, backpressure, failures), not separate engines or hosts."""
 import hashlib
 import os
+import signal
+import socket
 import ssl
+import subprocess
 import threading
 import time
 
+import pytest
 
 from harness import procfs, wait_for
 from harness.http import Client, free_port
@@ -35,9 +39,11 @@ def secret_file(directory, name="cluster.secret", secret=None):
 def pair(make_daemon, tmp_path, a_extra=(), b_extra=(), b_options=None, a_options=None,
          secret=None):
     """A and B on one Redis and key prefix with one cluster secret, B's URL
-    advertised (B's own flags may say otherwise)."""
+    advertised (B's own flags may say otherwise). Heartbeats are quick, so A
+    routes soon; a node is lost only after 10 s, so a loaded machine's late
+    heartbeat does not tombstone B's sessions in the middle of a case."""
     sec = secret or secret_file(tmp_path)
-    common = ("--pool-size", "0", "--heartbeat-ms", "200", "--node-lost-ms", "3000",
+    common = ("--pool-size", "0", "--heartbeat-ms", "200", "--node-lost-ms", "10000",
               "--cluster-secret-file", sec)
     a = make_daemon(*common, *a_extra, **(a_options or {}))
     b = make_daemon(*common, *b_extra, prefix=a.prefix, **(b_options or {}))
@@ -80,6 +86,14 @@ def test_forward_session_calls_through_another_node(make_daemon, tmp_path):
         status, doc = a.api.request("POST", "/v1/sessions/%s/exec" % sid, raw=b"{not json",
                                     headers={"Content-Type": "application/json"})
         assert status == 400 and doc["error"]["code"] == "bad_request", doc
+        # An upload the owner refuses by its length is answered at once (413),
+        # while the caller is still sending.
+        big = 600 << 20
+        status, doc, sent, _ = a.api.upload("PUT", "/v1/sessions/%s/files/huge.bin" % sid,
+                                            (b"x" * (1 << 20) for _ in range(600)), length=big,
+                                            timeout=60)
+        assert status == 413 and doc["error"]["code"] == "payload_too_large", doc
+        assert sent < big, sent
         # Files: list, put small, delete.
         status, doc = a.api.request("PUT", "/v1/sessions/%s/files/small.txt" % sid, raw=b"hello")
         assert status == 201 and doc["size"] == 5, doc
@@ -89,6 +103,9 @@ def test_forward_session_calls_through_another_node(make_daemon, tmp_path):
         assert r.status == 200 and r.body == b"hello"
         assert a.api.request("DELETE", "/v1/sessions/%s/files/small.txt" % sid)[0] == 204
         assert b.api.request("GET", "/v1/sessions/%s/files/small.txt" % sid)[0] == 404
+        m = a.metrics()
+        assert m['ci_forward_calls_total{outcome="answered"}'] >= 10, m
+        assert m["ci_forward_inflight"] == 0
         # Delete the session through A: it is gone on B.
         assert a.api.request("DELETE", "/v1/sessions/" + sid)[0] == 204
         wait_for(lambda: b.api.request("GET", "/v1/sessions/" + sid)[0] == 410, 10,
@@ -137,14 +154,14 @@ def test_forward_streamed_exec_events_arrive_as_written(make_daemon, tmp_path):
 
 
 def test_forward_large_file_both_ways_with_bounded_memory(make_daemon, tmp_path):
-    """64 MiB up through A and back: the same bytes, and A's RSS grows by
+    """100 MiB up through A and back: the same bytes, and A's RSS grows by
     far less than the file (the body is streamed, never held whole)."""
     # ASan's quarantine keeps freed memory (256 MiB by default): A's RSS
     # would count what was freed long ago. A small one shows what is held.
     asan = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:quarantine_size_mb=1"}
     a, b = pair(make_daemon, tmp_path, a_options={"env": asan})
     sid = b.api.create(limits={"disk_mb": 256})["id"]
-    size, piece = 64 << 20, 1 << 20
+    size, piece = 100 << 20, 1 << 20
     block = os.urandom(piece)
     want = hashlib.sha256()
     for i in range(size // piece):
@@ -220,6 +237,7 @@ def test_forward_owner_killed_mid_stream(make_daemon, tmp_path):
     status, doc = a.api.request("GET", "/v1/sessions/" + sid, timeout=15)
     assert status in (503, 410), (status, doc)
     assert b.node in doc["error"]["message"], doc
+    assert a.metrics()['ci_forward_calls_total{outcome="broken"}'] == 1
 
 
 def test_forward_owner_refusing_is_503_naming_it(make_daemon, tmp_path):
@@ -235,10 +253,12 @@ def test_forward_owner_refusing_is_503_naming_it(make_daemon, tmp_path):
         assert r.doc["error"]["code"] == "unavailable"
         assert b.node in msg and ("refused" in msg or "unreachable" in msg), msg
         assert r.headers.get("retry-after") == "1"
+        print("refused: %s" % msg)
         # An exec with a body is refused the same way, and A keeps serving.
         status, doc = a.api.request("POST", "/v1/sessions/%s/exec" % sid, body={"code": "1"})
         assert status == 503 and b.node in doc["error"]["message"], doc
         assert a.api.request("GET", "/healthz")[0] == 200
+        assert a.metrics()['ci_forward_calls_total{outcome="unavailable"}'] >= 2
     finally:
         b.api.delete(sid)
 
@@ -264,7 +284,7 @@ def test_forward_over_tls_with_the_peer_ca(make_daemon, tmp_path):
     other, _ = make_cert(d, "other", cn="other")
     ctx = ssl.create_default_context(cafile=cert)
     sec = secret_file(tmp_path)
-    common = ("--pool-size", "0", "--heartbeat-ms", "200", "--node-lost-ms", "3000",
+    common = ("--pool-size", "0", "--heartbeat-ms", "200", "--node-lost-ms", "10000",
               "--cluster-secret-file", sec)
     a = make_daemon(*common, "--peer-ca-file", cert)
     b_port = free_port()
@@ -281,5 +301,100 @@ def test_forward_over_tls_with_the_peer_ca(make_daemon, tmp_path):
         msg = doc["error"]["message"]
         assert b.node in msg and "TLS" in msg and "certificate" in msg.lower(), msg
         print("a wrong CA: %s" % msg)
+        # The right CA, but a certificate for another name: refused too.
+        named = os.path.join(d, "named")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
+                        named + ".key", "-out", named + ".pem", "-days", "2", "-subj",
+                        "/CN=wrong.test", "-addext", "subjectAltName=DNS:wrong.test"],
+                       check=True, capture_output=True, timeout=60)
+        nctx = ssl.create_default_context(cafile=named + ".pem")
+        nctx.check_hostname = False  # the harness's own readiness probe
+        c_port = free_port()
+        c = make_daemon(*common, "--tls-cert", named + ".pem", "--tls-key", named + ".key",
+                        "--advertise-url", "https://127.0.0.1:%d" % c_port, prefix=a.prefix,
+                        ssl_context=nctx, cacert=named + ".pem", port=c_port)
+        a2 = make_daemon(*common, "--peer-ca-file", named + ".pem", prefix=a.prefix)
+        sid_c = c.api.create()["id"]
+        try:
+            status, doc = wait_for(lambda: (lambda r: r if r[0] != 404 else None)(
+                a2.api.request("GET", "/v1/sessions/" + sid_c, timeout=15)), 15, interval=0.1,
+                what="A2 to route C's session")
+            msg = doc["error"]["message"]
+            assert status == 503 and c.node in msg and "TLS" in msg, (status, doc)
+            assert "127.0.0.1" in msg and "name" in msg, msg
+            print("a certificate for another name: %s" % msg)
+        finally:
+            c.api.delete(sid_c)
+    finally:
+        b.api.delete(sid)
+
+
+def test_forward_inflight_cap_and_a_caller_leaving_mid_upload(make_daemon, tmp_path):
+    """--forward-max-inflight 1: a second call while one is forwarded is a
+    503; a caller that leaves half-way through an upload frees its place at
+    once (the next call goes through)."""
+    a, b = pair(make_daemon, tmp_path, a_extra=("--forward-max-inflight", "1"))
+    sid = b.api.create()["id"]
+    try:
+        wait_routed(a, sid)
+        code = ("import os, time\nprint('holding', flush=True)\nt = time.monotonic()\n"
+                "while not os.path.exists('/workspace/go') and time.monotonic() - t < 20:\n"
+                "    time.sleep(0.02)\n")
+        with a.api.stream("POST", "/v1/sessions/%s/exec" % sid,
+                          body={"code": code, "stream": True, "timeout_s": 30}) as st:
+            for _, ev in st.events():
+                if ev["type"] == "stdout":
+                    break
+            status, doc = a.api.request("GET", "/v1/sessions/" + sid)
+            assert status == 503 and "1 calls at once" in doc["error"]["message"], doc
+            assert b.api.request("PUT", "/v1/sessions/%s/files/go" % sid, raw=b"1")[0] == 201
+            rest = [ev for _, ev in st.events()]
+            assert rest[-1]["type"] == "result", rest
+        wait_for(lambda: a.api.request("GET", "/v1/sessions/" + sid)[0] == 200, 10,
+                 what="the forward's place to be free again")
+        # Half of a 32 MiB upload, then the caller goes.
+        s = socket.create_connection(("127.0.0.1", a.port), timeout=10)
+        s.sendall(b"PUT /v1/sessions/%s/files/half.bin HTTP/1.1\r\nHost: a\r\n"
+                  b"Content-Length: %d\r\n\r\n" % (sid.encode(), 32 << 20))
+        block = os.urandom(1 << 20)
+        for _ in range(16):
+            s.sendall(block)
+        s.close()
+        wait_for(lambda: a.api.request("GET", "/v1/sessions/" + sid)[0] == 200, 10,
+                 what="the abandoned upload's forward to end")
+        assert b.api.exec(sid, "1 + 1")["result"] == "2"
+        assert a.metrics()['ci_forward_calls_total{outcome="caller_gone"}'] == 1
+    finally:
+        b.api.delete(sid)
+
+
+def test_forward_secret_file_rules_and_reload(make_daemon, tmp_path):
+    short = secret_file(tmp_path, "short.secret", secret="too-short")
+    with pytest.raises(AssertionError) as e:
+        make_daemon("--cluster-secret-file", short)
+    assert "cluster-secret-file" in str(e.value) and "at least 32" in str(e.value)
+    # A group-readable secret is taken, with a warning.
+    loose = secret_file(tmp_path, "loose.secret")
+    os.chmod(loose, 0o640)
+    a, b = pair(make_daemon, tmp_path, secret=loose)
+    assert "can be read by its group or others" in a.read_log()
+    sid = b.api.create()["id"]
+    try:
+        wait_routed(a, sid)
+        # B alone takes a new secret: A's forwards now carry a token B does
+        # not know, and B refuses them (403 passes through).
+        with open(loose, "w") as f:
+            f.write(os.urandom(32).hex() + "\n")
+        mark = b.log_mark()
+        b.proc.send_signal(signal.SIGHUP)
+        b.wait_log("SIGHUP: cluster secret re-read", since=mark)
+        # A still has the old secret in memory: B refuses what it forwards.
+        status, doc = a.api.request("GET", "/v1/sessions/" + sid)
+        assert status == 403 and "secret" in doc["error"]["message"], doc
+        # A reloads the same file: the two agree again.
+        mark = a.log_mark()
+        a.proc.send_signal(signal.SIGHUP)
+        a.wait_log("SIGHUP: cluster secret re-read", since=mark)
+        assert a.api.request("GET", "/v1/sessions/" + sid)[0] == 200
     finally:
         b.api.delete(sid)
