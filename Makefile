@@ -228,7 +228,6 @@ test: setup
 	@$(MAKE) --no-print-directory all build/unit-tests tools
 	@$(MAKE) --no-print-directory SANITIZE=1 all build/asan/unit-tests tools
 	@$(MAKE) --no-print-directory $(FUZZ_BINS)
-	@$(MAKE) --no-print-directory service-images
 	@tests/run-all.sh
 
 bench: setup all tools

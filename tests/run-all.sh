@@ -12,8 +12,9 @@
 #   browser      the reviewer's page in headless chromium (playwright-core)
 #   deploy       deploy/: the systemd unit, the example config, the Kubernetes
 #                manifests (offline schema check, tests/k8s), the service images with
-#                docker-compose, the sidecar pod, the engines helper (tests/deploy/;
-#                make test builds the service images first)
+#                docker-compose, the sidecar pod, the engines helper (tests/deploy/);
+#                the service images it needs are built in the background while
+#                the first suites run (SERVICE_IMAGES_BUILD=0: do not build them)
 # Select suites with TEST_SUITES="unit integration"; pass pytest options with PYTEST_ARGS.
 set -u
 cd "$(dirname "$0")/.."
@@ -36,6 +37,34 @@ count() {
 	total_pass=$((total_pass + p))
 	total_fail=$((total_fail + f))
 	[ "$f" -eq 0 ] || failed+=("$name")
+}
+
+# The deploy suite needs the service's own images (images/service/build.sh:
+# about 6 minutes from nothing, 1 s when they are current). A cold build is
+# started here, niced, so it runs while the suites before deploy do, and the
+# deploy suite waits for it.
+service_images_pid=""
+case " $suites " in
+*" deploy "*)
+	if [ "${SERVICE_IMAGES_BUILD:-1}" != 0 ] && ! images/service/build.sh --check >/dev/null 2>&1; then
+		mkdir -p build
+		printf '\n=== deploy: building the service images in the background (build/service-images.log)\n'
+		nice -n 10 images/service/build.sh >build/service-images.log 2>&1 &
+		service_images_pid=$!
+	fi
+	;;
+esac
+
+# The background build's end, before the deploy suite: its log's tail and a
+# failure when it failed.
+wait_service_images() {
+	[ -n "$service_images_pid" ] || return 0
+	local rc=0
+	wait "$service_images_pid" || rc=$?
+	service_images_pid=""
+	tail -n 8 build/service-images.log
+	[ "$rc" -eq 0 ] || echo "deploy: the service images did not build (exit $rc; build/service-images.log)"
+	return "$rc"
 }
 
 run() {
@@ -67,8 +96,14 @@ for s in $suites; do
 		/usr/bin/python3 -m pytest -q -p no:cacheprovider tests/chaos ${PYTEST_ARGS:-} ;;
 	browser) run browser env CITEST_DAEMON=build/asan/ci-daemon CITEST_CTL=build/asan/ci-ctl \
 		/usr/bin/python3 -m pytest -q -p no:cacheprovider tests/browser ${PYTEST_ARGS:-} ;;
-	deploy) run deploy env CITEST_DAEMON=build/asan/ci-daemon CITEST_CTL=build/asan/ci-ctl \
-		/usr/bin/python3 -m pytest -q -p no:cacheprovider -s tests/deploy ${PYTEST_ARGS:-} ;;
+	deploy)
+		if wait_service_images; then
+			run deploy env CITEST_DAEMON=build/asan/ci-daemon CITEST_CTL=build/asan/ci-ctl \
+				/usr/bin/python3 -m pytest -q -p no:cacheprovider -s tests/deploy ${PYTEST_ARGS:-}
+		else
+			run deploy sh -c 'echo "deploy: 0 passed, 1 failed"; exit 1'
+		fi
+		;;
 	*) echo "unknown suite $s" >&2; exit 2 ;;
 	esac
 done
