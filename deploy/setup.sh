@@ -31,7 +31,7 @@ PACKAGES=(
 	# tests
 	python3 python3-pytest python3-openpyxl openssl valgrind clang-format clang libclang-rt-14-dev
 	# the reviewer page's browser test (tests/browser/): Debian's chromium, driven by
-	# playwright-core from npm (install_browser_test)
+	# playwright-core from npm (install_npm_test_peers)
 	chromium nodejs
 	# promtool, which checks the live /metrics page; only the tool is used, the
 	# server is kept from starting (install_packages)
@@ -148,17 +148,19 @@ start_redis() {
 	die "redis-server did not answer within 5 s"
 }
 
-# The browser test's playwright-core, at the exact version of
-# tests/browser/package-lock.json: npm ci when node_modules was not made from
-# this lock (a stamp holds the lock's hash), so that a machine already set up
-# needs no network. No browser is downloaded: the test uses Debian's chromium.
-install_browser_test() {
-	local dir=$here/tests/browser stamp want
+# The test peers from npm, each at the exact versions of its directory's
+# package-lock.json: npm ci when node_modules was not made from this lock (a
+# stamp holds the lock's hash), so that a machine already set up needs no
+# network. usage: npm_test_peers DIR WHAT PRESENT_PATH [ENV=VALUE]
+#   PRESENT_PATH: a path under node_modules that exists once installed.
+npm_test_peers() {
+	local dir=$here/$1 what=$2 present=$3 stamp want
+	shift 3
 	[ -f "$dir/package-lock.json" ] || return 0
 	stamp=$dir/node_modules/.ci-lock-sha256
 	want=$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1)
-	if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -d "$dir/node_modules/playwright-core" ]; then
-		say "browser test: playwright-core present"
+	if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -e "$dir/node_modules/$present" ]; then
+		say "$what present"
 		return
 	fi
 	if ! command -v npm >/dev/null; then
@@ -166,55 +168,25 @@ install_browser_test() {
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends npm >/dev/null ||
 			die "apt-get install npm failed"
 	fi
-	say "browser test: npm ci in tests/browser"
-	(cd "$dir" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --ignore-scripts \
-		--loglevel=error >/dev/null) || die "npm ci in tests/browser failed"
+	say "$what: npm ci in $1"
+	(cd "$dir" && env "$@" npm ci --no-audit --no-fund --ignore-scripts --loglevel=error >/dev/null) ||
+		die "npm ci in $1 failed"
 	printf '%s\n' "$want" >"$stamp"
 }
 
-# The S3 peers of tests/integration/test_blobstore.py (s3rver, and the
-# official @aws-sdk/client-s3 for the interop check), at the exact versions
-# of tests/s3/package-lock.json, the same way: npm ci only when the lock
-# changed.
-install_s3_test() {
-	local dir=$here/tests/s3 stamp want
-	[ -f "$dir/package-lock.json" ] || return 0
-	stamp=$dir/node_modules/.ci-lock-sha256
-	want=$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1)
-	if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x "$dir/node_modules/.bin/s3rver" ]; then
-		say "s3 test: s3rver and @aws-sdk/client-s3 present"
-		return
-	fi
-	command -v npm >/dev/null || die "npm is missing (install_browser_test installs it)"
-	say "s3 test: npm ci in tests/s3"
-	(cd "$dir" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error >/dev/null) ||
-		die "npm ci in tests/s3 failed"
-	printf '%s\n' "$want" >"$stamp"
-}
-
-# The Kubernetes manifest check of tests/deploy (kubernetes-models and yaml,
-# tests/k8s/package-lock.json), the same way: npm ci only when the lock
-# changed.
-install_k8s_test() {
-	local dir=$here/tests/k8s stamp want
-	[ -f "$dir/package-lock.json" ] || return 0
-	stamp=$dir/node_modules/.ci-lock-sha256
-	want=$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1)
-	if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -d "$dir/node_modules/kubernetes-models" ]; then
-		say "k8s test: kubernetes-models and yaml present"
-		return
-	fi
-	command -v npm >/dev/null || die "npm is missing (install_browser_test installs it)"
-	say "k8s test: npm ci in tests/k8s"
-	(cd "$dir" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error >/dev/null) ||
-		die "npm ci in tests/k8s failed"
-	printf '%s\n' "$want" >"$stamp"
+# The browser test's playwright-core (no browser is downloaded: the test
+# uses Debian's chromium); the S3 peers of tests/integration/test_blobstore.py
+# (s3rver, and the official @aws-sdk/client-s3 for the interop check); the
+# Kubernetes manifest check of tests/deploy (kubernetes-models and yaml).
+install_npm_test_peers() {
+	npm_test_peers tests/browser "browser test: playwright-core" playwright-core \
+		PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
+	npm_test_peers tests/s3 "s3 test: s3rver and @aws-sdk/client-s3" .bin/s3rver
+	npm_test_peers tests/k8s "k8s test: kubernetes-models and yaml" kubernetes-models
 }
 
 install_packages
-install_browser_test
-install_s3_test
-install_k8s_test
+install_npm_test_peers
 start_docker
 [ "${SETUP_SKIP_REDIS:-0}" = 1 ] || start_redis
 "$here/images/python/build.sh"
