@@ -605,12 +605,7 @@ static void send_step(struct s3_op *op)
 	op->headers = curl_slist_append(op->headers, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
 	rc |= curl_easy_setopt(e, CURLOPT_URL, url);
 	free(url);
-#if LIBCURL_VERSION_NUM >= 0x075500
-	rc |= curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-#else
-	rc |= curl_easy_setopt(e, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
-#endif
-	rc |= curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+	rc |= curl_loop_http_only(e);
 	rc |= curl_easy_setopt(e, CURLOPT_PROXY, "");
 	rc |= curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
 	if (op->step == SS_GET) {

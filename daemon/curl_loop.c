@@ -145,3 +145,18 @@ void curl_loop_remove(struct curl_loop *l, CURL *easy)
 {
 	curl_multi_remove_handle(l->multi, easy);
 }
+
+CURLcode curl_loop_http_only(CURL *easy)
+{
+	CURLcode rc = CURLE_OK;
+#if LIBCURL_VERSION_NUM >= 0x075500 /* 7.85: the string forms */
+	rc |= curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
+	rc |= curl_easy_setopt(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+#else
+	rc |= curl_easy_setopt(easy, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+	rc |= curl_easy_setopt(easy, CURLOPT_REDIR_PROTOCOLS,
+			       (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
+	rc |= curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
+	return rc;
+}

@@ -652,16 +652,8 @@ static int setup_easy(struct fwd *fw, struct err **errp)
 	if (rc != CURLE_OK)
 		return err_set(errp, ERR_BAD_REQUEST, "the call's path cannot be forwarded (%s)",
 			       curl_easy_strerror(rc));
-#if LIBCURL_VERSION_NUM >= 0x075500 /* 7.85: the string forms */
-	rc |= curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-	rc |= curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-#else
-	rc |= curl_easy_setopt(e, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
-	rc |=
-	    curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
-#endif
+	rc |= curl_loop_http_only(e);
 	rc |= curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
-	rc |= curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
 	rc |= curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L); /* the owner checks the path */
 	rc |= curl_easy_setopt(e, CURLOPT_PROXY, "");      /* no proxy variables reroute it */
 	rc |= curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);

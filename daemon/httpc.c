@@ -189,15 +189,7 @@ struct httpc_call *httpc_post(struct httpc *h, const char *url, const char *cons
 	CURL *e = c->easy;
 	CURLcode rc = CURLE_OK;
 	rc |= curl_easy_setopt(e, CURLOPT_URL, url);
-#if LIBCURL_VERSION_NUM >= 0x075500 /* 7.85: the string forms */
-	rc |= curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-	rc |= curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-#else
-	rc |= curl_easy_setopt(e, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
-	rc |=
-	    curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
-#endif
-	rc |= curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+	rc |= curl_loop_http_only(e);
 	rc |= curl_easy_setopt(e, CURLOPT_PROXY, "");
 	rc |= curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
 	rc |= curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
