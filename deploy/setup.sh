@@ -154,7 +154,7 @@ start_redis() {
 # network. usage: npm_test_peers DIR WHAT PRESENT_PATH [ENV=VALUE]
 #   PRESENT_PATH: a path under node_modules that exists once installed.
 npm_test_peers() {
-	local dir=$here/$1 what=$2 present=$3 stamp want
+	local rel=$1 what=$2 present=$3 dir=$here/$1 stamp want
 	shift 3
 	[ -f "$dir/package-lock.json" ] || return 0
 	stamp=$dir/node_modules/.ci-lock-sha256
@@ -168,9 +168,9 @@ npm_test_peers() {
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends npm >/dev/null ||
 			die "apt-get install npm failed"
 	fi
-	say "$what: npm ci in $1"
+	say "$what: npm ci in $rel"
 	(cd "$dir" && env "$@" npm ci --no-audit --no-fund --ignore-scripts --loglevel=error >/dev/null) ||
-		die "npm ci in $1 failed"
+		die "npm ci in $rel failed"
 	printf '%s\n' "$want" >"$stamp"
 }
 
