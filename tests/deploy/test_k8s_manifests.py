@@ -23,10 +23,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 K8S = os.path.join(ROOT, "deploy", "k8s")
 VALIDATE = os.path.join(ROOT, "tests", "k8s", "validate.mjs")
 SHAPES = ["sidecar", "service", "service/external-redis"]
-# Options other helpers add in issue 15 (ci15-cluster): the service shape
-# names them already; until they are merged the daemon does not know them.
-PENDING = {"advertise-url", "cluster-secret-file", "peer-ca-file", "heartbeat-ms",
-           "node-lost-ms"}
 
 pytestmark = pytest.mark.skipif(
     not os.path.isdir(os.path.join(ROOT, "tests", "k8s", "node_modules", "kubernetes-models")),
@@ -157,7 +153,7 @@ def container(spec, name):
 def test_configmap_keys_are_daemon_options(name):
     cm = find(docs(), "ConfigMap", name)
     known = daemon_keys()
-    unknown = set(conf(cm)) - known - (PENDING - known)
+    unknown = set(conf(cm)) - known
     assert not unknown, "keys ci-daemon does not have: %s" % sorted(unknown)
 
 
@@ -238,17 +234,13 @@ def test_configmap_config_runs_a_daemon(make_daemon, tmp_path, name):
     """The ConfigMap's ci-daemon.conf, loaded by a real daemon that serves a
     session with it. Flags (which beat the file) put it on this machine: the
     harness's listener, Redis, prefix and state dir, the host's engine, and
-    no key or certificate files (the pod's Secrets are not here). Options of
-    other branches not merged yet are left out, by name."""
+    no key, certificate or secret files (the pod's Secrets are not here)."""
     cm = find(docs(), "ConfigMap", name)
-    known = daemon_keys()
-    lines = [ln for ln in cm["data"]["ci-daemon.conf"].splitlines()
-             if ln.partition("=")[0].strip() not in PENDING - known]
     path = tmp_path / "ci-daemon.conf"
-    path.write_text("\n".join(lines) + "\n")
+    path.write_text(cm["data"]["ci-daemon.conf"])
     d = make_daemon("--config", str(path), "--docker", "/var/run/docker.sock",
                     "--tls-cert", "", "--tls-key", "", "--admin-key-file", "",
-                    "--pool-size", "0")
+                    "--cluster-secret-file", "", "--peer-ca-file", "", "--pool-size", "0")
     s = d.api.create()
     try:
         assert d.api.exec(s["id"], "print('from %s')" % name)["stdout"] == "from %s\n" % name

@@ -221,10 +221,16 @@ def setpriv_wrapper(tmp_path, caps, mounts=False):
     permitted and effective sets are that), no_new_privs; with mounts, in
     the unit's mount namespace (MOUNT_NS_SH)."""
     bset = "-all," + ",".join("+" + c[4:].lower() for c in sorted(caps))
-    setpriv = "setpriv --no-new-privs --inh-caps=-all --bounding-set=%s -- %s \"$@\"" % (
-        bset, os.path.abspath(DAEMON_BIN))
     files = tmp_path / "files"
     files.mkdir(exist_ok=True)
+    binary = os.path.abspath(DAEMON_BIN)
+    if mounts:
+        # The namespace hides /tmp, /home and /root, where a checkout may
+        # well be (CI clones into /tmp): the daemon runs from FILES instead.
+        shutil.copy2(binary, files / "ci-daemon")
+        binary = str(files / "ci-daemon")
+    setpriv = "setpriv --no-new-privs --inh-caps=-all --bounding-set=%s -- %s \"$@\"" % (
+        bset, binary)
     if mounts:
         (tmp_path / "mount-ns.sh").write_text(MOUNT_NS_SH + "exec " + setpriv + "\n")
         script = ("#!/bin/sh\nFILES=%s exec unshare --mount -- sh %s/mount-ns.sh \"$@\"\n"
