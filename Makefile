@@ -221,7 +221,11 @@ test-deploy: service-images
 	@$(MAKE) --no-print-directory SANITIZE=1 all
 	@TEST_SUITES=deploy tests/run-all.sh
 
-run: setup all
+# setup first, then the build in a make of its own: setup may install the
+# packages (llhttp's sources) that the build's rules name, and a make that
+# looked for them before they existed would not see them.
+run: setup
+	@$(MAKE) --no-print-directory all
 	$(BUILD)/ci-daemon
 
 test: setup
@@ -230,13 +234,15 @@ test: setup
 	@$(MAKE) --no-print-directory $(FUZZ_BINS)
 	@tests/run-all.sh
 
-bench: setup all tools
+bench: setup
+	@$(MAKE) --no-print-directory all tools
 	@tests/bench/run.sh
 
 # The notebook fidelity suite (issue 14, tests/fidelity/run.py): real
 # notebooks from Debian's doc packages, replayed through ci and a Jupyter
 # kernel; the report goes to build/fidelity/report.md.
-fidelity: setup all
+fidelity: setup
+	@$(MAKE) --no-print-directory all
 	@/usr/bin/python3 tests/fidelity/run.py build/ci-daemon
 
 # Fuzz targets (libFuzzer, clang): one per parser of outside input.
