@@ -204,6 +204,19 @@ static void take_files(struct exec_result *r, yajl_val files)
 	}
 }
 
+/* The runner's names for why it walked (ci_watch.py); anything else from a
+ * container is dropped, not echoed to the client. */
+static const char *const files_fallbacks[] = {"overflow", "unwatched", "too_many_files",
+					      "no_inotify"};
+
+static const char *known_fallback(const char *s)
+{
+	for (size_t i = 0; s && i < sizeof(files_fallbacks) / sizeof(files_fallbacks[0]); i++)
+		if (strcmp(s, files_fallbacks[i]) == 0)
+			return files_fallbacks[i];
+	return NULL;
+}
+
 int exec_result_on_done(struct exec_result *r, yajl_val done, struct err **errp)
 {
 	const char *status = json_get_str(done, "status");
@@ -227,6 +240,7 @@ int exec_result_on_done(struct exec_result *r, yajl_val done, struct err **errp)
 	yajl_val ft = json_get(done, "files_truncated");
 	if (ft && YAJL_IS_TRUE(ft))
 		r->files_truncated = true;
+	r->files_fallback = known_fallback(json_get_str(done, "files_fallback"));
 	return 0;
 }
 
@@ -306,6 +320,7 @@ void exec_result_to_json(const struct exec_result *r, yajl_gen g)
 	}
 	jg_arr_end(g);
 	jg_kv_bool(g, "files_truncated", r->files_truncated);
+	jg_kv_str(g, "files_fallback", r->files_fallback);
 	jg_kv_int(g, "duration_ms", r->duration_ms);
 	jg_kv_str(g, "kernel", r->kernel_restarted ? "restarted" : "preserved");
 	jg_kv_str(g, "reason", r->reason);

@@ -59,6 +59,11 @@ struct exec_result {
 	struct exec_file *files;
 	size_t n_files;
 	bool files_truncated;
+	/* Why the runner walked /workspace for the change list instead of
+	 * taking it from its inotify index ("overflow", "unwatched",
+	 * "too_many_files", "no_inotify"), NULL when it did not: a static
+	 * string, one of exec_files_fallbacks. */
+	const char *files_fallback;
 	int64_t duration_ms;
 	bool kernel_restarted;
 	char *reason; /* why it timed out or was killed; NULL otherwise */

@@ -89,7 +89,32 @@ TEST(exec_result_assembles_and_serialises)
 			"\"result\":false}"));
 	CHECK(strstr(t, "\"kernel\":\"preserved\""));
 	CHECK(strstr(t, "\"result\":null"));
+	CHECK(strstr(t, "\"files_fallback\":null"));
 	exec_result_free(r);
+}
+
+TEST(exec_result_files_fallback_only_the_runners_names)
+{
+	const char *cases[][2] = {
+	    {"{\"status\":\"ok\",\"files_fallback\":\"overflow\"}",
+	     "\"files_fallback\":\"overflow\""},
+	    {"{\"status\":\"ok\",\"files_fallback\":\"unwatched\"}",
+	     "\"files_fallback\":\"unwatched\""},
+	    {"{\"status\":\"ok\",\"files_fallback\":\"<script>\"}", "\"files_fallback\":null"},
+	    {"{\"status\":\"ok\",\"files_fallback\":7}", "\"files_fallback\":null"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct exec_result *r = exec_result_new(16);
+		struct err *e = NULL;
+		yajl_val v = json_parse(cases[i][0], strlen(cases[i][0]), &e);
+		CHECK(v && exec_result_on_done(r, v, &e) == 0);
+		yajl_tree_free(v);
+		AUTOGEN yajl_gen g = json_gen_new();
+		exec_result_to_json(r, g);
+		size_t len;
+		CHECK(strstr(jg_text(g, &len), cases[i][1]));
+		exec_result_free(r);
+	}
 }
 
 TEST(exec_result_rejects_bad_status_and_caps_display)

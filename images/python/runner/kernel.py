@@ -110,6 +110,13 @@ def _cap(value, default):
     return default
 
 
+def _env_int(name):
+    try:
+        return int(os.environ[name])
+    except (KeyError, ValueError):
+        return None
+
+
 def _text_stream(fd):
     raw = io.FileIO(fd, "w", closefd=False)
     return io.TextIOWrapper(io.BufferedWriter(raw, 8192), encoding="utf-8",
@@ -156,6 +163,9 @@ class Kernel:
     def __init__(self, ipc, root):
         self.ipc = ipc
         self.root = root
+        self.watch = None              # ci_watch.Watch of root, once started
+        self.watch_off = None          # why there is none: the fallback's name
+        self.mark_fallback = None
         self.sock = None
         self.broken = False
         self.dec = ci_frame.Decoder()
@@ -233,6 +243,7 @@ class Kernel:
         here = os.path.dirname(os.path.abspath(__file__))
         if here not in sys.path:
             sys.path.insert(0, here)
+        self._start_watch()            # index the tree now, not at the first exec
         at = sys.path.index(here) + 1
         # Packages installed by POST /v1/sessions/{id}/packages (pip
         # --target) live under the workspace, so a snapshot carries them
@@ -735,6 +746,57 @@ class Kernel:
             r = r[:RESULT_CAP]
         return "ok", r, None
 
+    # The change list: inotify keeps an index of the tree (ci_watch.py), so
+    # an execution costs what it changed, not what /workspace holds. The
+    # capped walk below stands in while the tree is over ci_watch.INDEX_MAX.
+
+    def _start_watch(self):
+        import ci_watch
+        try:
+            self.watch = ci_watch.Watch(
+                self.root, drain=os.environ.get("CI_WATCH_DRAIN") != "0",
+                max_watches=_env_int("CI_WATCH_MAX_DIRS"))
+        except Exception as e:          # never worse than the walk
+            self._log("no workspace watch: %r" % (e,))
+            self.watch = None
+            self.watch_off = "no_inotify"
+            return
+        if self.watch.too_many:
+            self.watch.close()
+            self.watch = None
+            self.watch_off = "too_many_files"
+
+    def _files_mark(self):
+        if self.watch is None and self.watch_off == "too_many_files":
+            before = self._walk()
+            if not before[1]:           # the tree is small again: watch it
+                self._start_watch()
+            if self.watch is None:
+                return before
+        if self.watch is None:
+            self._start_watch()
+            if self.watch is None:
+                return self._walk()
+        self.mark_fallback = self.watch.mark()
+        return None
+
+    def _files_changes(self, before, cap):
+        if before is not None:          # walked at the start: walk again
+            files, trunc = self._diff(before, self._walk(), cap)
+            return files, trunc, self.watch_off
+        w = self.watch
+        files, fallback = w.changes()
+        fallback = fallback or self.mark_fallback
+        trunc = False
+        if len(files) > cap:
+            del files[cap:]
+            trunc = True
+        if w.too_many:                   # exact this time; the walk from now
+            w.close()
+            self.watch = None
+            self.watch_off = "too_many_files"
+        return files, trunc, fallback
+
     def _walk(self):
         """{relative path: (size, mtime_ns, ino)} of regular files, truncated?"""
         files = {}
@@ -837,7 +899,7 @@ class Kernel:
             self.idle_int = False
             if self._interrupt_frame_for(eid):
                 self.pending_int = True
-        before = self._walk()
+        before = self._files_mark()
 
         self.count += 1
         fname = "<cell-%d>" % self.count
@@ -874,10 +936,11 @@ class Kernel:
                 if error is None:
                     status, error = "error", self._error(e)
 
-        files, ftrunc = self._diff(before, self._walk(), fcap)
+        files, ftrunc, fallback = self._files_changes(before, fcap)
         data = self._done_frame({"t": "done", "id": eid, "status": status,
                                  "result": result, "error": error, "files": files,
-                                 "files_truncated": ftrunc})
+                                 "files_truncated": ftrunc,
+                                 "files_fallback": fallback})
         self._check_fds()
         self._flush_std()
         with self.lock:
