@@ -113,6 +113,19 @@ if [[ "${BENCH_SNAPSHOTS:-1}" != 0 ]]; then
 	timeout --signal=TERM --kill-after=60 1200 /usr/bin/python3 tests/bench/snapshots.py \
 		"$CITEST_DAEMON" || rc=$?
 fi
+# The exec round trip against files in /workspace (issue 17): 0, 1,000,
+# 10,000 and 100,000 files, each against the empty workspace in this run.
+if [[ "${BENCH_WORKSPACE_FILES:-1}" != 0 ]]; then
+	echo
+	echo "bench: exec round trip against workspace size (BENCH_WORKSPACE_FILES=0 skips it)"
+	if [[ -n "${BENCH_QUICK:-}" && "${BENCH_QUICK}" != 0 ]]; then
+		wsf_args=(--sizes 0,10000 --iterations 200)
+	else
+		wsf_args=(--sizes 0,1000,10000,100000 --iterations 500)
+	fi
+	timeout --signal=TERM --kill-after=60 900 /usr/bin/python3 tests/bench/workspace_files.py \
+		"${wsf_args[@]}" --json build/bench/workspace_files.json || rc=$?
+fi
 # The capacity plan's per-node figures (issue 15): Redis commands per
 # create, exec, keepalive, delete and idle second, memory per session, the
 # most sessions this node held (docs/deploy.md, "Capacity plan").
