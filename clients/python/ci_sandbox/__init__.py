@@ -7,7 +7,7 @@
 
 See clients/python/README.md."""
 from .errors import (BadPath, BadRequest, Busy, CiError, Conflict, ConnectionFailed, Corrupt,
-                     Expired, Forbidden, Internal, MethodNotAllowed, NodeLost, NotFound,
+                     Expired, Forbidden, Internal, IsADirectory, MethodNotAllowed, NodeLost, NotFound,
                      PayloadTooLarge, ProtocolError, QuotaExceeded, Timeout, Unauthorized,
                      Unavailable)
 from .execution import Execution, ExecutionError, FileChange, OutputChunk, Result, Run
@@ -18,6 +18,6 @@ __version__ = "0.1.0"
 __all__ = [
     "Sandbox", "Files", "Execution", "ExecutionError", "OutputChunk", "Result", "FileChange",
     "Run", "CiError", "BadRequest", "BadPath", "Unauthorized", "Forbidden", "NotFound",
-    "MethodNotAllowed", "Busy", "Conflict", "Expired", "NodeLost", "PayloadTooLarge", "Corrupt",
+    "MethodNotAllowed", "Busy", "Conflict", "IsADirectory", "Expired", "NodeLost", "PayloadTooLarge", "Corrupt",
     "QuotaExceeded", "Internal", "Unavailable", "Timeout", "ConnectionFailed", "ProtocolError",
 ]

@@ -61,6 +61,10 @@ class Conflict(CiError):
     """409 conflict: a review that is already decided."""
 
 
+class IsADirectory(Conflict):
+    """409 is_a_directory: deleting a directory without recursive=True."""
+
+
 class Expired(CiError):
     """410 expired: the session ended; the message says when and why."""
 
@@ -137,6 +141,7 @@ BY_CODE = {
     "method_not_allowed": MethodNotAllowed,
     "busy": Busy,
     "conflict": Conflict,
+    "is_a_directory": IsADirectory,
     "expired": Expired,
     "node_lost": NodeLost,
     "payload_too_large": PayloadTooLarge,

@@ -67,16 +67,21 @@ class Files:
         return any(e.get("path") == prefix for e in self.list(prefix))
 
     def remove(self, path, recursive=False):
-        """Delete a file; a directory only with recursive=True (the daemon
-        removes a directory with everything in it, so the client asks first
-        rather than let a slip delete a tree)."""
-        if not recursive:
-            target = path.strip("/")
-            for e in self.list(target):
-                if e.get("path") == target and e.get("type") == "dir":
-                    raise errors.BadRequest("%s is a directory: pass recursive=True to remove it "
-                                            "with everything in it" % target, code="bad_request")
-        self._sb._t.call("DELETE", self._sb._path("/files/" + _quote_path(path)))
+        """Delete a file; a directory only with recursive=True (then with
+        everything in it). Without it a directory raises IsADirectory from
+        the daemon, or BadRequest from this client on a daemon from before
+        `?recursive=1`, which would delete the whole tree: the client asks
+        first rather than let a slip delete a tree."""
+        url = self._sb._path("/files/" + _quote_path(path))
+        if recursive:
+            self._sb._t.call("DELETE", url + "?recursive=1")
+            return
+        target = path.strip("/")
+        for e in self.list(target):
+            if e.get("path") == target and e.get("type") == "dir":
+                raise errors.BadRequest("%s is a directory: pass recursive=True to remove it "
+                                        "with everything in it" % target, code="bad_request")
+        self._sb._t.call("DELETE", url)
 
 
 class Sandbox:
