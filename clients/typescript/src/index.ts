@@ -268,9 +268,18 @@ function toResult(d: Display): Result {
   return { mime: d.mime, data: decodeBase64(d.data ?? ""), group: d.group ?? 0, isMainResult: !!d.result };
 }
 
+// A /workspace-relative path for the URL, one segment at a time. `.` and `..`
+// segments are refused here: fetch's URL parser would resolve them (even
+// percent-encoded) before the daemon could refuse them, and aim the request
+// at another route.
 function quotePath(path: string): string {
   if (typeof path !== "string" || path === "") throw new BadPath("a file path must be a non-empty string", "bad_path", null);
-  return path.split("/").map(encodeURIComponent).join("/");
+  const segments = path.split("/");
+  if (path.startsWith("/") || segments.some((s) => s === "." || s === "..")) {
+    throw new BadPath(`${JSON.stringify(path)}: a file path must be relative to /workspace, without . or .. parts`,
+                      "bad_path", null);
+  }
+  return segments.map(encodeURIComponent).join("/");
 }
 
 /** The session's /workspace (sb.files); paths are relative to it. */

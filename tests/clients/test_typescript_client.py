@@ -1,0 +1,69 @@
+"""The TypeScript client (clients/typescript): compiled with the pinned tsc
+(strict), then driven by a node script (typescript_live.mjs) against a live
+daemon; and its generated types (src/schema.ts) are what generate.sh makes
+of the OpenAPI description, so the client cannot drift from the spec.
+
+The spec is docs/openapi.yaml, or CLIENTS_OPENAPI_SPEC (a path) when given:
+on a branch without the spec yet, point it at a copy."""
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from harness.http import free_port
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+TS = os.path.join(ROOT, "clients", "typescript")
+SPEC = os.environ.get("CLIENTS_OPENAPI_SPEC") or os.path.join(ROOT, "docs", "openapi.yaml")
+
+CHECKS = ["state persists", "env gives url and key", "streaming callbacks", "files round-trip",
+          "kill and 410", "typed errors", "busy", "run workflow"]
+
+
+def need_node_modules():
+    for tool in ("tsc", "openapi-typescript"):
+        path = os.path.join(TS, "node_modules", ".bin", tool)
+        assert os.path.exists(path), "%s missing: run deploy/setup.sh (npm ci in clients/typescript)" % path
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    """The client compiled by tsc (strict, every check on) into a directory of the test's own."""
+    need_node_modules()
+    out = str(tmp_path_factory.mktemp("ts-client"))
+    r = subprocess.run([os.path.join(TS, "node_modules", ".bin", "tsc"), "-p", os.path.join(TS, "tsconfig.json"),
+                        "--outDir", out], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    with open(os.path.join(out, "package.json"), "w") as f:
+        f.write('{"type": "module"}\n')
+    return out
+
+
+def test_generated_types_are_current_with_the_openapi_spec(tmp_path):
+    need_node_modules()
+    assert os.path.exists(SPEC), ("no OpenAPI description at %s (set CLIENTS_OPENAPI_SPEC to the spec's path)" % SPEC)
+    fresh = str(tmp_path / "schema.ts")
+    r = subprocess.run([os.path.join(TS, "generate.sh"), SPEC, fresh], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    with open(fresh) as f:
+        want = f.read()
+    with open(os.path.join(TS, "src", "schema.ts")) as f:
+        have = f.read()
+    assert have == want, ("clients/typescript/src/schema.ts is not current with %s: "
+                          "run clients/typescript/generate.sh and commit src/schema.ts" % SPEC)
+
+
+def test_the_client_against_a_live_daemon(compiled, keyed_daemon, tenant_key, url):
+    quota_tenant = "clq-ts-" + os.urandom(3).hex()
+    quota_key = keyed_daemon.key(quota_tenant, quota={"sessions": 1})["key"]
+    env = dict(os.environ, CLIENT_DIR=compiled, CI_SANDBOX_URL=url, CI_SANDBOX_API_KEY=tenant_key,
+               QUOTA_KEY=quota_key, DEAD_URL="http://127.0.0.1:%d" % free_port())
+    r = subprocess.run([shutil.which("node") or "node", os.path.join(HERE, "typescript_live.mjs")],
+                       capture_output=True, text=True, timeout=600, env=env)
+    out = r.stdout + r.stderr
+    passed = {line[5:] for line in r.stdout.splitlines() if line.startswith("PASS ")}
+    assert r.returncode == 0, out
+    assert passed == set(CHECKS), out
