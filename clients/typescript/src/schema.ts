@@ -1339,16 +1339,6 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description The path does not take this method. */
-        MethodNotAllowed: {
-            headers: {
-                Allow: components["headers"]["Allow"];
-                [name: string]: unknown;
-            };
-            content: {
-                "application/json": components["schemas"]["Error"];
-            };
-        };
         /** @description No such thing (also another tenant's), or no such route. */
         NotFound: {
             headers: {
@@ -1461,8 +1451,6 @@ export interface components {
     };
     requestBodies: never;
     headers: {
-        /** @description The methods the path takes, comma-separated. */
-        Allow: string;
         /** @description `default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'` */
         "Content-Security-Policy": string;
         /** @description Whole seconds, at least 1. */
