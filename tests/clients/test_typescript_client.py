@@ -67,3 +67,21 @@ def test_the_client_against_a_live_daemon(compiled, keyed_daemon, tenant_key, ur
     passed = {line[5:] for line in r.stdout.splitlines() if line.startswith("PASS ")}
     assert r.returncode == 0, out
     assert passed == set(CHECKS), out
+
+
+def test_every_error_code_has_its_python_class():
+    """The Python client types every code the spec names and every code the
+    daemon has (lib/err.c); the TypeScript map is checked by the compiler."""
+    import re
+
+    import yaml
+
+    import ci_sandbox.errors as errors
+
+    with open(SPEC) as f:
+        spec_codes = set(yaml.safe_load(f)["components"]["schemas"]["ErrorCode"]["enum"])
+    with open(os.path.join(ROOT, "lib", "err.c")) as f:
+        daemon_codes = set(re.findall(r'\{"([a-z_]+)", [0-9]{3}\}', f.read()))
+    assert len(daemon_codes) >= 14, daemon_codes
+    assert spec_codes - set(errors.BY_CODE) == set(), "spec codes without a class in ci_sandbox/errors.py"
+    assert daemon_codes - set(errors.BY_CODE) == set(), "lib/err.c codes without a class in ci_sandbox/errors.py"
