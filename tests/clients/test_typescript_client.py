@@ -85,3 +85,41 @@ def test_every_error_code_has_its_python_class():
     assert len(daemon_codes) >= 14, daemon_codes
     assert spec_codes - set(errors.BY_CODE) == set(), "spec codes without a class in ci_sandbox/errors.py"
     assert daemon_codes - set(errors.BY_CODE) == set(), "lib/err.c codes without a class in ci_sandbox/errors.py"
+
+
+TLS_SCRIPT = """
+import { pathToFileURL } from "node:url";
+import { join } from "node:path";
+const ci = await import(pathToFileURL(join(process.env.CLIENT_DIR, "index.js")).href);
+try {
+  const sb = await ci.Sandbox.create({ url: process.env.URL, apiKey: null });
+  const ex = await sb.runCode("6 * 7");
+  await sb.kill();
+  console.log("RESULT " + ex.text);
+} catch (e) {
+  console.log("ERROR " + e.constructor.name + " " + e.code + " " + e.message);
+}
+"""
+
+
+def test_https_with_a_private_ca(compiled, make_daemon, tmp_path):
+    """https to a daemon whose certificate a CA file vouches for: node given
+    the file (NODE_EXTRA_CA_CERTS) connects; without it the client throws
+    ConnectionFailed."""
+    import ssl
+
+    from test_python_transport import make_cert
+
+    cert, key = make_cert(str(tmp_path))
+    d = make_daemon("--pool-size", "0", "--tls-cert", cert, "--tls-key", key,
+                    ssl_context=ssl.create_default_context(cafile=cert), cacert=cert)
+    script = tmp_path / "tls.mjs"
+    script.write_text(TLS_SCRIPT)
+    base = {k: v for k, v in os.environ.items() if k not in ("NODE_EXTRA_CA_CERTS", "CI_SANDBOX_API_KEY")}
+    base.update(CLIENT_DIR=compiled, URL="https://127.0.0.1:%d" % d.port)
+    node = shutil.which("node") or "node"
+    ok = subprocess.run([node, str(script)], env=dict(base, NODE_EXTRA_CA_CERTS=cert),
+                        capture_output=True, text=True, timeout=300)
+    assert ok.stdout.strip() == "RESULT 42", ok.stdout + ok.stderr
+    refused = subprocess.run([node, str(script)], env=base, capture_output=True, text=True, timeout=300)
+    assert refused.stdout.startswith("ERROR ConnectionFailed connection"), refused.stdout + refused.stderr
