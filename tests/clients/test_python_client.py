@@ -105,8 +105,9 @@ def test_files_round_trip_list_and_remove(url, tenant_key):
         under = {e["path"] for e in sb.files.list("data/sub")}
         assert under == {"data/sub", "data/sub/note.txt"}
         assert sb.files.exists("data/blob.bin") and not sb.files.exists("nope")
-        with pytest.raises(ci_sandbox.BadRequest, match="recursive=True"):
+        with pytest.raises(ci_sandbox.IsADirectory, match="recursive=True") as e:
             sb.files.remove("data")
+        assert e.value.code == "is_a_directory" and isinstance(e.value, ci_sandbox.Conflict)
         assert sb.files.exists("data/sub/note.txt")
         sb.files.remove("data/blob.bin")
         assert not sb.files.exists("data/blob.bin")

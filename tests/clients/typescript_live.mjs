@@ -124,7 +124,7 @@ await check("files round-trip", async () => {
     const all = Object.fromEntries((await sb.files.list()).map((e) => [e.path, e.type]));
     assert.equal(all["d"], "dir");
     assert.deepEqual((await sb.files.list("d/sub")).map((e) => e.path).sort(), ["d/sub", "d/sub/n.txt"]);
-    await rejects(sb.files.remove("d"), ci.BadRequest, null, "bad_request");
+    await rejects(sb.files.remove("d"), ci.IsADirectory, null, "is_a_directory");
     await sb.files.remove("d/blob.bin");
     await rejects(sb.files.read("d/blob.bin"), ci.NotFound, 404, "not_found");
     await sb.files.remove("d", { recursive: true });

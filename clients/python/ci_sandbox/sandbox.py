@@ -68,10 +68,10 @@ class Files:
 
     def remove(self, path, recursive=False):
         """Delete a file; a directory only with recursive=True (then with
-        everything in it). Without it a directory raises IsADirectory from
-        the daemon, or BadRequest from this client on a daemon from before
-        `?recursive=1`, which would delete the whole tree: the client asks
-        first rather than let a slip delete a tree."""
+        everything in it). Without it a directory raises IsADirectory: the
+        client asks first (status None), since a daemon from before
+        `?recursive=1` would delete the whole tree, and a newer daemon
+        refuses it itself (409) when the path became a directory since."""
         url = self._sb._path("/files/" + _quote_path(path))
         if recursive:
             self._sb._t.call("DELETE", url + "?recursive=1")
@@ -79,8 +79,8 @@ class Files:
         target = path.strip("/")
         for e in self.list(target):
             if e.get("path") == target and e.get("type") == "dir":
-                raise errors.BadRequest("%s is a directory: pass recursive=True to remove it "
-                                        "with everything in it" % target, code="bad_request")
+                raise errors.IsADirectory("%s is a directory: pass recursive=True to remove it "
+                                          "with everything in it" % target, code="is_a_directory")
         self._sb._t.call("DELETE", url)
 
 

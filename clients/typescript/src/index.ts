@@ -8,7 +8,7 @@
 //   await sb.kill();
 import type { components } from "./schema.js";
 import {
-  BadPath, BadRequest, CiError, ConnectionFailed, Expired, NotFound, ProtocolError, Timeout,
+  BadPath, BadRequest, CiError, ConnectionFailed, Expired, IsADirectory, NotFound, ProtocolError, Timeout,
   fromErrorObject, fromResponse,
 } from "./errors.js";
 
@@ -315,11 +315,12 @@ export class Files {
       await this.sb.transport.json("DELETE", this.sb.path(`/files/${quotePath(path)}?recursive=1`));
       return;
     }
-    // The daemon of before issue 16 deletes a directory whole: ask first.
+    // A daemon from before ?recursive=1 deletes a directory whole: ask first
+    // (a newer one refuses it itself, 409 is_a_directory).
     const entry = (await this.list(target)).find((e) => e.path === target);
     if (entry?.type === "dir") {
-      throw new BadRequest(`${target} is a directory: pass { recursive: true } to remove it with everything in it`,
-                           "bad_request", null);
+      throw new IsADirectory(`${target} is a directory: pass { recursive: true } to remove it with everything in it`,
+                             "is_a_directory", null);
     }
     await this.sb.transport.json("DELETE", this.sb.path(`/files/${quotePath(path)}`));
   }
