@@ -25,6 +25,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, HERE)
+import bench  # noqa: E402  (cgroup_memory, shim_pss_kb: as bench_capacity.py)
 from harness import Client, Daemon, RedisServer, percentile, wait_for  # noqa: E402
 
 
@@ -80,8 +82,14 @@ def variant(redis, tmp, name, args, n):
         wait_for(lambda: d.metric("ci_pool_size") >= target, 300, interval=0.1,
                  what="%s: the pool at its target %d" % (name, target))
         refill_s = time.perf_counter() - t0
-        time.sleep(2)  # let the removals of the warm-up's containers finish
+        wait_for(lambda: len(d.containers(all_states=True)) == target, 120, interval=0.2,
+                 what="%s: only the pool's containers left" % name)
         mem1 = mem_available_kb()
+        per = []
+        for cid in d.containers():
+            cg, shim = bench.cgroup_memory(cid), bench.shim_pss_kb(cid)
+            if cg:
+                per.append(cg[0] / 1048576.0 + (shim or 0) / 1024.0)
         ticks0, t_idle = cpu_ticks(d.proc.pid), time.perf_counter()
         time.sleep(10)
         idle_cpu = (cpu_ticks(d.proc.pid) - ticks0) / os.sysconf("SC_CLK_TCK") / (
@@ -94,7 +102,8 @@ def variant(redis, tmp, name, args, n):
                 "refill_s": refill_s, "all_first_results_s": total,
                 "p50_ms": percentile(times, 50), "p99_ms": percentile(times, 99),
                 "hits": hits, "pool_ready": target,
-                "idle_mem_mb": (mem0 - mem1) / 1024.0, "idle_daemon_cpu": idle_cpu}
+                "idle_mem_mb": (mem0 - mem1) / 1024.0, "idle_daemon_cpu": idle_cpu,
+                "pool_cgroup_mb": sum(per), "per_sandbox_mb": sum(per) / len(per) if per else 0}
     finally:
         d.stop()
         d.cleanup()
@@ -119,14 +128,18 @@ def main():
     base = rows[0]
     print("a burst of %d clients (create + print(1)), after a warm-up burst of the same shape:"
           % args.burst)
-    print("%-24s %7s %9s %11s %9s %9s %5s %10s %9s" % (
+    print("%-24s %7s %9s %11s %9s %9s %5s %10s %10s %9s" % (
         "variant", "target", "refill s", "all done s", "p50 ms", "p99 ms", "hits",
-        "idle MiB", "idle CPU"))
+        "pool MiB", "MiB each", "idle CPU"))
     for r in rows:
         r["ratio_all_done"] = r["all_first_results_s"] / base["all_first_results_s"]
-        print("%-24s %7d %9.1f %11.2f %9.0f %9.0f %5d %10.0f %8.1f%%" % (
+        print("%-24s %7d %9.1f %11.2f %9.0f %9.0f %5d %10.0f %10.1f %8.1f%%" % (
             r["variant"], r["target"], r["refill_s"], r["all_first_results_s"], r["p50_ms"],
-            r["p99_ms"], r["hits"], r["idle_mem_mb"], r["idle_daemon_cpu"] * 100))
+            r["p99_ms"], r["hits"], r["pool_cgroup_mb"], r["per_sandbox_mb"],
+            r["idle_daemon_cpu"] * 100))
+    print("(pool MiB: the warm sandboxes' cgroups and shims, idle; MemAvailable fell by "
+          "%s MiB as the pools grew, which other work on the machine blurs)"
+          % " and ".join("%.0f" % r["idle_mem_mb"] for r in rows))
     print("adaptive / fixed, time to all first results: %.2fx" % rows[1]["ratio_all_done"])
     if args.json:
         with open(args.json, "w") as f:
