@@ -174,6 +174,8 @@ static int write_core(struct http_api *api, struct buf *b)
 	    "# TYPE ci_egress_dns_queries_total counter\nci_egress_dns_queries_total %" PRIu64 "\n"
 	    "# HELP ci_pool_size Warm sandboxes ready to be claimed.\n# TYPE ci_pool_size gauge\n"
 	    "ci_pool_size %zu\n"
+	    "# HELP ci_pool_target Warm sandboxes the pool aims at: pool-size, or more after "
+	    "bursts of creates (pool-max).\n# TYPE ci_pool_target gauge\nci_pool_target %zu\n"
 	    "# HELP ci_pool_hits_total Creates served from the warm pool.\n"
 	    "# TYPE ci_pool_hits_total counter\nci_pool_hits_total %" PRIu64 "\n"
 	    "# HELP ci_pool_misses_total Creates the pool could have served but was empty for.\n"
@@ -181,8 +183,8 @@ static int write_core(struct http_api *api, struct buf *b)
 	    manager_count(api->mgr), api->creates, api->create_failures, api->execs[EXEC_OK],
 	    api->execs[EXEC_ERROR], api->execs[EXEC_TIMEOUT], api->execs[EXEC_KILLED],
 	    docker_reachable(api->docker) ? 1 : 0, store_connected(api->store) ? 1 : 0, es->allowed,
-	    es->denied, es->failed, es->closed_by_policy, es->dns_queries, pool_ready, pool_hits,
-	    pool_misses);
+	    es->denied, es->failed, es->closed_by_policy, es->dns_queries, pool_ready,
+	    manager_pool_target(api->mgr), pool_hits, pool_misses);
 }
 
 /* Redis through Sentinel (issue 15): the master in use, as an info gauge,

@@ -135,6 +135,12 @@ static const struct opt opt_table[] = {
      "longest install window (timeout_s of a package install; also its default)", OPT_LIVE},
     {"pool-size", OPT_INT, O(pool_size), "2", 0, 256,
      "warm sandboxes kept started for the default image and limits", OPT_LIVE},
+    {"pool-max", OPT_INT, O(pool_max), "32", 0, 256,
+     "most warm sandboxes of the default kind the pool grows to when creates come in "
+     "bursts (the most in any 10 s of the last 5 minutes); at or below pool-size: no growth",
+     OPT_LIVE},
+    {"pool-memory-mb", OPT_INT, O(pool_memory_mb), "512", 0, 1 << 20,
+     "host memory the grown pool may hold, at 16 MiB a warm sandbox", OPT_LIVE},
     {"pool-network-size", OPT_INT, O(pool_network_size), "0", 0, 256,
      "warm sandboxes on the sandbox network, for sessions with an allowlist", OPT_LIVE},
     {"output-cap-bytes", OPT_INT, O(output_cap_bytes), "1048576", 1024, 64 << 20,
@@ -684,7 +690,9 @@ int config_validate(const struct config *cfg, struct err **errp)
 	if (cfg->sandbox_uid_base + cfg->sandbox_uid_count > INT32_MAX)
 		return err_set(errp, ERR_BAD_REQUEST,
 			       "sandbox-uid-base + sandbox-uid-count passes the largest uid");
-	if (cfg->sandbox_uid_count < cfg->max_sessions + cfg->pool_size + cfg->pool_network_size)
+	if (cfg->sandbox_uid_count < cfg->max_sessions +
+					 (cfg->pool_max > cfg->pool_size ? cfg->pool_max : cfg->pool_size) +
+					 cfg->pool_network_size)
 		return err_set(errp, ERR_BAD_REQUEST,
 			       "sandbox-uid-count %lld is smaller than max-sessions plus the warm "
 			       "pools: every session needs a uid of its own",

@@ -48,6 +48,8 @@ struct config {
 
 	int64_t egress_proxy_port; /* on the sandbox network's gateway, the same at every start */
 	int64_t pool_size;         /* warm containers kept ready for the default image */
+	int64_t pool_max;          /* ... and the most it grows to with bursts (pool.h) */
+	int64_t pool_memory_mb;    /* ... within this much host memory */
 	int64_t pool_network_size; /* ... and on the sandbox network, for allowlists */
 	int64_t output_cap_bytes;
 	int64_t max_sessions;

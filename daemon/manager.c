@@ -501,6 +501,11 @@ void manager_pool_stats(const struct manager *m, size_t *ready, uint64_t *hits, 
 	pool_stats(m->pool, ready, hits, misses);
 }
 
+size_t manager_pool_target(const struct manager *m)
+{
+	return pool_target(m->pool);
+}
+
 /* ---- network ---- */
 
 bool manager_egress_lookup(const char *src_ip, struct egress_peer *peer, void *arg)

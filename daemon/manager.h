@@ -198,6 +198,9 @@ void manager_pool_resize(struct manager *m);
 /* The warm pool: sandboxes ready now, creates it served, creates it could
  * have served but was empty for. */
 void manager_pool_stats(const struct manager *m, size_t *ready, uint64_t *hits, uint64_t *misses);
+/* What the warm pool of the default kind aims at now (pool.h: it grows with
+ * bursts of creates). */
+size_t manager_pool_target(const struct manager *m);
 
 /* Why sessions ended, for /metrics (a fixed set, so a bounded label). */
 enum manager_end {

@@ -478,14 +478,25 @@ static int pool_start(void *arg, bool networked)
 	return 0;
 }
 
-static const struct pool_ops pool_ops = {.may_start = pool_may_start, .start = pool_start};
+static void pool_shrink(void *arg)
+{
+	manager_pool_resize(arg);
+}
+
+static const struct pool_ops pool_ops = {
+    .may_start = pool_may_start, .start = pool_start, .shrink = pool_shrink};
 static const int64_t no_network_pool = 0;
 
 void create_pool_init(struct manager *m)
 {
 	/* Without a sandbox network there is no networked pool. */
-	m->pool = pool_new(m->base, &m->cfg->pool_size,
-			   m->net ? &m->cfg->pool_network_size : &no_network_pool, &pool_ops, m);
+	struct pool_sizes sizes = {
+	    .size = &m->cfg->pool_size,
+	    .network_size = m->net ? &m->cfg->pool_network_size : &no_network_pool,
+	    .max = &m->cfg->pool_max,
+	    .memory_mb = &m->cfg->pool_memory_mb,
+	};
+	m->pool = pool_new(m->base, &sizes, &pool_ops, m);
 }
 
 void manager_pool_resize(struct manager *m)
@@ -497,8 +508,10 @@ void manager_pool_resize(struct manager *m)
 		ended++;
 	}
 	if (ended)
-		log_info("pool: %zu warm sandboxes ended (pool-size %lld, pool-network-size %lld)",
-			 ended, (long long)m->cfg->pool_size, (long long)m->cfg->pool_network_size);
+		log_info("pool: %zu warm sandboxes ended (target %zu: pool-size %lld, pool-max "
+			 "%lld; pool-network-size %lld)",
+			 ended, pool_target(m->pool), (long long)m->cfg->pool_size,
+			 (long long)m->cfg->pool_max, (long long)m->cfg->pool_network_size);
 	pool_fill(m->pool);
 }
 
@@ -549,6 +562,8 @@ int manager_create(struct manager *m, const struct session_request *req, const c
 			       "network access is not available on this node");
 	}
 	if (pool_can_serve(m, s)) {
+		if (!s->networked)
+			pool_note_demand(m->pool);
 		struct msession *warm = pool_take(m->pool, s->networked);
 		if (warm) {
 			warm->pool_entry = NULL;

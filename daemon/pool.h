@@ -25,11 +25,28 @@ struct pool_ops {
 	 * pool_started or pool_start_failed, from the loop. 0 when started,
 	 * -1 when it could not even begin (then the pool retries later). */
 	int (*start)(void *arg, bool networked);
+	/* The pool holds more than its target now (the bursts stopped): end
+	 * the surplus (pool_surplus) from the loop. */
+	void (*shrink)(void *arg);
 };
 
-/* Sizes are read from *size and *network_size at every fill, so a config
- * reload takes effect. Caller frees (pool_free, NULL-safe). */
-struct pool *pool_new(struct event_base *base, const int64_t *size, const int64_t *network_size,
+/* What the pool reads at every fill, so a config reload takes effect:
+ * size and network_size are the floors; the pool of the default kind grows
+ * above size with the creates' demand (pool_demand.h), up to max (0: no
+ * growth) and to memory_mb of warm sandboxes at POOL_SANDBOX_MB each. */
+struct pool_sizes {
+	const int64_t *size, *network_size, *max, *memory_mb;
+};
+
+/* What an idle warm sandbox holds of the host's memory: 13.8 MiB measured
+ * (docs/deploy.md, capacity plan), rounded up. */
+#define POOL_SANDBOX_MB 16
+/* Warm sandboxes started at once while the pool grows (one at a time
+ * otherwise: filling competes with clients' creates for the engine). */
+#define POOL_PARALLEL_STARTS 2
+
+/* Caller frees (pool_free, NULL-safe). */
+struct pool *pool_new(struct event_base *base, const struct pool_sizes *sizes,
 		      const struct pool_ops *ops, void *arg);
 void pool_free(struct pool *p);
 
@@ -42,6 +59,13 @@ void pool_fill(struct pool *p);
 struct pool_entry *pool_started(struct pool *p, void *sandbox, bool networked);
 /* ... or it failed: the pool tries again in 2 s. */
 void pool_start_failed(struct pool *p, bool networked);
+
+/* A create that a warm sandbox of the default kind could serve arrived (a
+ * hit or a miss): the demand the pool grows to. */
+void pool_note_demand(struct pool *p);
+
+/* How many sandboxes of the default kind the pool aims at now. */
+size_t pool_target(struct pool *p);
 
 /* A ready sandbox of this kind, out of the pool (it is the caller's now), or
  * NULL. Counts a hit or a miss. */

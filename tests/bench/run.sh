@@ -126,6 +126,14 @@ if [[ "${BENCH_WORKSPACE_FILES:-1}" != 0 ]]; then
 	timeout --signal=TERM --kill-after=60 900 /usr/bin/python3 tests/bench/workspace_files.py \
 		"${wsf_args[@]}" --json build/bench/workspace_files.json || rc=$?
 fi
+# A burst of creates against the adaptive warm pool (issue 17), a fixed
+# pool of 4 as the baseline in this run.
+if [[ "${BENCH_POOL_BURST:-1}" != 0 ]]; then
+	echo
+	echo "bench: a burst of 50 creates, adaptive pool vs fixed (BENCH_POOL_BURST=0 skips it)"
+	timeout --signal=TERM --kill-after=60 900 /usr/bin/python3 tests/bench/pool_burst.py \
+		--burst "${BENCH_POOL_BURST_N:-50}" --json build/bench/pool_burst.json || rc=$?
+fi
 # The capacity plan's per-node figures (issue 15): Redis commands per
 # create, exec, keepalive, delete and idle second, memory per session, the
 # most sessions this node held (docs/deploy.md, "Capacity plan").

@@ -87,6 +87,11 @@ class Daemon:
         self.args = [binary or DAEMON_BIN, "--listen", "%s:%d" % (listen_host, self.port),
                      "--redis", redis.url, "--state-dir", self.state_dir,
                      "--key-prefix", self.prefix, "--node", self.node, "--log-level", "debug",
+                     # a pool that stays at pool-size unless the test asks for
+                     # growth (or its config file decides): tests count
+                     # containers and time starts
+                     *(() if "--pool-max" in extra_args or "--config" in extra_args
+                       else ("--pool-max", "0")),
                      *extra_args]
         self.admin_key = admin_key
         self.admin_key_file = None

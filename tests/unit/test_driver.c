@@ -6,6 +6,7 @@
 #include "docker_json.h"
 #include "json.h"
 #include "pool.h"
+#include "pool_demand.h"
 #include "session.h"
 #include "unit.h"
 
@@ -204,9 +205,10 @@ TEST(pool_fills_one_at_a_time_and_hands_out_by_kind)
 {
 	struct event_base *base = event_base_new();
 	static const struct pool_ops ops = {.may_start = fake_may, .start = fake_start};
-	int64_t size = 2, nsize = 1;
+	int64_t size = 2, nsize = 1, max = 0, mem = 512;
 	struct fake f = {.may = true};
-	struct pool *p = pool_new(base, &size, &nsize, &ops, &f);
+	struct pool_sizes sizes = {&size, &nsize, &max, &mem};
+	struct pool *p = pool_new(base, &sizes, &ops, &f);
 	pool_fill(p);
 	pool_fill(p); /* one at a time: nothing more while one starts */
 	CHECK(f.started[0] == 1 && f.started[1] == 0);
@@ -237,9 +239,10 @@ TEST(pool_forgets_an_ended_sandbox)
 {
 	struct event_base *base = event_base_new();
 	static const struct pool_ops ops = {.may_start = fake_may, .start = fake_start};
-	int64_t size = 1, nsize = 0;
+	int64_t size = 1, nsize = 0, max = 0, mem = 512;
 	struct fake f = {.may = true, .fail_next = 1};
-	struct pool *p = pool_new(base, &size, &nsize, &ops, &f);
+	struct pool_sizes sizes = {&size, &nsize, &max, &mem};
+	struct pool *p = pool_new(base, &sizes, &ops, &f);
 	pool_fill(p); /* the start fails: retried later, nothing counted */
 	CHECK(f.started[0] == 0 && pool_total(p) == 0);
 	pool_fill(p);
@@ -256,9 +259,10 @@ TEST(pool_surplus_after_the_size_is_lowered)
 {
 	static const struct pool_ops fake_ops = {.may_start = fake_may, .start = fake_start};
 	struct fake f = {.may = true};
-	int64_t size = 2, nsize = 1;
+	int64_t size = 2, nsize = 1, max = 0, mem = 512;
 	struct event_base *base = event_base_new();
-	struct pool *p = pool_new(base, &size, &nsize, &fake_ops, &f);
+	struct pool_sizes sizes = {&size, &nsize, &max, &mem};
+	struct pool *p = pool_new(base, &sizes, &fake_ops, &f);
 	int a, b, c, d;
 	pool_fill(p);
 	struct pool_entry *ea = pool_started(p, &a, false);
@@ -285,6 +289,60 @@ TEST(pool_surplus_after_the_size_is_lowered)
 	CHECK(pool_surplus(p) == NULL);
 	pool_started(p, &d, false);
 	CHECK(pool_surplus(p) == &d);
+	pool_free(p);
+	event_base_free(base);
+}
+
+TEST(pool_demand_peak_in_a_sliding_window)
+{
+	static struct pool_demand d;
+	pool_demand_init(&d);
+	CHECK(pool_demand_peak(&d, 0) == 0);
+	/* a burst of 50 across what would be two fixed buckets */
+	for (int i = 0; i < 50; i++)
+		pool_demand_note(&d, 1000000 + 9000 + i * 40);
+	CHECK(pool_demand_peak(&d, 1000000 + 12000) == 50);
+	/* a steady trickle later: one a second for a minute (10 in a window) */
+	for (int i = 0; i < 60; i++)
+		pool_demand_note(&d, 1100000 + i * 1000);
+	CHECK(pool_demand_peak(&d, 1160000) == 50); /* the burst is remembered */
+	/* five minutes after the burst it is forgotten: the trickle's 10 */
+	CHECK(pool_demand_peak(&d, 1000000 + 9000 + 50 * 40 + POOL_DEMAND_HORIZON_MS) == 10);
+	/* and after the trickle too: nothing */
+	CHECK(pool_demand_peak(&d, 1160000 + POOL_DEMAND_HORIZON_MS) == 0);
+	/* the ring keeps the newest POOL_DEMAND_MAX */
+	for (int i = 0; i < POOL_DEMAND_MAX + 10; i++)
+		pool_demand_note(&d, 5000000 + i);
+	CHECK(pool_demand_peak(&d, 5000000 + POOL_DEMAND_MAX) == POOL_DEMAND_MAX);
+}
+
+TEST(pool_grows_with_demand_within_max_and_memory)
+{
+	static const struct pool_ops ops = {.may_start = fake_may, .start = fake_start};
+	int64_t size = 2, nsize = 0, max = 8, mem = 512;
+	struct fake f = {.may = true};
+	struct event_base *base = event_base_new();
+	struct pool_sizes sizes = {&size, &nsize, &max, &mem};
+	struct pool *p = pool_new(base, &sizes, &ops, &f);
+	CHECK(pool_target(p) == 2); /* no demand yet: the floor */
+	for (int i = 0; i < 5; i++)
+		pool_note_demand(p);
+	CHECK(pool_target(p) == 5);
+	pool_fill(p); /* growing: two starts at once */
+	CHECK(f.started[0] == 2);
+	for (int i = 0; i < 20; i++)
+		pool_note_demand(p);
+	CHECK(pool_target(p) == 8); /* pool-max */
+	mem = 3 * POOL_SANDBOX_MB;
+	CHECK(pool_target(p) == 3); /* the memory budget */
+	mem = 0;
+	CHECK(pool_target(p) == 2); /* never below pool-size */
+	max = 0;
+	mem = 512;
+	CHECK(pool_target(p) == 2); /* pool-max 0: no growth */
+	size = 0;
+	max = 8;
+	CHECK(pool_target(p) == 0); /* pool-size 0: no pool at all */
 	pool_free(p);
 	event_base_free(base);
 }
