@@ -690,9 +690,9 @@ int config_validate(const struct config *cfg, struct err **errp)
 	if (cfg->sandbox_uid_base + cfg->sandbox_uid_count > INT32_MAX)
 		return err_set(errp, ERR_BAD_REQUEST,
 			       "sandbox-uid-base + sandbox-uid-count passes the largest uid");
-	if (cfg->sandbox_uid_count < cfg->max_sessions +
-					 (cfg->pool_max > cfg->pool_size ? cfg->pool_max : cfg->pool_size) +
-					 cfg->pool_network_size)
+	if (cfg->sandbox_uid_count <
+	    cfg->max_sessions + (cfg->pool_max > cfg->pool_size ? cfg->pool_max : cfg->pool_size) +
+		cfg->pool_network_size)
 		return err_set(errp, ERR_BAD_REQUEST,
 			       "sandbox-uid-count %lld is smaller than max-sessions plus the warm "
 			       "pools: every session needs a uid of its own",
