@@ -14,6 +14,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "api_requests.h"
 #include "json.h"
 #include "xalloc.h"
 #include "mcp_rpc.h"
@@ -154,6 +155,13 @@ static void mcp_body(struct call *c, const char *body, size_t len)
 	char msg[256];
 	if (mcp_parse(body, len, &m, &code, msg, sizeof(msg)) < 0) {
 		reply_error(c, 400, m.id, code, msg);
+		mcp_msg_release(&m);
+		return;
+	}
+	/* A \u0000 would end a C string early: "a\u0000b" must not be "a". */
+	if (api_body_has_nul(body, len)) {
+		reply_error(c, 400, m.id, MCP_INVALID_REQUEST,
+			    "a string holds \\u0000 (NUL), which no argument may carry");
 		mcp_msg_release(&m);
 		return;
 	}
