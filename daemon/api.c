@@ -27,8 +27,8 @@ const struct api_route api_routes[] = {
     {"GET", "/readyz", api_probes_readyz, API_AUTH_NONE},
     {"GET", "/version", api_version_get, API_AUTH_NONE},
     {"POST", "/mcp", api_mcp_post, API_AUTH_TENANT},
-    {"GET", "/mcp", api_mcp_refuse, API_AUTH_NONE},
-    {"DELETE", "/mcp", api_mcp_refuse, API_AUTH_NONE},
+    {"GET", "/mcp", api_mcp_refuse, API_AUTH_TENANT},
+    {"DELETE", "/mcp", api_mcp_refuse, API_AUTH_TENANT},
     /* Per-tenant usage is on it: the operator's, not a tenant's. */
     {"GET", "/metrics", api_probes_metrics, API_AUTH_ADMIN},
     {"GET", "/v1/images/?", api_images_list, API_AUTH_TENANT},

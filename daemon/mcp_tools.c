@@ -268,6 +268,16 @@ static int check_args(yajl_val args, yajl_val schema, char *msg, size_t size)
 	return 0;
 }
 
+int mcp_tools_check(const char *name, yajl_val args, char *msg, size_t size)
+{
+	yajl_val schema = name ? tool_schema(name) : NULL;
+	if (schema == NULL) {
+		snprintf(msg, size, "unknown tool: %.100s (tools/list has them)", name ? name : "");
+		return -1;
+	}
+	return check_args(args, schema, msg, size);
+}
+
 /* ---- one call in flight ---- */
 
 enum tool {

@@ -13,6 +13,11 @@
 /* The tools/list result ({"tools":[...]}) into g. */
 void mcp_tools_list(yajl_gen g);
 
+/* Check a tools/call's name and arguments (an object or NULL) against the
+ * tool's schema: 0, or -1 with why in msg (size bytes). Pure, for the fuzz
+ * target; mcp_tools_call checks with it. */
+int mcp_tools_check(const char *name, yajl_val args, char *msg, size_t size);
+
 /* How a tools/call ends: answer, the whole JSON-RPC answer whose result is
  * a CallToolResult (isError for a tool's failure), or, when answer is
  * NULL, a JSON-RPC error (code, message). */
