@@ -177,12 +177,15 @@ npm_test_peers() {
 # The browser test's playwright-core (no browser is downloaded: the test
 # uses Debian's chromium); the S3 peers of tests/integration/test_blobstore.py
 # (s3rver, and the official @aws-sdk/client-s3 for the interop check); the
-# Kubernetes manifest check of tests/deploy (kubernetes-models and yaml).
+# Kubernetes manifest check of tests/deploy (kubernetes-models and yaml); the
+# MCP clients of tests/mcp (the official SDK, the Inspector's CLI).
 install_npm_test_peers() {
 	npm_test_peers tests/browser "browser test: playwright-core" playwright-core \
 		PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
 	npm_test_peers tests/s3 "s3 test: s3rver and @aws-sdk/client-s3" .bin/s3rver
 	npm_test_peers tests/k8s "k8s test: kubernetes-models and yaml" kubernetes-models
+	npm_test_peers tests/mcp "mcp test: @modelcontextprotocol/sdk and inspector-cli" \
+		.bin/mcp-inspector-cli
 }
 
 install_packages

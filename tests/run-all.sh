@@ -10,6 +10,8 @@
 #   hostile      hostile code against the sandbox, the proxy and the API
 #   chaos        crashes, restarts and outages of the daemon, Redis and Docker
 #   browser      the reviewer's page in headless chromium (playwright-core)
+#   mcp          the /mcp endpoint with the official MCP SDK's client and the
+#                MCP Inspector's CLI (tests/mcp, node peers from npm)
 #   deploy       deploy/: the systemd unit, the example config, the Kubernetes
 #                manifests (offline schema check, tests/k8s), the service images with
 #                docker-compose, the sidecar pod, the engines helper (tests/deploy/);
@@ -19,7 +21,7 @@
 set -u
 cd "$(dirname "$0")/.."
 
-suites=${TEST_SUITES:-"format unit valgrind fuzz runner integration hostile chaos browser deploy"}
+suites=${TEST_SUITES:-"format unit valgrind fuzz runner integration hostile chaos browser mcp deploy"}
 total_pass=0
 total_fail=0
 failed=()
@@ -96,6 +98,8 @@ for s in $suites; do
 		/usr/bin/python3 -m pytest -q -p no:cacheprovider tests/chaos ${PYTEST_ARGS:-} ;;
 	browser) run browser env CITEST_DAEMON=build/asan/ci-daemon CITEST_CTL=build/asan/ci-ctl \
 		/usr/bin/python3 -m pytest -q -p no:cacheprovider tests/browser ${PYTEST_ARGS:-} ;;
+	mcp) run mcp env CITEST_DAEMON=build/asan/ci-daemon CITEST_CTL=build/asan/ci-ctl \
+		/usr/bin/python3 -m pytest -q -p no:cacheprovider tests/mcp ${PYTEST_ARGS:-} ;;
 	deploy)
 		if wait_service_images; then
 			run deploy env CITEST_DAEMON=build/asan/ci-daemon CITEST_CTL=build/asan/ci-ctl \

@@ -21,6 +21,8 @@ class SdkClient:
     """A node process running the SDK's Client against url."""
 
     def __init__(self, url, key=None, origin=None):
+        # Missing peers fail the suite (deploy/setup.sh installs them), never skip it.
+        assert have_peers(), "tests/mcp/node_modules has no @modelcontextprotocol/sdk: run make setup"
         env = dict(os.environ)
         env.pop("MCP_KEY", None)
         env.pop("MCP_ORIGIN", None)
@@ -83,6 +85,7 @@ def texts(result):
 
 def inspector(url, *args, key=None, timeout=120):
     """The Inspector's CLI: (exit status, stdout, stderr)."""
+    assert os.path.exists(INSPECTOR), "%s is not installed: run make setup" % INSPECTOR
     cmd = [INSPECTOR, "--cli", url, "--transport", "http", *args]
     if key:
         cmd += ["--header", "Authorization: Bearer %s" % key]

@@ -7,9 +7,7 @@ import pytest
 
 from harness.packages import index_daemon
 from integration.test_packages import Index, make_wheel, pip_image  # noqa: F401 (a fixture)
-from mcp_lib import SdkClient, have_peers, texts
-
-pytestmark = pytest.mark.skipif(not have_peers(), reason="tests/mcp/node_modules missing: make setup")
+from mcp_lib import SdkClient, texts
 
 ADMIN = "admin-" + "k" * 40
 

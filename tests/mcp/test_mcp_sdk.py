@@ -13,9 +13,7 @@ import uuid
 import pytest
 
 from harness import Daemon, FakeLLM
-from mcp_lib import SdkClient, have_peers, inspector, texts
-
-pytestmark = pytest.mark.skipif(not have_peers(), reason="tests/mcp/node_modules missing: make setup")
+from mcp_lib import SdkClient, inspector, texts
 
 ADMIN = "admin-" + "m" * 40
 ALLOWED_ORIGIN = "http://allowed.test:6274"
