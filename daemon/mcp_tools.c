@@ -21,6 +21,7 @@
 
 #include "buf.h"
 #include "codec.h"
+#include "defer.h"
 #include "files.h"
 #include "json.h"
 #include "log.h"
@@ -317,6 +318,11 @@ struct tool_call {
 	int64_t size;
 	const char *encoding;
 	const char *prefix; /* list_files: the sub-path, or NULL */
+	/* The answer (answer()): kept for the loop while starting. */
+	bool starting; /* mcp_tools_call has not returned yet */
+	yajl_gen answer;
+	int code;
+	char message[256];
 };
 
 static void tc_free(struct tool_call *t)
@@ -324,6 +330,34 @@ static void tc_free(struct tool_call *t)
 	mcp_msg_release(&t->m);
 	buf_release(&t->data);
 	free(t);
+}
+
+static void deliver(struct tool_call *t)
+{
+	t->done(t->c, &t->m, t->answer, t->code, t->message);
+	json_gen_cleanup(&t->answer);
+	tc_free(t);
+}
+
+static void deliver_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	deliver(arg);
+}
+
+/* The end of t: g its whole answer, or NULL for a JSON-RPC error. An answer
+ * known while mcp_tools_call still runs goes out from the loop (a callback
+ * never runs inside the call that registered it). */
+static void answer(struct tool_call *t, yajl_gen g, int code, const char *message)
+{
+	t->answer = g;
+	t->code = code;
+	snprintf(t->message, sizeof(t->message), "%s", message ? message : "");
+	if (t->starting)
+		defer_call(t->c->api->base, deliver_cb, t);
+	else
+		deliver(t);
 }
 
 /* The answer's head, up to the CallToolResult's members. */
@@ -349,10 +383,7 @@ static void result_end(struct tool_call *t, yajl_gen g, bool is_error, yajl_val 
 	}
 	jg_obj_end(g);
 	jg_obj_end(g);
-	struct call *c = t->c;
-	t->done(c, &t->m, g, 0, NULL);
-	json_gen_cleanup(&g);
-	tc_free(t);
+	answer(t, g, 0, NULL);
 }
 
 static void text_item(yajl_gen g, const char *text, size_t len)
@@ -403,8 +434,7 @@ static void tool_err(struct tool_call *t, const struct err *e)
 /* A malformed call: a JSON-RPC error. */
 static void call_invalid(struct tool_call *t, int code, const char *message)
 {
-	t->done(t->c, &t->m, NULL, code, message);
-	tc_free(t);
+	answer(t, NULL, code, message);
 }
 
 /* ---- exec results as content ---- */
@@ -878,6 +908,8 @@ static void files_tool(struct tool_call *t)
 
 /* ---- tools/call ---- */
 
+static void tool_start(struct tool_call *t);
+
 void mcp_tools_call(struct call *c, struct mcp_msg *m, mcp_tools_done done)
 {
 	struct tool_call *t = xcalloc(1, sizeof(*t));
@@ -885,6 +917,13 @@ void mcp_tools_call(struct call *c, struct mcp_msg *m, mcp_tools_done done)
 	t->m = *m;
 	memset(m, 0, sizeof(*m));
 	t->done = done;
+	t->starting = true;
+	tool_start(t);
+	t->starting = false; /* alive: every answer so far was deferred */
+}
+
+static void tool_start(struct tool_call *t)
+{
 	const char *name = json_get_str(t->m.params, "name");
 	if (name == NULL) {
 		call_invalid(t, MCP_INVALID_PARAMS, "tools/call needs params.name, a string");
