@@ -229,3 +229,36 @@ def test_the_inspector_cli_lists_and_calls(md):
     assert doc["isError"] is False and "42" in texts(doc), doc
     rc, out, err = inspector(md.url, "--method", "tools/list")
     assert rc != 0
+
+
+def test_quotas_audit_and_the_rest_api_see_the_same_sessions(md):
+    from harness import Client, wait_for
+    tenant = "mcp-q-%s" % uuid.uuid4().hex[:6]
+    key = md.key(tenant)["key"]
+    st, doc = md.admin.request("PUT", "/v1/admin/tenants/%s/quota" % tenant, body={"sessions": 1})
+    assert st == 200, doc
+    rest = Client(md.port, api_key=key)
+    with SdkClient(md.url, key=key) as c:
+        c.ok("connect")
+        sid = new_session(c)
+        try:
+            # The REST API lists the session MCP made, for that tenant only.
+            st, doc = rest.request("GET", "/v1/sessions")
+            assert st == 200 and [s["id"] for s in doc["sessions"]] == [sid], doc
+            st, doc = md.client(md.tenant_b).request("GET", "/v1/sessions")
+            assert sid not in [s["id"] for s in doc["sessions"]]
+            # Its quota holds over MCP as over REST.
+            r = c.call("create_session")
+            assert r["isError"] is True and "quota_exceeded" in texts(r), r
+            r = c.call("run_code", code="1")  # a one-shot is a session too
+            assert r["isError"] is True and "quota_exceeded" in texts(r), r
+            c.call("run_code", session_id=sid, code="print('audited')")
+        finally:
+            c.call("delete_session", session_id=sid)
+
+    def actions():
+        st, doc = rest.request("GET", "/v1/audit?limit=100")
+        assert st == 200, doc
+        return {(e["action"], e["outcome"]) for e in doc["entries"] if e.get("session") in (sid, None)}
+    wait_for(lambda: {("session_create", "ok"), ("exec", "ok"), ("session_delete", "ok")} <= actions(),
+             10, what="the audit entries of the MCP calls")
