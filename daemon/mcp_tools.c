@@ -777,6 +777,8 @@ static void list_answer(struct tool_call *t, yajl_val answer)
 	jg_arr(s);
 	yajl_val files = json_get(answer, "files");
 	size_t prefix_len = t->prefix ? strlen(t->prefix) : 0;
+	while (prefix_len && t->prefix[prefix_len - 1] == '/') /* "data/" is "data" */
+		prefix_len--;
 	size_t shown = 0;
 	for (size_t i = 0; i < json_arr_len(files) && i < 10000; i++) {
 		yajl_val f = json_arr_at(files, i);

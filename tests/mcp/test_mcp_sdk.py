@@ -130,8 +130,11 @@ def test_upload_download_and_list(md, client):
         r = client.call("list_files", session_id=sid)
         paths = {f["path"]: f for f in r["structuredContent"]["files"]}
         assert paths["data/notes.txt"]["size"] == 7 and paths["bin/raw.dat"]["size"] == 1024
-        r = client.call("list_files", session_id=sid, path="data")
-        assert [f["path"] for f in r["structuredContent"]["files"] if f["type"] == "file"] == ["data/notes.txt"]
+        for sub in ("data", "data/"):
+            r = client.call("list_files", session_id=sid, path=sub)
+            assert [f["path"] for f in r["structuredContent"]["files"] if f["type"] == "file"] == ["data/notes.txt"]
+        r = client.call("list_files", session_id=sid, path="dat")  # a path, not a string prefix
+        assert r["structuredContent"]["files"] == [] and texts(r) == "(no files)", r
         r = client.call("download_file", session_id=sid, path="data/notes.txt")
         assert r["content"] == [{"type": "text", "text": "héllo\n"}], r
         r = client.call("download_file", session_id=sid, path="bin/raw.dat")
