@@ -69,6 +69,8 @@ DAEMON_LIB_SRCS := daemon/log.c daemon/config.c \
 DAEMON_LIB_SRCS += daemon/cluster.c daemon/cluster_pick.c daemon/store_nodes.c daemon/api_cluster.c
 # Forwarding to a session's owner (issue 15).
 DAEMON_LIB_SRCS += daemon/forward_headers.c daemon/forward.c
+# The MCP endpoint (issue 16).
+DAEMON_LIB_SRCS += daemon/mcp_rpc.c daemon/api_mcp.c daemon/mcp_tools.c
 DAEMON_SRCS := $(DAEMON_LIB_SRCS) daemon/main.c
 include cli/cli.mk
 UNIT_SRCS := $(wildcard tests/unit/*.c)

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "audit.h"
+#include "defer.h"
 #include "clock.h"
 #include "files.h"
 #include "json.h"
@@ -25,6 +26,9 @@ const struct api_route api_routes[] = {
     {"GET", "/healthz", api_probes_healthz, API_AUTH_NONE},
     {"GET", "/readyz", api_probes_readyz, API_AUTH_NONE},
     {"GET", "/version", api_version_get, API_AUTH_NONE},
+    {"POST", "/mcp", api_mcp_post, API_AUTH_TENANT},
+    {"GET", "/mcp", api_mcp_refuse, API_AUTH_TENANT},
+    {"DELETE", "/mcp", api_mcp_refuse, API_AUTH_TENANT},
     /* Per-tenant usage is on it: the operator's, not a tenant's. */
     {"GET", "/metrics", api_probes_metrics, API_AUTH_ADMIN},
     {"GET", "/v1/images/?", api_images_list, API_AUTH_TENANT},
@@ -165,17 +169,49 @@ void api_call_free(struct call *c)
 		return;
 	/* A call freed before its reply ended (none should be) must not be
 	 * reached by the reply's end: the request is alive until then. */
-	if (!c->done)
+	if (!c->done && c->sink == NULL)
 		http_req_set_done_cb(c->req, NULL, NULL);
+	if (c->sink) {
+		free(c->sink->body);
+		free(c->sink);
+	}
 	api_quota_release(c);
 	free(c->path);
 	free(c->audit_code);
 	free(c);
 }
 
+/* A subcall's answer, to its sink (the same JSON a client would get). */
+static void sink_reply(struct call *c, int status, yajl_gen g, const struct err *e)
+{
+	AUTOGEN yajl_gen eg = NULL;
+	if (e) {
+		eg = json_gen_new();
+		jg_obj(eg);
+		jg_str(eg, "error");
+		jg_obj(eg);
+		jg_kv_str(eg, "code", err_code_name(e->code));
+		jg_kv_str(eg, "message", e->message);
+		jg_obj_end(eg);
+		jg_obj_end(eg);
+		g = eg;
+		status = err_code_status(e->code);
+	}
+	size_t len = 0;
+	const char *text = g ? jg_text(g, &len) : "";
+	c->sink->fn(status, text, len, c->sink->arg);
+	api_call_free(c);
+}
+
 void api_reply(struct call *c, int status, yajl_gen g, const struct err *e)
 {
 	struct http_req *req = c->req;
+	if (c->sink) {
+		if (e && err_code_status(e->code) >= 500)
+			log_warn("subcall: %s", e->message);
+		sink_reply(c, status, g, e);
+		return;
+	}
 	if (e) {
 		if (e->code == ERR_UNAVAILABLE)
 			http_req_add_header(req, "Retry-After", "1");
@@ -195,6 +231,11 @@ void api_reply(struct call *c, int status, yajl_gen g, const struct err *e)
 void api_reply_body(struct call *c, int status, const char *content_type, const char *body,
 		    size_t len)
 {
+	if (c->sink) {
+		c->sink->fn(status, body, len, c->sink->arg);
+		api_call_free(c);
+		return;
+	}
 	http_req_reply(c->req, status, content_type, body, len);
 	api_call_free(c);
 }
@@ -219,9 +260,23 @@ static void body_cb(struct http_req *req, const char *body, size_t len, void *ar
 		c->on_body(c, body, len);
 }
 
+/* A subcall's body, from the loop (a callback never runs inside the call
+ * that registered it). */
+static void sink_body_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct call *c = arg;
+	c->on_body(c, c->sink->body ? c->sink->body : "", c->sink->len);
+}
+
 void api_read_body(struct call *c, api_body_fn fn)
 {
 	c->on_body = fn;
+	if (c->sink) {
+		defer_call(c->api->base, sink_body_cb, c);
+		return;
+	}
 	http_req_read_body(c->req, (size_t)c->api->cfg->max_body_bytes, body_cb, c);
 }
 
@@ -299,6 +354,66 @@ static void on_request(struct http_req *req, void *arg)
 		return;
 	}
 	api_resolve_tenant(c, m.route);
+}
+
+/* ---- calls made inside the daemon ---- */
+
+struct subcall_fail {
+	api_sink_fn fn;
+	void *arg;
+	int status;
+	char body[160];
+};
+
+static void subcall_fail_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct subcall_fail *f = arg;
+	f->fn(f->status, f->body, strlen(f->body), f->arg);
+	free(f);
+}
+
+void api_subcall(struct call *parent, const char *method, const char *path, const char *body,
+		 size_t len, api_sink_fn fn, void *arg)
+{
+	struct api_match m;
+	api_route_match(api_routes, api_routes_count, method, path, &m);
+	if (m.kind != API_MATCH_FOUND || m.route->auth != API_AUTH_TENANT) {
+		/* The tools build their paths: a miss is a bad id from the client. */
+		struct subcall_fail *f = xcalloc(1, sizeof(*f));
+		f->fn = fn;
+		f->arg = arg;
+		f->status = 404;
+		snprintf(f->body, sizeof(f->body),
+			 "{\"error\":{\"code\":\"not_found\",\"message\":\"no such %s\"}}",
+			 m.kind == API_MATCH_BAD_ID ? "session (malformed id)" : "route");
+		defer_call(parent->api->base, subcall_fail_cb, f);
+		return;
+	}
+	struct call *c = xcalloc(1, sizeof(*c));
+	c->api = parent->api;
+	c->req = parent->req;
+	c->started_us = clock_mono_us();
+	memcpy(c->tenant_name, parent->tenant_name, sizeof(c->tenant_name));
+	c->tenant = parent->tenant == parent->tenant_name ? c->tenant_name : parent->tenant;
+	memcpy(c->key_id, parent->key_id, sizeof(c->key_id));
+	c->admin = parent->admin;
+	memcpy(c->request_id, parent->request_id, sizeof(c->request_id));
+	memcpy(c->traceparent, parent->traceparent, sizeof(c->traceparent));
+	memcpy(c->id, m.id, sizeof(c->id));
+	c->route = m.route;
+	c->done = true; /* the access line is the MCP request's */
+	c->sink = xcalloc(1, sizeof(*c->sink));
+	c->sink->fn = fn;
+	c->sink->arg = arg;
+	if (body) {
+		c->sink->body = xmalloc(len + 1);
+		memcpy(c->sink->body, body, len);
+		c->sink->body[len] = 0;
+		c->sink->len = len;
+	}
+	m.route->handler(c);
 }
 
 /* ---- the server ---- */

@@ -114,7 +114,29 @@ struct call {
 	char route_tenant[64]; /* the route's {tenant}, checked; "" without one */
 	char signature[FAILURE_SIG_HEX + 1]; /* the route's {signature}, checked; "" */
 	struct api_quota_hold *hold;         /* quota reservations held (api_quota_gate.c) */
+	/* A call made inside the daemon (api_subcall: the MCP tools): its
+	 * answer goes to sink instead of c->req (the MCP request's, borrowed:
+	 * only headers are read from it), and api_read_body gives sink_body. */
+	struct api_sink *sink;
 };
+
+/* api_subcall's answer: the status and the JSON body (an error is the
+ * API's {"error":{...}} with its status), borrowed for the call. */
+typedef void (*api_sink_fn)(int status, const char *body, size_t len, void *arg);
+struct api_sink {
+	api_sink_fn fn;
+	void *arg;
+	char *body; /* the request body to give api_read_body; owned */
+	size_t len;
+};
+/* Serve method path (a v1 route, with its query-less path) with body
+ * (len bytes, copied; NULL for none) as parent's caller (its tenant, key
+ * and request id), in this process: the route's handler runs as for a
+ * client, quotas and audit alike, and its answer goes to fn(arg) exactly
+ * once, from the loop. No forwarding to another node: the route runs here.
+ * Not for routes that stream (files, NDJSON). */
+void api_subcall(struct call *parent, const char *method, const char *path, const char *body,
+		 size_t len, api_sink_fn fn, void *arg);
 
 /* api_wait.c: a call waiting on a store operation that cannot be
  * cancelled (its callback's argument): api_wait_done gives the call back,
@@ -217,6 +239,11 @@ void api_probes_start(struct http_api *api);
 void api_probes_stop(struct http_api *api);
 
 void api_version_get(struct call *c);
+
+/* api_mcp.c: the MCP endpoint (docs/mcp.md): POST one JSON-RPC message;
+ * GET and DELETE are 405 (no server stream, no session to end). */
+void api_mcp_post(struct call *c);
+void api_mcp_refuse(struct call *c);
 
 /* api_images.c: GET /v1/images (the profiles and what their images say of
  * themselves, cached); stop answers its waiting calls 503 and frees it. */

@@ -291,6 +291,10 @@ void api_quota_refuse(struct call *c, int n, int64_t retry_s)
 	snprintf(msg, sizeof(msg), "tenant %s is over its %s quota; retry in %llds", c->tenant,
 		 quota_name((enum quota_name)n), (long long)retry_s);
 	audit_refusal(c, &(struct err){.code = ERR_QUOTA_EXCEEDED, .message = msg});
+	if (c->sink) { /* an MCP tool's call: the tool's result says it */
+		api_fail(c, ERR_QUOTA_EXCEEDED, "%s", msg);
+		return;
+	}
 	http_req_add_header(c->req, "Retry-After", retry);
 	http_req_reply_error_field(c->req, ERR_QUOTA_EXCEEDED, msg, "quota",
 				   quota_name((enum quota_name)n));

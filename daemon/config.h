@@ -86,6 +86,8 @@ struct config {
 	char *fixer_url, *fixer_model, *fixer_key_file;
 	char *fixer_allowed_urls; /* comma-separated URL prefixes; "" = none */
 	char *fixer_key_dir;      /* "" = requests may not name key files */
+	/* The Origins /mcp accepts (api_mcp.c), comma-separated; "" = none. */
+	char *mcp_allowed_origins;
 	int64_t fixer_timeout_ms;
 	/* The stateless tier (stateless.h). */
 	char *stateless_bwrap, *stateless_python;

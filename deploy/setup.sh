@@ -180,13 +180,16 @@ npm_test_peers() {
 # uses Debian's chromium); the S3 peers of tests/integration/test_blobstore.py
 # (s3rver, and the official @aws-sdk/client-s3 for the interop check); the
 # Kubernetes manifest check of tests/deploy (kubernetes-models and yaml); the
-# TypeScript client's compiler and type generator (tests/clients).
+# TypeScript client's compiler and type generator (tests/clients); the MCP
+# clients of tests/mcp (the official SDK, the Inspector's CLI).
 install_npm_test_peers() {
 	npm_test_peers tests/browser "browser test: playwright-core" playwright-core \
 		PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
 	npm_test_peers tests/s3 "s3 test: s3rver and @aws-sdk/client-s3" .bin/s3rver
 	npm_test_peers tests/k8s "k8s test: kubernetes-models and yaml" kubernetes-models
 	npm_test_peers clients/typescript "TypeScript client: typescript and openapi-typescript" .bin/tsc
+	npm_test_peers tests/mcp "mcp test: @modelcontextprotocol/sdk and inspector-cli" \
+		.bin/mcp-inspector-cli
 }
 
 install_packages

@@ -13,6 +13,8 @@
 #   clients      the client libraries of clients/ (Python, TypeScript, the OpenAI
 #                run_code tool) against a live daemon; the TypeScript types are
 #                checked against docs/openapi.yaml (CLIENTS_OPENAPI_SPEC: another path)
+#   mcp          the /mcp endpoint with the official MCP SDK's client and the
+#                MCP Inspector's CLI (tests/mcp, node peers from npm)
 #   deploy       deploy/: the systemd unit, the example config, the Kubernetes
 #                manifests (offline schema check, tests/k8s), the service images with
 #                docker-compose, the sidecar pod, the engines helper (tests/deploy/);
@@ -22,7 +24,7 @@
 set -u
 cd "$(dirname "$0")/.."
 
-suites=${TEST_SUITES:-"format unit valgrind fuzz runner integration hostile chaos browser clients deploy"}
+suites=${TEST_SUITES:-"format unit valgrind fuzz runner integration hostile chaos browser mcp clients deploy"}
 total_pass=0
 total_fail=0
 failed=()
@@ -101,6 +103,8 @@ for s in $suites; do
 		/usr/bin/python3 -m pytest -q -p no:cacheprovider tests/browser ${PYTEST_ARGS:-} ;;
 	clients) run clients env CITEST_DAEMON=build/asan/ci-daemon CITEST_CTL=build/asan/ci-ctl \
 		/usr/bin/python3 -m pytest -q -p no:cacheprovider tests/clients ${PYTEST_ARGS:-} ;;
+	mcp) run mcp env CITEST_DAEMON=build/asan/ci-daemon CITEST_CTL=build/asan/ci-ctl \
+		/usr/bin/python3 -m pytest -q -p no:cacheprovider tests/mcp ${PYTEST_ARGS:-} ;;
 	deploy)
 		if wait_service_images; then
 			run deploy env CITEST_DAEMON=build/asan/ci-daemon CITEST_CTL=build/asan/ci-ctl \

@@ -333,6 +333,21 @@ TEST(api_routes_auth_column)
 	      api_keys_revoke);
 }
 
+TEST(api_routes_mcp)
+{
+	/* One POST per message; GET and DELETE are answered 405 by the handler
+	 * (no server stream, no session), anything else by the matcher. */
+	CHECK(api_match("POST", "/mcp").route->handler == api_mcp_post);
+	CHECK(api_match("GET", "/mcp").route->handler == api_mcp_refuse);
+	CHECK(api_match("DELETE", "/mcp").route->handler == api_mcp_refuse);
+	struct api_match m;
+	api_route_match(api_routes, api_routes_count, "PUT", "/mcp", &m);
+	CHECK(m.kind == API_MATCH_METHOD);
+	CHECK_STR(m.allow, "POST, GET, DELETE");
+	api_route_match(api_routes, api_routes_count, "POST", "/mcp/", &m);
+	CHECK(m.kind == API_MATCH_NONE);
+}
+
 TEST(api_route_allow_is_bounded)
 {
 	/* More methods than API_ALLOW_MAX holds: cut, never overrun. */
