@@ -84,7 +84,7 @@ DAEMON_LIB_OBJS := $(DAEMON_LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(GEN_OBJS)
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
 UNIT_OBJS := $(UNIT_SRCS:%.c=$(BUILD)/obj/%.o)
 
-.PHONY: service-images test-deploy fidelity all lib tools run test unit image setup bench fuzz clean format format-check
+.PHONY: service-images test-deploy fidelity all lib tools run test unit image setup bench soak fuzz clean format format-check
 all: $(BUILD)/ci-daemon $(BUILD)/ci-ctl
 lib: $(LIB_A)
 
@@ -239,6 +239,13 @@ test: setup
 bench: setup
 	@$(MAKE) --no-print-directory all tools
 	@tests/bench/run.sh
+
+# An hour of churn (tests/soak/soak.py): fds, RSS, containers, networks, Redis
+# keys and state directories sampled each minute, all flat at the end.
+# make test runs 5 minutes of the same (the soak suite); SOAK_MINUTES sets it.
+soak: setup
+	@$(MAKE) --no-print-directory all
+	@/usr/bin/python3 tests/soak/soak.py --minutes $${SOAK_MINUTES:-60} --json build/soak.json
 
 # The notebook fidelity suite (issue 14, tests/fidelity/run.py): real
 # notebooks from Debian's doc packages, replayed through ci and a Jupyter

@@ -13,6 +13,9 @@
 #   clients      the client libraries of clients/ (Python, TypeScript, the OpenAI
 #                run_code tool) against a live daemon; the TypeScript types are
 #                checked against docs/openapi.yaml (CLIENTS_OPENAPI_SPEC: another path)
+#   soak         5 minutes of churn against the release daemon, its fds, RSS,
+#                containers, networks, Redis keys and state dirs flat at the end
+#                (tests/soak/soak.py; SOAK_MINUTES; `make soak` runs the hour)
 #   mcp          the /mcp endpoint with the official MCP SDK's client and the
 #                MCP Inspector's CLI (tests/mcp, node peers from npm)
 #   deploy       deploy/: the systemd unit, the example config, the Kubernetes
@@ -24,7 +27,7 @@
 set -u
 cd "$(dirname "$0")/.."
 
-suites=${TEST_SUITES:-"format unit valgrind fuzz runner integration hostile chaos browser mcp clients deploy"}
+suites=${TEST_SUITES:-"format unit valgrind fuzz runner integration hostile chaos browser mcp clients soak deploy"}
 total_pass=0
 total_fail=0
 failed=()
@@ -103,6 +106,8 @@ for s in $suites; do
 		/usr/bin/python3 -m pytest -q -p no:cacheprovider tests/browser ${PYTEST_ARGS:-} ;;
 	clients) run clients env CITEST_DAEMON=build/asan/ci-daemon CITEST_CTL=build/asan/ci-ctl \
 		/usr/bin/python3 -m pytest -q -p no:cacheprovider tests/clients ${PYTEST_ARGS:-} ;;
+	soak) run soak env CITEST_DAEMON=build/ci-daemon \
+		/usr/bin/python3 tests/soak/soak.py --minutes "${SOAK_MINUTES:-5}" ;;
 	mcp) run mcp env CITEST_DAEMON=build/asan/ci-daemon CITEST_CTL=build/asan/ci-ctl \
 		/usr/bin/python3 -m pytest -q -p no:cacheprovider tests/mcp ${PYTEST_ARGS:-} ;;
 	deploy)
