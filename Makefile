@@ -40,7 +40,7 @@ ALL_CFLAGS := -std=gnu11 -D_GNU_SOURCE -fno-strict-aliasing $(WARN) $(CFLAGS) $(
 # lib/: what the daemon and ci-ctl share (errors, allocation, bounded JSON,
 # capped buffers, codecs, clocks, deferred calls), one static archive that
 # both programs, the unit tests and the fuzz targets link; docs/architecture.md.
-LIB_SRCS := lib/err.c lib/xalloc.c lib/clock.c lib/json.c lib/buf.c lib/codec.c lib/defer.c
+LIB_SRCS := lib/err.c lib/xalloc.c lib/clock.c lib/json.c lib/buf.c lib/codec.c lib/defer.c lib/idprefix.c lib/wcwidth.c
 
 # One file per responsibility; see docs/architecture.md.
 DAEMON_LIB_SRCS := daemon/log.c daemon/config.c \
