@@ -453,7 +453,7 @@ static int exec_run(struct cli_ctx *ctx, int argc, char **argv)
 		default: break;
 		}
 	}
-	if (cli_want_args(ctx, argc - optind, 1, 2) != 0 || cli_check_id(ctx, argv[optind]) != 0)
+	if (cli_want_args(ctx, argc - optind, 1, 2) != 0 || cli_session_id(ctx, &argv[optind]) != 0)
 		goto out;
 	if (file != NULL && argc - optind == 2) {
 		cli_usage_error(ctx, "give the code as an argument or with -f, "

@@ -261,9 +261,47 @@ const struct cli_cmd cmd_get = {
 
 /* ---- files ----------------------------------------------------------- */
 
+/* files ID PATH: PATH relative to /workspace, without "./" or trailing
+ * slashes ("out/" is "out"); *sub is the caller's.  "." or "" is all. */
+static int files_sub_check(struct cli_ctx *ctx, const char *arg, const char **sub)
+{
+	char *s;
+	size_t n;
+
+	while (arg[0] == '.' && arg[1] == '/')
+		arg += 2;
+	if (arg[0] == '/')
+		return cli_usage_error(ctx, "PATH is relative to /workspace");
+	s = xstrdup(arg);
+	n = strlen(s);
+	while (n > 0 && s[n - 1] == '/')
+		s[--n] = '\0';
+	if (n == 0 || strcmp(s, ".") == 0) {
+		free(s);
+		return 0;
+	}
+	*sub = s;
+	return 0;
+}
+
+/* Whether path is sub itself or under it (sub NULL: everything). */
+static int files_under(const char *path, const char *sub)
+{
+	size_t n;
+
+	if (sub == NULL)
+		return 1;
+	if (path == NULL)
+		return 0;
+	n = strlen(sub);
+	return strncmp(path, sub, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
 static int files_run(struct cli_ctx *ctx, int argc, char **argv)
 {
 	static const char *const headers[] = {"PATH", "SIZE", "MTIME", "TYPE"};
+	const char *sub = NULL;
+	size_t shown = 0;
 	struct client_resp resp = {0};
 	struct table *t = NULL;
 	yajl_val doc = NULL, list;
@@ -271,8 +309,10 @@ static int files_run(struct cli_ctx *ctx, int argc, char **argv)
 	size_t i;
 	int rc;
 
-	if (cli_operands(ctx, argc, argv, 1, 1, CLI_ARGS_ID) < 0)
+	if (cli_operands(ctx, argc, argv, 1, 2, CLI_ARGS_ID) < 0)
 		return ctx->rc;
+	if (argc - optind == 2 && (rc = files_sub_check(ctx, argv[optind + 1], &sub)) != 0)
+		return rc;
 	path = cli_session_path(argv[optind], "/files");
 	rc = cli_call(ctx, &(struct client_req){.method = "GET", .path = path, .timeout_s = 60},
 		      &resp, NULL);
@@ -293,10 +333,14 @@ static int files_run(struct cli_ctx *ctx, int argc, char **argv)
 	for (i = 0; i < json_arr_len(list); i++) {
 		yajl_val f = json_arr_at(list, i);
 		yajl_val mtime = json_path(f, "mtime");
-		char *size = output_json_text(json_path(f, "size"));
+		char *size;
 		char when[64];
 		double secs;
 
+		if (!files_under(json_path_str(f, "path"), sub))
+			continue;
+		shown++;
+		size = output_json_text(json_path(f, "size"));
 		/* mtime as RFC 3339 like every other time, or epoch seconds. */
 		if (YAJL_IS_STRING(mtime))
 			output_when(mtime->u.string, when, sizeof(when));
@@ -308,6 +352,12 @@ static int files_run(struct cli_ctx *ctx, int argc, char **argv)
 						   when, json_path_str(f, "type")});
 		free(size);
 	}
+	if (sub != NULL && shown == 0) {
+		output_note("%s: files: nothing at %s in /workspace\n", CLI_PROG, sub);
+		rc = CLI_EXIT_API;
+		goto out;
+	}
+	table_sort(t, 0);
 	table_print(t, stdout);
 	rc = CLI_EXIT_OK;
 out:
@@ -315,44 +365,84 @@ out:
 	json_free(doc);
 	client_resp_release(&resp);
 	free(path);
+	free((char *)sub);
 	return rc;
 }
 
 const struct cli_cmd cmd_files = {
     .name = "files",
-    .usage = "ID",
+    .usage = "ID [PATH]",
     .summary = "List the files under the session's /workspace.",
     .help = "Columns: PATH (relative to /workspace), SIZE in bytes, MTIME (relative to now)\n"
-	    "and TYPE.\n",
+	    "and TYPE, sorted by PATH. With PATH, only that entry and what is under it\n"
+	    "(a directory's contents); nothing there is an error (exit 5). --json prints\n"
+	    "the server's whole list.\n",
     .run = files_run,
 };
 
 /* ---- rmfile ---------------------------------------------------------- */
 
+enum { RMFILE_RECURSIVE = 'r' };
+
+static const struct option rmfile_options[] = {
+    {"recursive", no_argument, NULL, RMFILE_RECURSIVE},
+    CLI_COMMON_OPTIONS,
+    {NULL, 0, NULL, 0},
+};
+
 static int rmfile_run(struct cli_ctx *ctx, int argc, char **argv)
 {
-	struct client_resp resp;
-	char *path;
-	int rc;
+	int recursive = 0, c, rc, i, failed = 0;
 
-	if (cli_operands(ctx, argc, argv, 2, 2, CLI_ARGS_ID) < 0)
-		return ctx->rc;
-	if (argv[optind + 1][0] == '\0')
-		return cli_usage_error(ctx, "empty REMOTE path");
-	path = files_path(argv[optind], argv[optind + 1]);
-	rc = cli_call(ctx, &(struct client_req){.method = "DELETE", .path = path, .timeout_s = 60},
-		      &resp, NULL);
-	client_resp_release(&resp);
-	free(path);
-	if (rc == CLI_EXIT_OK && !ctx->json)
-		printf("%s\n", argv[optind + 1]);
-	return rc;
+	while ((c = cli_getopt(ctx, argc, argv, ":hr", rmfile_options)) != -1) {
+		if (c == CLI_GETOPT_STOP)
+			return ctx->rc;
+		if (c == RMFILE_RECURSIVE)
+			recursive = 1;
+	}
+	if ((rc = cli_want_args(ctx, argc - optind, 2, -1)) != 0)
+		return rc;
+	for (i = optind + 1; i < argc; i++)
+		if (argv[i][0] == '\0')
+			return cli_usage_error(ctx, "empty REMOTE path");
+	if ((rc = cli_session_id(ctx, &argv[optind])) != 0)
+		return rc;
+	for (i = optind + 1; i < argc; i++) {
+		struct client_resp resp;
+		char *base = files_path(argv[optind], argv[i]);
+		/* Without recursive=1 the server refuses a directory (409
+		 * is_a_directory): one mistyped name must not empty a tree. */
+		char *path = recursive ? xasprintf("%s?recursive=1", base) : xstrdup(base);
+		char *what = argc - optind > 2 ? xasprintf("rmfile %s", argv[i]) : NULL;
+
+		rc = cli_call(
+		    ctx, &(struct client_req){.method = "DELETE", .path = path, .timeout_s = 60},
+		    &resp, what);
+		if (rc != CLI_EXIT_OK && resp.status == 409 && !recursive)
+			output_note("%s: %s is a directory: use rmfile -r to delete it with its "
+				    "contents\n",
+				    CLI_PROG, argv[i]);
+		client_resp_release(&resp);
+		free(what);
+		free(path);
+		free(base);
+		if (rc == CLI_EXIT_OK && !ctx->json)
+			printf("%s\n", argv[i]);
+		if (rc != CLI_EXIT_OK)
+			failed = rc;
+		if (rc == CLI_EXIT_USAGE)
+			break; /* bad --server: every other try fails the same way */
+	}
+	return failed;
 }
 
 const struct cli_cmd cmd_rmfile = {
     .name = "rmfile",
-    .usage = "ID REMOTE",
-    .summary = "Delete a file from the session's /workspace.",
-    .help = "Prints REMOTE once deleted.\n",
+    .usage = "[-r] ID REMOTE...",
+    .summary = "Delete files (with -r, directories) from the session's /workspace.",
+    .help = "Prints each REMOTE once deleted. Exits non-zero if any failed; the others are\n"
+	    "still attempted.\n"
+	    "  -r, --recursive   also delete directories, with everything in them; without\n"
+	    "                    it a directory is refused (409 is_a_directory) and kept\n",
     .run = rmfile_run,
 };

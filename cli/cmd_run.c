@@ -190,9 +190,9 @@ static int run_run(struct cli_ctx *ctx, int argc, char **argv)
 	if (cli_want_args(ctx, n, 0, 2) != 0)
 		goto out;
 	if (n == 2 || (n == 1 && file != NULL)) {
-		session = argv[optind];
-		if (cli_check_id(ctx, session) != 0)
+		if (cli_session_id(ctx, &argv[optind]) != 0)
 			goto out;
+		session = argv[optind];
 	}
 	const char *code_arg = n == 2                 ? argv[optind + 1]
 			       : (n == 1 && !session) ? argv[optind]

@@ -15,8 +15,8 @@ struct table {
 	size_t ncols;
 	size_t nrows; /* including the header row, if any */
 	size_t cap;
-	char **cells;    /* nrows * ncols */
-	int has_header;  /* row 0 is the header: sorting leaves it first */
+	char **cells;   /* nrows * ncols */
+	int has_header; /* row 0 is the header: sorting leaves it first */
 };
 
 struct table *table_new(size_t ncols, const char *const *headers)

@@ -5,8 +5,7 @@
 
 #include <string.h>
 
-size_t idprefix_match(const char *prefix, const char *const *ids, size_t n, size_t *out,
-		      size_t max)
+size_t idprefix_match(const char *prefix, const char *const *ids, size_t n, size_t *out, size_t max)
 {
 	size_t plen = strlen(prefix), found = 0, i;
 

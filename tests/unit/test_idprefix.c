@@ -3,8 +3,7 @@
 #include "unit.h"
 
 static const char *const ids[] = {
-    "3f2a9c10-0000-4000-8000-000000000001",
-    "3f2b0000-0000-4000-8000-000000000002",
+    "3f2a9c10-0000-4000-8000-000000000001", "3f2b0000-0000-4000-8000-000000000002",
     "a0000000-0000-4000-8000-000000000003",
     NULL, /* a listing entry without an id is skipped, never matched */
 };
