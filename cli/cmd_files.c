@@ -131,45 +131,17 @@ static int get_on_data(const char *data, size_t len, void *arg, struct err **err
 	return 0;
 }
 
-static int get_run(struct cli_ctx *ctx, int argc, char **argv)
+/* Downloads REMOTE into LOCAL (or stdout), through a temporary name so a
+ * failed download leaves nothing; prints "LOCAL SIZE". */
+static int get_file(struct cli_ctx *ctx, struct client *client, const char *id, const char *remote,
+		    const char *local, int to_stdout)
 {
-	const char *id, *remote, *local;
 	struct get_sink sink = {0};
 	struct client_resp resp = {0};
-	struct client *client;
 	struct err *e = NULL;
-	char *path = NULL, *tmp = NULL, *local_buf = NULL;
-	struct stat sb;
-	int rc, fd, to_stdout;
+	char *path = NULL, *tmp = NULL;
+	int rc, fd;
 	mode_t mask;
-
-	if (cli_operands(ctx, argc, argv, 2, 3, CLI_ARGS_ID) < 0)
-		return ctx->rc;
-	id = argv[optind];
-	remote = argv[optind + 1];
-	local = argc - optind == 3 ? argv[optind + 2] : util_basename(remote);
-	if (remote[0] == '\0')
-		return cli_usage_error(ctx, "empty REMOTE path");
-	if (local[0] == '\0')
-		return cli_usage_error(ctx, "cannot name a local file after '%s'; give LOCAL",
-				       remote);
-	to_stdout = strcmp(local, "-") == 0;
-	/* Like cp: into an existing directory, under the remote's name. */
-	if (!to_stdout && stat(local, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-		size_t n = strlen(local);
-
-		if (util_basename(remote)[0] == '\0')
-			return cli_usage_error(ctx, "cannot name a file in %s after '%s'", local,
-					       remote);
-		while (n > 1 && local[n - 1] == '/')
-			n--;
-		local = local_buf = xasprintf("%.*s/%s", (int)n, local, util_basename(remote));
-	}
-	client = cli_client(ctx);
-	if (client == NULL) {
-		rc = CLI_EXIT_USAGE;
-		goto out;
-	}
 
 	if (to_stdout) {
 		sink.f = stdout;
@@ -244,18 +216,192 @@ out:
 	client_resp_release(&resp);
 	err_free(e);
 	free(path);
+	return rc;
+}
+
+/* get -r: a remote path must be relative with plain components, so a
+ * hostile listing cannot write outside LOCAL. */
+static int get_safe_rel(const char *rel)
+{
+	const char *p = rel;
+
+	if (rel[0] == '\0' || rel[0] == '/')
+		return 0;
+	while (*p != '\0') {
+		size_t n = strcspn(p, "/");
+
+		if (n == 0 || (n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+			return 0;
+		p += n;
+		if (*p == '/')
+			p++;
+	}
+	return 1;
+}
+
+static int get_mkdir(const char *dir)
+{
+	if (mkdir(dir, 0777) == 0 || errno == EEXIST)
+		return 0;
+	fprintf(stderr, "%s: cannot create %s: %s\n", CLI_PROG, dir, strerror(errno));
+	return -1;
+}
+
+/* get -r ID DIR LOCAL: the listing's entries under DIR become a local tree
+ * under LOCAL (directories made, files downloaded one by one; symlinks are
+ * skipped with a note: their targets are the sandbox's). */
+static int get_tree(struct cli_ctx *ctx, struct client *client, const char *id, const char *remote,
+		    const char *local)
+{
+	struct client_resp resp = {0};
+	yajl_val doc = NULL, list;
+	char *path, *dir = xstrdup(remote);
+	size_t n = strlen(dir), i, got = 0;
+	int rc, failed = 0;
+
+	while (n > 0 && dir[n - 1] == '/')
+		dir[--n] = '\0';
+	path = cli_session_path(id, "/files");
+	rc = cli_call(ctx, &(struct client_req){.method = "GET", .path = path, .timeout_s = 60},
+		      &resp, NULL);
+	free(path);
+	if (rc != CLI_EXIT_OK)
+		goto out;
+	rc = CLI_EXIT_API;
+	doc = json_parse(resp.body, strlen(resp.body), NULL);
+	if ((list = json_path_arr(doc, "files")) == NULL) {
+		output_note("%s: the server's answer has no files list\n", CLI_PROG);
+		goto out;
+	}
+	if (json_path(doc, "truncated") != NULL && YAJL_IS_TRUE(json_path(doc, "truncated")))
+		output_note("%s: get -r: the server's listing was cut short; some files may be "
+			    "missing\n",
+			    CLI_PROG);
+	rc = CLI_EXIT_FAIL;
+	if (get_mkdir(local) < 0)
+		goto out;
+	/* The listing is depth-first from the top: parents come before
+	 * their contents, so each directory exists when it is needed. */
+	for (i = 0; i < json_arr_len(list); i++) {
+		yajl_val f = json_arr_at(list, i);
+		const char *p = json_path_str(f, "path"), *type = json_path_str(f, "type");
+		const char *rel;
+		char *to;
+
+		if (p == NULL || type == NULL || strncmp(p, dir, n) != 0 || p[n] != '/')
+			continue;
+		got++;
+		rel = p + n + 1;
+		if (!get_safe_rel(rel) || !cli_utf8(rel)) {
+			char *clean = output_clean(p);
+
+			output_note("%s: get -r: skipping unsafe path %s\n", CLI_PROG, clean);
+			free(clean);
+			failed = CLI_EXIT_FAIL;
+			continue;
+		}
+		to = xasprintf("%s/%s", local, rel);
+		if (strcmp(type, "dir") == 0) {
+			if (get_mkdir(to) < 0)
+				failed = CLI_EXIT_FAIL;
+		} else if (strcmp(type, "file") == 0) {
+			int r = get_file(ctx, client, id, p, to, 0);
+
+			if (r != CLI_EXIT_OK)
+				failed = r;
+		} else {
+			char *clean = output_clean(p);
+
+			output_note("%s: get -r: skipping %s (a %s)\n", CLI_PROG, clean, type);
+			free(clean);
+		}
+		free(to);
+	}
+	if (got == 0) {
+		char *clean = output_clean(dir);
+
+		output_note("%s: get -r: no directory %s with contents in /workspace\n", CLI_PROG,
+			    clean);
+		free(clean);
+		rmdir(local);
+		rc = CLI_EXIT_API;
+		goto out;
+	}
+	rc = failed;
+out:
+	json_free(doc);
+	client_resp_release(&resp);
+	free(dir);
+	return rc;
+}
+
+static const struct option get_options[] = {
+    {"recursive", no_argument, NULL, 'r'},
+    CLI_COMMON_OPTIONS,
+    {NULL, 0, NULL, 0},
+};
+
+static int get_run(struct cli_ctx *ctx, int argc, char **argv)
+{
+	const char *id, *remote, *local;
+	struct client *client;
+	char *local_buf = NULL;
+	struct stat sb;
+	int rc, c, to_stdout, recursive = 0;
+
+	while ((c = cli_getopt(ctx, argc, argv, ":hr", get_options)) != -1) {
+		if (c == CLI_GETOPT_STOP)
+			return ctx->rc;
+		if (c == 'r')
+			recursive = 1;
+	}
+	if ((rc = cli_want_args(ctx, argc - optind, 2, 3)) != 0 ||
+	    (rc = cli_session_id(ctx, &argv[optind])) != 0)
+		return rc;
+	id = argv[optind];
+	remote = argv[optind + 1];
+	local = argc - optind == 3 ? argv[optind + 2] : util_basename(remote);
+	if (remote[0] == '\0')
+		return cli_usage_error(ctx, "empty REMOTE path");
+	if (local[0] == '\0')
+		return cli_usage_error(ctx, "cannot name a local file after '%s'; give LOCAL",
+				       remote);
+	to_stdout = strcmp(local, "-") == 0;
+	if (recursive && to_stdout)
+		return cli_usage_error(ctx, "-r writes a directory tree, not to stdout");
+	/* Like cp: into an existing directory, under the remote's name. */
+	if (!to_stdout && stat(local, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+		size_t n = strlen(local);
+
+		if (util_basename(remote)[0] == '\0')
+			return cli_usage_error(ctx, "cannot name a file in %s after '%s'", local,
+					       remote);
+		while (n > 1 && local[n - 1] == '/')
+			n--;
+		local = local_buf = xasprintf("%.*s/%s", (int)n, local, util_basename(remote));
+	}
+	client = cli_client(ctx);
+	if (client == NULL)
+		rc = CLI_EXIT_USAGE;
+	else if (recursive)
+		rc = get_tree(ctx, client, id, remote, local);
+	else
+		rc = get_file(ctx, client, id, remote, local, to_stdout);
 	free(local_buf);
 	return rc;
 }
 
 const struct cli_cmd cmd_get = {
     .name = "get",
-    .usage = "ID REMOTE [LOCAL|-]",
-    .summary = "Download a file from the session's /workspace.",
+    .usage = "[-r] ID REMOTE [LOCAL|-]",
+    .summary = "Download a file (with -r, a directory) from the session's /workspace.",
     .help = "LOCAL defaults to REMOTE's base name (inside LOCAL when that is a directory);\n"
 	    "'-' writes the bytes to stdout.  A file is written under a temporary name and\n"
 	    "renamed once complete, so a failed download leaves nothing behind; then\n"
-	    "'LOCAL SIZE' is printed.\n",
+	    "'LOCAL SIZE' is printed.\n"
+	    "  -r, --recursive   REMOTE is a directory: its files are downloaded into a\n"
+	    "                    local tree LOCAL (made; existing files are replaced), one\n"
+	    "                    'LOCAL/PATH SIZE' line each; symlinks are skipped with a note\n",
     .run = get_run,
 };
 

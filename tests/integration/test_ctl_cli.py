@@ -204,3 +204,27 @@ def test_files_sub_path_sorted_and_aligned_for_wide_names(daemon, session):
     assert r.returncode == 5 and "nothing at nothing-here" in r.stderr
     r = daemon.ctl("files", sid)
     assert "other/z.txt" in r.stdout and "a.txt" in r.stdout
+
+
+def test_get_recursive_downloads_a_tree(daemon, session, tmp_path):
+    sid = session["id"]
+    want = {"out/a.txt": b"alpha", "out/deep/er/b.bin": bytes(range(256)),
+            "out/数据.csv": b"x,y\n"}
+    for p, data in want.items():
+        assert put_bytes(daemon.port, sid, quote(p), data)[0] == 201
+    assert put_bytes(daemon.port, sid, "outside.txt", b"no")[0] == 201
+    r = daemon.ctl("exec", sid, "import os; os.makedirs('/workspace/out/empty')")
+    assert r.returncode == 0, r.stderr
+    dest = tmp_path / "copy"
+    r = daemon.ctl("get", "-r", sid, "out", str(dest))
+    assert r.returncode == 0, r.stderr
+    for p, data in want.items():
+        assert (dest / p[len("out/"):]).read_bytes() == data
+    assert (dest / "empty").is_dir()
+    assert not (tmp_path / "outside.txt").exists() and not (dest / "outside.txt").exists()
+    assert len(r.stdout.splitlines()) == 3  # one line per file
+
+    r = daemon.ctl("get", "-r", sid, "out", "-")
+    assert r.returncode == 2
+    r = daemon.ctl("get", "-r", sid, "missing", str(tmp_path / "m"))
+    assert r.returncode == 5 and not (tmp_path / "m").exists()
