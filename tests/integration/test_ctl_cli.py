@@ -228,3 +228,60 @@ def test_get_recursive_downloads_a_tree(daemon, session, tmp_path):
     assert r.returncode == 2
     r = daemon.ctl("get", "-r", sid, "missing", str(tmp_path / "m"))
     assert r.returncode == 5 and not (tmp_path / "m").exists()
+
+
+def test_exec_interactive_keeps_state_on_a_terminal(daemon, session):
+    """exec -i on a pty: lines and blocks are executions in one session."""
+    import os
+    import pty
+    import select
+    import time
+
+    from harness import CTL_BIN
+
+    sid = session["id"]
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: ci-ctl on the pty's terminal
+        os.execv(CTL_BIN, [CTL_BIN, "--server", "http://127.0.0.1:%d" % daemon.port,
+                           "exec", "-i", sid[:12]])
+    seen = b""
+
+    def until(marker, count=1, bound_s=60):
+        nonlocal seen
+        deadline = time.monotonic() + bound_s
+        while seen.count(marker) < count:
+            left = deadline - time.monotonic()
+            assert left > 0, seen.decode(errors="replace")
+            if select.select([fd], [], [], left)[0]:
+                try:
+                    chunk = os.read(fd, 4096)
+                except OSError:
+                    chunk = b""
+                assert chunk, seen.decode(errors="replace")
+                seen += chunk
+
+    try:
+        until(b">>> ")
+        os.write(fd, b"x = 20\n")
+        until(b">>> ", 2)
+        os.write(fd, b"def double(n):\n")
+        until(b"... ")
+        os.write(fd, b"    return n * 2\n\n")
+        until(b">>> ", 3)
+        os.write(fd, b"print('got', double(x) + 2)\n")
+        until(b"got 42")
+        os.write(fd, b"1/0\n")
+        until(b"ZeroDivisionError")
+        os.write(fd, b"print('still', x)\n")
+        until(b"still 20")
+        os.write(fd, b"\x04")  # Ctrl-D
+        _, status = os.waitpid(pid, 0)
+        pid = 0
+        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    finally:
+        if pid:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+        os.close(fd)
+    r = daemon.ctl("exec", "-i", sid, "print(1)")
+    assert r.returncode == 2
