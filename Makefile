@@ -82,7 +82,7 @@ DAEMON_LIB_OBJS := $(DAEMON_LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(GEN_OBJS)
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
 UNIT_OBJS := $(UNIT_SRCS:%.c=$(BUILD)/obj/%.o)
 
-.PHONY: service-images test-deploy fidelity all lib tools run test unit image setup bench fuzz clean format format-check
+.PHONY: service-images test-deploy fidelity all lib tools run test unit image setup bench fuzz clean format format-check man install
 all: $(BUILD)/ci-daemon $(BUILD)/ci-ctl
 lib: $(LIB_A)
 
@@ -291,6 +291,20 @@ format:
 
 format-check:
 	@clang-format --dry-run --Werror $(FORMAT_SRCS) && echo "format-check: ok"
+
+# docs/ci-ctl.1 from ci-ctl's own help (cli/gen-man.py); a test checks that
+# the committed page is current.
+man: $(BUILD)/ci-ctl
+	cli/gen-man.py $(BUILD)/ci-ctl docs/ci-ctl.1
+
+# ci-ctl with its man page and bash/zsh completion (PREFIX, DESTDIR).
+PREFIX ?= /usr/local
+install: $(BUILD)/ci-ctl
+	install -D -m 0755 $(BUILD)/ci-ctl $(DESTDIR)$(PREFIX)/bin/ci-ctl
+	install -D -m 0644 docs/ci-ctl.1 $(DESTDIR)$(PREFIX)/share/man/man1/ci-ctl.1
+	install -D -m 0644 cli/completion/ci-ctl.bash \
+		$(DESTDIR)$(PREFIX)/share/bash-completion/completions/ci-ctl
+	install -D -m 0644 cli/completion/_ci-ctl $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_ci-ctl
 
 clean:
 	rm -rf build

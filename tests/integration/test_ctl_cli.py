@@ -285,3 +285,79 @@ def test_exec_interactive_keeps_state_on_a_terminal(daemon, session):
         os.close(fd)
     r = daemon.ctl("exec", "-i", sid, "print(1)")
     assert r.returncode == 2
+
+
+REPO = __import__("pathlib").Path(__file__).resolve().parents[2]
+BASH_COMPLETION = REPO / "cli" / "completion" / "ci-ctl.bash"
+ZSH_COMPLETION = REPO / "cli" / "completion" / "_ci-ctl"
+# Completes the last of its arguments the way bash would, printing COMPREPLY.
+COMPLETE_DRIVER = r'''
+source "$1"; shift
+COMP_WORDS=("$@"); COMP_CWORD=$((${#COMP_WORDS[@]} - 1))
+_ci_ctl
+printf '%s\n' "${COMPREPLY[@]}"
+'''
+
+
+def complete(daemon, *words):
+    import os
+    import subprocess
+
+    from harness import CTL_BIN
+
+    env = dict(os.environ, PATH=os.path.dirname(os.path.abspath(CTL_BIN)) + ":" +
+               os.environ.get("PATH", "/usr/bin:/bin"))
+    r = subprocess.run(["bash", "-c", COMPLETE_DRIVER, "driver", str(BASH_COMPLETION),
+                        os.path.basename(CTL_BIN), "--server",
+                        "http://127.0.0.1:%d" % daemon.port] + list(words),
+                       capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.split()
+
+
+def test_bash_completion_commands_options_and_session_ids(daemon, session):
+    sid = session["id"]
+    got = complete(daemon, "rm")  # a command name being typed
+    assert "rm" in got and "rmfile" in got and "show" not in got
+    assert set(complete(daemon, "")) >= {"create", "ls", "allow", "version", "help"}
+    assert complete(daemon, "rmfile", "--re") == ["--recursive"]
+    assert complete(daemon, "ls", "-o", "") == ["json", "wide", "name"]
+    ids = complete(daemon, "show", sid[:8])
+    assert ids == [sid], ids
+    assert sid in complete(daemon, "exec", "--timeout", "5", "")
+    assert complete(daemon, "exec", sid, "") == []  # the code: nothing to offer
+
+
+def test_zsh_completion_parses():
+    import shutil
+    import subprocess
+
+    assert shutil.which("zsh"), "zsh is in deploy/setup.sh's packages"
+    r = subprocess.run(["zsh", "-n", str(ZSH_COMPLETION)], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run(["bash", "-n", str(BASH_COMPLETION)], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 0, r.stderr
+
+
+def test_man_page_is_current():
+    import subprocess
+
+    from harness import CTL_BIN
+
+    r = subprocess.run([str(REPO / "cli" / "gen-man.py"), CTL_BIN], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    committed = (REPO / "docs" / "ci-ctl.1").read_text(encoding="utf-8")
+    assert r.stdout == committed, "docs/ci-ctl.1 is stale: run `make man`"
+    assert ".SS allow" in committed and "\\-\\-max\\-lifetime" in committed
+
+
+def test_version_prints_client_and_server(daemon):
+    r = daemon.ctl("version")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("client: ci-ctl ") and lines[1].startswith("server: ci-daemon ")
+    doc = json.loads(daemon.ctl("--json", "version").stdout)
+    assert doc["client"]["version"] and doc["server"]["version"]
