@@ -361,3 +361,18 @@ def test_version_prints_client_and_server(daemon):
     assert lines[0].startswith("client: ci-ctl ") and lines[1].startswith("server: ci-daemon ")
     doc = json.loads(daemon.ctl("--json", "version").stdout)
     assert doc["client"]["version"] and doc["server"]["version"]
+
+
+def test_run_once_is_one_execution_in_a_fresh_session(daemon, tmp_path):
+    before = set(daemon.ctl("ls", "-q").stdout.split())
+    job = tmp_path / "job.py"
+    job.write_text("import os\nprint('pid', os.getpid() > 0)\n6 * 7\n")
+    r = daemon.ctl("run", "--once", "-f", str(job))
+    assert r.returncode == 0 and r.stdout == "pid True\n42\n", r.stdout + r.stderr
+    r = daemon.ctl("run", "--once", "-", input="1/0\n")
+    assert r.returncode == 1 and "ZeroDivisionError" in r.stderr
+    doc = json.loads(daemon.ctl("--json", "run", "--once", "print(1)").stdout)
+    assert doc["status"] == "ok" and doc["stdout"] == "1\n", doc
+    assert daemon.ctl("run", "--once", "--max-attempts", "2", "1").returncode == 2
+    # The one-shot sessions are gone before the answers came.
+    assert set(daemon.ctl("ls", "-q").stdout.split()) <= before
