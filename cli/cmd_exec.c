@@ -583,6 +583,11 @@ static int exec_repl(struct cli_ctx *ctx, const char *id, double timeout, int st
 			}
 		}
 		in_block = 0;
+		if (!json_utf8_valid(block.data, block.len)) {
+			/* A stray byte typed is no reason to lose the session's REPL. */
+			output_note("%s: exec -i: %s; not sent\n", CLI_PROG, CLI_NOT_UTF8);
+			continue;
+		}
 		rc = exec_one(ctx, id, block.data, block.len, timeout, stream, save_dir);
 		fflush(stdout);
 		if (rc == CLI_EXIT_API || rc == CLI_EXIT_USAGE)

@@ -3,7 +3,7 @@
 # against the --server on the line) and local files where a command takes one.
 #
 # Install: source it from ~/.bashrc, or copy it to
-# /usr/share/bash-completion/completions/ci-ctl (make install-completion).
+# /usr/share/bash-completion/completions/ci-ctl (make install does).
 
 # The ci-ctl words that pick the daemon, from the line being completed.
 _ci_ctl_globals() {
