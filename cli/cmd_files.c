@@ -443,11 +443,18 @@ static int files_under(const char *path, const char *sub)
 	return strncmp(path, sub, n) == 0 && (path[n] == '\0' || path[n] == '/');
 }
 
+static const struct option files_options[] = {
+    {"output", required_argument, NULL, 'o'},
+    CLI_COMMON_OPTIONS,
+    {NULL, 0, NULL, 0},
+};
+
 static int files_run(struct cli_ctx *ctx, int argc, char **argv)
 {
 	static const char *const headers[] = {"PATH", "SIZE", "MTIME", "TYPE"};
 	const char *sub = NULL;
 	size_t shown = 0;
+	int c, names;
 	struct client_resp resp = {0};
 	struct table *t = NULL;
 	yajl_val doc = NULL, list;
@@ -455,8 +462,16 @@ static int files_run(struct cli_ctx *ctx, int argc, char **argv)
 	size_t i;
 	int rc;
 
-	if (cli_operands(ctx, argc, argv, 1, 2, CLI_ARGS_ID) < 0)
-		return ctx->rc;
+	while ((c = cli_getopt(ctx, argc, argv, ":ho:", files_options)) != -1) {
+		if (c == CLI_GETOPT_STOP)
+			return ctx->rc;
+		if (c == 'o' && (rc = cli_output_format(ctx, optarg)) != 0)
+			return rc;
+	}
+	if ((rc = cli_want_args(ctx, argc - optind, 1, 2)) != 0 ||
+	    (rc = cli_session_id(ctx, &argv[optind])) != 0)
+		return rc;
+	names = ctx->output != NULL && strcmp(ctx->output, "name") == 0;
 	if (argc - optind == 2 && (rc = files_sub_check(ctx, argv[optind + 1], &sub)) != 0)
 		return rc;
 	path = cli_session_path(argv[optind], "/files");
@@ -475,7 +490,7 @@ static int files_run(struct cli_ctx *ctx, int argc, char **argv)
 		output_note("%s: the server's answer has no files list\n", CLI_PROG);
 		goto out;
 	}
-	t = table_new(4, headers);
+	t = names ? table_new(1, NULL) : table_new(4, headers);
 	for (i = 0; i < json_arr_len(list); i++) {
 		yajl_val f = json_arr_at(list, i);
 		yajl_val mtime = json_path(f, "mtime");
@@ -486,6 +501,10 @@ static int files_run(struct cli_ctx *ctx, int argc, char **argv)
 		if (!files_under(json_path_str(f, "path"), sub))
 			continue;
 		shown++;
+		if (names) {
+			table_add(t, (const char *const[]){json_path_str(f, "path")});
+			continue;
+		}
 		size = output_json_text(json_path(f, "size"));
 		/* mtime as RFC 3339 like every other time, or epoch seconds. */
 		if (YAJL_IS_STRING(mtime))
@@ -517,12 +536,14 @@ out:
 
 const struct cli_cmd cmd_files = {
     .name = "files",
-    .usage = "ID [PATH]",
+    .usage = "[-o json|wide|name] ID [PATH]",
     .summary = "List the files under the session's /workspace.",
     .help = "Columns: PATH (relative to /workspace), SIZE in bytes, MTIME (relative to now)\n"
 	    "and TYPE, sorted by PATH. With PATH, only that entry and what is under it\n"
 	    "(a directory's contents); nothing there is an error (exit 5). --json prints\n"
-	    "the server's whole list.\n",
+	    "the server's whole list.\n"
+	    "  -o, --output FORMAT  json: as --json; name: the paths alone, one a line;\n"
+	    "                       wide: the table\n",
     .run = files_run,
 };
 

@@ -200,6 +200,9 @@ def test_files_sub_path_sorted_and_aligned_for_wide_names(daemon, session):
         starts.add(columns(first) + len(rest) - len(rest.lstrip(" ")))
     assert len(starts) == 1, (starts, lines)
 
+    r = daemon.ctl("files", "-o", "name", sid, "data")
+    assert r.stdout.splitlines() == paths, r.stdout
+
     r = daemon.ctl("files", sid, "nothing-here")
     assert r.returncode == 5 and "nothing at nothing-here" in r.stderr
     r = daemon.ctl("files", sid)
