@@ -40,7 +40,7 @@ ALL_CFLAGS := -std=gnu11 -D_GNU_SOURCE -fno-strict-aliasing $(WARN) $(CFLAGS) $(
 # lib/: what the daemon and ci-ctl share (errors, allocation, bounded JSON,
 # capped buffers, codecs, clocks, deferred calls), one static archive that
 # both programs, the unit tests and the fuzz targets link; docs/architecture.md.
-LIB_SRCS := lib/err.c lib/xalloc.c lib/clock.c lib/json.c lib/buf.c lib/codec.c lib/defer.c
+LIB_SRCS := lib/err.c lib/xalloc.c lib/clock.c lib/json.c lib/buf.c lib/codec.c lib/defer.c lib/idprefix.c lib/wcwidth.c
 
 # One file per responsibility; see docs/architecture.md.
 DAEMON_LIB_SRCS := daemon/log.c daemon/config.c \
@@ -84,7 +84,7 @@ DAEMON_LIB_OBJS := $(DAEMON_LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(GEN_OBJS)
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
 UNIT_OBJS := $(UNIT_SRCS:%.c=$(BUILD)/obj/%.o)
 
-.PHONY: service-images test-deploy fidelity all lib tools run test unit image setup bench soak fuzz clean format format-check
+.PHONY: service-images test-deploy fidelity all lib tools run test unit image setup bench soak fuzz clean format format-check man install
 all: $(BUILD)/ci-daemon $(BUILD)/ci-ctl
 lib: $(LIB_A)
 
@@ -306,6 +306,20 @@ format:
 
 format-check:
 	@clang-format --dry-run --Werror $(FORMAT_SRCS) && echo "format-check: ok"
+
+# docs/ci-ctl.1 from ci-ctl's own help (cli/gen-man.py); a test checks that
+# the committed page is current.
+man: $(BUILD)/ci-ctl
+	cli/gen-man.py $(BUILD)/ci-ctl docs/ci-ctl.1
+
+# ci-ctl with its man page and bash/zsh completion (PREFIX, DESTDIR).
+PREFIX ?= /usr/local
+install: $(BUILD)/ci-ctl
+	install -D -m 0755 $(BUILD)/ci-ctl $(DESTDIR)$(PREFIX)/bin/ci-ctl
+	install -D -m 0644 docs/ci-ctl.1 $(DESTDIR)$(PREFIX)/share/man/man1/ci-ctl.1
+	install -D -m 0644 cli/completion/ci-ctl.bash \
+		$(DESTDIR)$(PREFIX)/share/bash-completion/completions/ci-ctl
+	install -D -m 0644 cli/completion/_ci-ctl $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_ci-ctl
 
 clean:
 	rm -rf build

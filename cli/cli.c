@@ -11,6 +11,7 @@
 #include "client.h"
 #include "codec.h"
 #include "err.h"
+#include "idprefix.h"
 #include "json.h"
 #include "output.h"
 #include "version.h"
@@ -75,6 +76,64 @@ int cli_check_id(struct cli_ctx *ctx, const char *id)
 	if (id[0] == '\0')
 		return cli_usage_error(ctx, "empty session id");
 	return 0;
+}
+
+/* Candidates listed in an ambiguity error; more are counted, not named. */
+#define CLI_ID_CANDIDATES 10
+
+int cli_session_id(struct cli_ctx *ctx, char **id)
+{
+	struct client_resp resp = {0};
+	size_t match[CLI_ID_CANDIDATES], n, nmatch, i;
+	const char **ids = NULL;
+	yajl_val doc = NULL, list;
+	struct err *e = NULL;
+	int rc;
+
+	if ((rc = cli_check_id(ctx, *id)) != 0)
+		return rc;
+	if (strlen(*id) == CLI_ID_LEN || cli_client(ctx) == NULL)
+		return 0;
+	/* The lookup is a convenience: when it fails, the request itself
+	 * reports what is wrong (server down, bad key) once, in its words. */
+	if (client_do(
+		ctx->client,
+		&(struct client_req){.method = "GET", .path = "/v1/sessions", .timeout_s = 60},
+		&resp, &e) != 0) {
+		err_free(e);
+		goto out;
+	}
+	doc = json_parse(resp.body, strlen(resp.body), NULL);
+	list = json_path_arr(doc, "sessions");
+	n = json_arr_len(list);
+	if (n == 0)
+		goto out;
+	ids = xcalloc(n, sizeof(char *));
+	for (i = 0; i < n; i++)
+		ids[i] = json_path_str(json_arr_at(list, i), "id");
+	nmatch = idprefix_match(*id, ids, n, match, CLI_ID_CANDIDATES);
+	if (nmatch == 1) {
+		ctx->resolved = xrealloc(ctx->resolved, (ctx->nresolved + 1) * sizeof(char *));
+		*id = ctx->resolved[ctx->nresolved++] = xstrdup(ids[match[0]]);
+	} else if (nmatch > 1) {
+		char *prefix = output_clean(*id);
+
+		fflush(stdout);
+		fprintf(stderr, "%s: session id prefix '%s' is ambiguous: %zu sessions match:\n",
+			CLI_PROG, prefix, nmatch);
+		for (i = 0; i < nmatch && i < CLI_ID_CANDIDATES; i++)
+			fprintf(stderr, "  %s\n", ids[match[i]]);
+		if (nmatch > CLI_ID_CANDIDATES)
+			fprintf(stderr, "  ... and %zu more\n", nmatch - CLI_ID_CANDIDATES);
+		fprintf(stderr, "%s: give more of the id\n", CLI_PROG);
+		free(prefix);
+		rc = CLI_EXIT_USAGE;
+	}
+out:
+	free(ids);
+	json_free(doc);
+	client_resp_release(&resp);
+	return rc;
 }
 
 int cli_global_option(struct cli_ctx *ctx, int opt, const char *arg)
@@ -150,7 +209,7 @@ int cli_operands(struct cli_ctx *ctx, int argc, char **argv, int min, int max, i
 		return -1;
 	ctx->rc = cli_want_args(ctx, argc - optind, min, max);
 	if (ctx->rc == 0 && (flags & CLI_ARGS_ID))
-		ctx->rc = cli_check_id(ctx, argv[optind]);
+		ctx->rc = cli_session_id(ctx, &argv[optind]);
 	return ctx->rc != 0 ? -1 : 0;
 }
 

@@ -35,7 +35,10 @@ struct cli_ctx {
 	const struct cli_cmd *cmd; /* the command being run */
 	struct client *client;     /* made on first use, freed by main */
 	int getopt_started;
-	int rc; /* exit status after CLI_GETOPT_STOP */
+	int rc;          /* exit status after CLI_GETOPT_STOP */
+	char **resolved; /* full ids cli_session_id put into argv; main frees */
+	size_t nresolved;
+	const char *output; /* -o FORMAT of ls and show: json, wide or name */
 };
 
 struct cli_cmd {
@@ -76,6 +79,7 @@ extern const struct cli_cmd cmd_snapshots;
 extern const struct cli_cmd cmd_restore;
 extern const struct cli_cmd cmd_workspaces;
 extern const struct cli_cmd cmd_nodes;
+extern const struct cli_cmd cmd_allow;
 
 /* getopt values of the global options; above any short option char. */
 enum {
@@ -144,6 +148,18 @@ int cli_want_args(struct cli_ctx *ctx, int argc, int min, int max);
 
 /* Usage error for an empty session id (it would name the collection). */
 int cli_check_id(struct cli_ctx *ctx, const char *id);
+
+/*
+ * cli_check_id, then a session id prefix made whole, as docker does: an
+ * id that is not a full one (36 characters) is looked up in GET
+ * /v1/sessions; when exactly one session's id starts with it, *id is
+ * replaced by that id (kept in ctx, freed by main).  Several: an error
+ * listing them (exit CLI_EXIT_USAGE).  None, or a listing that fails: *id
+ * stays, and the server answers for it (404 not_found, 410 expired).
+ * Returns 0 or the exit status.
+ */
+int cli_session_id(struct cli_ctx *ctx, char **id);
+#define CLI_ID_LEN 36
 
 /* The client for ctx->server, made on first use; NULL after reporting a
  * bad server URL (exit CLI_EXIT_USAGE). */
@@ -235,6 +251,10 @@ int cli_session_create(struct cli_ctx *ctx, int argc, char **argv, int restore);
 void cli_restore_print(yajl_val doc);
 int cli_workspace_name_ok(const char *name);
 int cli_glob_check(struct cli_ctx *ctx, const char *flag, const char *glob);
+
+/* cmd_session.c: -o FORMAT (json sets ctx->json; wide, name kept in
+ * ctx->output); a usage error's status for another. */
+int cli_output_format(struct cli_ctx *ctx, const char *arg);
 
 /* "/v1/sessions/ID" + suffix with ID escaped; caller frees. */
 char *cli_session_path(const char *id, const char *suffix);

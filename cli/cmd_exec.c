@@ -36,6 +36,7 @@ static const struct option exec_options[] = {
     {"stream", no_argument, NULL, EXEC_STREAM},
     {"no-stream", no_argument, NULL, EXEC_NO_STREAM},
     {"save-display", required_argument, NULL, EXEC_SAVE_DISPLAY},
+    {"interactive", no_argument, NULL, 'i'},
     CLI_COMMON_OPTIONS,
     {NULL, 0, NULL, 0},
 };
@@ -421,64 +422,28 @@ static void exec_send_interrupt(void *arg)
 	err_free(e);
 }
 
-static int exec_run(struct cli_ctx *ctx, int argc, char **argv)
+/* One execution of code in session id, its result shown (streamed when
+ * stream); returns the exit status for it. */
+static int exec_one(struct cli_ctx *ctx, const char *id, const char *code, size_t code_len,
+		    double timeout, int stream, const char *save_dir)
 {
-	const char *file = NULL, *code, *save_dir = NULL, *body;
-	char *code_buf = NULL, *path = NULL;
+	const char *body;
+	char *path = NULL;
 	AUTOGEN yajl_gen g = NULL;
 	struct exec_stream st = {.ctx = ctx};
 	struct client_resp resp = {0};
 	struct client *client;
 	struct err *e = NULL;
 	yajl_val doc = NULL;
-	double timeout = -1;
-	size_t code_len, body_len;
-	int stream = -1, c, rc = CLI_EXIT_USAGE;
+	size_t body_len;
+	int rc = CLI_EXIT_USAGE;
 	long request_s;
 
 	buf_init(&st.line, CLIENT_BODY_MAX);
-	while ((c = cli_getopt(ctx, argc, argv, ":hf:", exec_options)) != -1) {
-		switch (c) {
-		case CLI_GETOPT_STOP: rc = ctx->rc; goto out;
-		case 'f': file = optarg; break;
-		case EXEC_TIMEOUT:
-			if (codec_parse_double(optarg, 1e-3, 86400, &timeout) < 0) {
-				cli_usage_error(ctx, "--timeout: want seconds > 0");
-				goto out;
-			}
-			break;
-		case EXEC_STREAM: stream = 1; break;
-		case EXEC_NO_STREAM: stream = 0; break;
-		case EXEC_SAVE_DISPLAY: save_dir = optarg; break;
-		default: break;
-		}
-	}
-	if (cli_want_args(ctx, argc - optind, 1, 2) != 0 || cli_check_id(ctx, argv[optind]) != 0)
-		goto out;
-	if (file != NULL && argc - optind == 2) {
-		cli_usage_error(ctx, "give the code as an argument or with -f, "
-				     "not both");
-		goto out;
-	}
-	if (argc - optind == 2 && strcmp(argv[optind + 1], "-") != 0) {
-		code = argv[optind + 1];
-		code_len = strlen(code);
-	} else {
-		code_buf = cli_read_code(file, &code_len, &e);
-		if (code_buf == NULL) {
-			rc = cli_report(ctx, e, NULL, NULL);
-			goto out;
-		}
-		code = code_buf;
-	}
-	/* Live output is for people; scripts get the complete result. */
-	if (stream < 0)
-		stream = !ctx->json && isatty(STDOUT_FILENO);
-
 	/* The server refuses invalid UTF-8; say so here, naming the argument,
 	 * rather than have the generator repair the code. */
 	if (!json_utf8_valid(code, code_len)) {
-		cli_usage_error(ctx, "code: %s", CLI_NOT_UTF8);
+		rc = cli_usage_error(ctx, "code: %s", CLI_NOT_UTF8);
 		goto out;
 	}
 	g = json_gen_new();
@@ -495,7 +460,7 @@ static int exec_run(struct cli_ctx *ctx, int argc, char **argv)
 
 	request_s =
 	    timeout > 0 ? (long)timeout + 1 + EXEC_REQUEST_MARGIN_S : EXEC_DEFAULT_REQUEST_S;
-	path = cli_session_path(argv[optind], "/exec");
+	path = cli_session_path(id, "/exec");
 	client = cli_client(ctx);
 	if (client == NULL)
 		goto out;
@@ -507,7 +472,7 @@ static int exec_run(struct cli_ctx *ctx, int argc, char **argv)
 	sigaction(SIGINT, NULL, &old_sa);
 	if (old_sa.sa_handler != SIG_IGN)
 		sigaction(SIGINT, &sa, NULL);
-	struct exec_interrupt xi = {.ctx = ctx, .session = argv[optind]};
+	struct exec_interrupt xi = {.ctx = ctx, .session = id};
 	int failed = client_do(
 	    client,
 	    &(struct client_req){.method = "POST",
@@ -559,14 +524,153 @@ out:
 	buf_release(&st.line);
 	client_resp_release(&resp);
 	err_free(e);
-	free(code_buf);
 	free(path);
+	return rc;
+}
+
+/* exec -i: a block is cut like Python's own prompt does it: a line that
+ * opens one (ends with ':' or '\', or starts with '@' or whitespace) is
+ * followed by more until an empty line. */
+#define EXEC_REPL_MAX ((size_t)1 << 20)
+
+static int exec_repl_opens(const char *line, size_t n)
+{
+	while (n > 0 && (line[n - 1] == ' ' || line[n - 1] == '\t' || line[n - 1] == '\r'))
+		n--;
+	return n > 0 && (line[n - 1] == ':' || line[n - 1] == '\\' || line[0] == '@');
+}
+
+/* Each line or block sent as one execution to the same session, so its
+ * variables stay between them. Ends at EOF (Ctrl-D); exits with the last
+ * execution's status, or at once on an API error (session gone). */
+static int exec_repl(struct cli_ctx *ctx, const char *id, double timeout, int stream,
+		     const char *save_dir)
+{
+	int tty = isatty(STDIN_FILENO);
+	char *line = NULL;
+	size_t cap = 0;
+	struct buf block;
+	int rc = CLI_EXIT_OK, in_block = 0;
+	ssize_t n;
+
+	buf_init(&block, EXEC_REPL_MAX);
+	if (tty)
+		output_note("%s: session %s; a block ends with an empty line, Ctrl-D quits\n",
+			    CLI_PROG, id);
+	for (;;) {
+		if (tty)
+			output_note("%s", in_block ? "... " : ">>> ");
+		n = getline(&line, &cap, stdin);
+		if (n < 0)
+			break;
+		if (n > 0 && line[n - 1] == '\n')
+			line[--n] = '\0';
+		if (in_block && n > 0) {
+			if (buf_append(&block, "\n", 1) < 0 ||
+			    buf_append(&block, line, (size_t)n) < 0)
+				goto too_long;
+			continue;
+		}
+		if (!in_block) {
+			if (n == 0)
+				continue;
+			buf_consume(&block, block.len);
+			if (buf_append(&block, line, (size_t)n) < 0)
+				goto too_long;
+			if (exec_repl_opens(line, (size_t)n) || line[0] == ' ' || line[0] == '\t') {
+				in_block = 1;
+				continue;
+			}
+		}
+		in_block = 0;
+		if (!json_utf8_valid(block.data, block.len)) {
+			/* A stray byte typed is no reason to lose the session's REPL. */
+			output_note("%s: exec -i: %s; not sent\n", CLI_PROG, CLI_NOT_UTF8);
+			continue;
+		}
+		rc = exec_one(ctx, id, block.data, block.len, timeout, stream, save_dir);
+		fflush(stdout);
+		if (rc == CLI_EXIT_API || rc == CLI_EXIT_USAGE)
+			break;
+		continue;
+	too_long:
+		output_note("%s: exec -i: a block longer than %zu MiB is dropped\n", CLI_PROG,
+			    EXEC_REPL_MAX >> 20);
+		buf_consume(&block, block.len);
+		in_block = 0;
+	}
+	/* EOF inside a block runs what was typed, as python does. */
+	if (in_block && block.len > 0 && rc != CLI_EXIT_API && rc != CLI_EXIT_USAGE)
+		rc = exec_one(ctx, id, block.data, block.len, timeout, stream, save_dir);
+	if (tty)
+		output_note("\n");
+	buf_release(&block);
+	free(line);
+	return rc;
+}
+
+static int exec_run(struct cli_ctx *ctx, int argc, char **argv)
+{
+	const char *file = NULL, *code, *save_dir = NULL;
+	char *code_buf = NULL;
+	struct err *e = NULL;
+	double timeout = -1;
+	size_t code_len;
+	int stream = -1, c, rc = CLI_EXIT_USAGE, interactive = 0;
+	while ((c = cli_getopt(ctx, argc, argv, ":hif:", exec_options)) != -1) {
+		switch (c) {
+		case CLI_GETOPT_STOP: rc = ctx->rc; goto out;
+		case 'f': file = optarg; break;
+		case EXEC_TIMEOUT:
+			if (codec_parse_double(optarg, 1e-3, 86400, &timeout) < 0) {
+				cli_usage_error(ctx, "--timeout: want seconds > 0");
+				goto out;
+			}
+			break;
+		case EXEC_STREAM: stream = 1; break;
+		case EXEC_NO_STREAM: stream = 0; break;
+		case EXEC_SAVE_DISPLAY: save_dir = optarg; break;
+		case 'i': interactive = 1; break;
+		default: break;
+		}
+	}
+	if (cli_want_args(ctx, argc - optind, 1, 2) != 0 || cli_session_id(ctx, &argv[optind]) != 0)
+		goto out;
+	if (stream < 0)
+		stream = !ctx->json && isatty(STDOUT_FILENO);
+	if (interactive) {
+		if (file != NULL || argc - optind == 2 || ctx->json)
+			return cli_usage_error(ctx, "-i reads the code from the terminal: not with "
+						    "CODE, -f or --json");
+		return exec_repl(ctx, argv[optind], timeout, stream, save_dir);
+	}
+	if (file != NULL && argc - optind == 2) {
+		cli_usage_error(ctx, "give the code as an argument or with -f, "
+				     "not both");
+		goto out;
+	}
+	if (argc - optind == 2 && strcmp(argv[optind + 1], "-") != 0) {
+		code = argv[optind + 1];
+		code_len = strlen(code);
+	} else {
+		code_buf = cli_read_code(file, &code_len, &e);
+		if (code_buf == NULL) {
+			rc = cli_report(ctx, e, NULL, NULL);
+			goto out;
+		}
+		code = code_buf;
+	}
+	/* Live output is for people; scripts get the complete result. */
+	rc = exec_one(ctx, argv[optind], code, code_len, timeout, stream, save_dir);
+out:
+	err_free(e);
+	free(code_buf);
 	return rc;
 }
 
 const struct cli_cmd cmd_exec = {
     .name = "exec",
-    .usage = "[OPTIONS] ID [CODE|-]",
+    .usage = "[OPTIONS] ID [CODE|-] | -i ID",
     .summary = "Run Python code in a session; show output, result, errors.",
     .help = "The code comes from CODE, from -f FILE, or from stdin when neither is given\n"
 	    "(or CODE is '-').  Put '--' before code that starts with '-'.\n"
@@ -577,6 +681,10 @@ const struct cli_cmd cmd_exec = {
 	    "  --stream, --no-stream  print output as it is produced (default: stream when\n"
 	    "                         stdout is a terminal and --json is not given)\n"
 	    "  --save-display DIR     write display items (charts) as DIR/display-N.png...\n"
+	    "  -i, --interactive      a REPL: each line typed (or block: a line ending in\n"
+	    "                         ':' and what follows, up to an empty line) is one\n"
+	    "                         execution in the session; variables stay; Ctrl-C\n"
+	    "                         interrupts the code, Ctrl-D quits\n"
 	    "\n"
 	    "Output: the code's stdout and stderr exactly as produced, then the value of the\n"
 	    "last expression on stdout, then on stderr: the traceback, a [display ...] note\n"

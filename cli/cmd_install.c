@@ -35,7 +35,7 @@ static int install_run(struct cli_ctx *ctx, int argc, char **argv)
 	}
 	if ((rc = cli_want_args(ctx, argc - optind, 2, -1)) != 0)
 		return rc;
-	if ((rc = cli_check_id(ctx, argv[optind])) != 0)
+	if ((rc = cli_session_id(ctx, &argv[optind])) != 0)
 		return rc;
 	for (int i = optind + 1; i < argc; i++)
 		if (!cli_utf8(argv[i]))

@@ -24,6 +24,7 @@ enum {
 	RUN_ON_FAILURE,
 	RUN_TIMEOUT,
 	RUN_WAIT,
+	RUN_ONCE,
 };
 
 static const struct option run_options[] = {
@@ -32,6 +33,7 @@ static const struct option run_options[] = {
     {"max-attempts", required_argument, NULL, RUN_MAX_ATTEMPTS_OPT},
     {"on-failure", required_argument, NULL, RUN_ON_FAILURE},
     {"timeout", required_argument, NULL, RUN_TIMEOUT},
+    {"once", no_argument, NULL, RUN_ONCE},
     CLI_COMMON_OPTIONS,
     {NULL, 0, NULL, 0},
 };
@@ -153,6 +155,53 @@ static int run_ladder_json(struct cli_ctx *ctx, yajl_gen g, const char *list)
 	return 0;
 }
 
+/* run --once: POST /v1/exec, one execution in a fresh session that the
+ * server removes before it answers: no repair, no retry. Shown as exec
+ * shows a result, with exec's exit status. */
+static int run_once(struct cli_ctx *ctx, const char *code, size_t code_len, double timeout)
+{
+	struct client_resp resp = {0};
+	AUTOGEN yajl_gen g = json_gen_new();
+	struct err *e = NULL;
+	yajl_val doc = NULL;
+	size_t body_len;
+	const char *body;
+	int rc;
+
+	jg_obj(g);
+	jg_str(g, "code");
+	jg_strn(g, code, code_len);
+	if (timeout > 0)
+		jg_kv_int(g, "timeout_s", (int64_t)(timeout + 0.999));
+	jg_obj_end(g);
+	body = jg_text(g, &body_len);
+	rc = cli_call(ctx,
+		      &(struct client_req){.method = "POST",
+					   .path = "/v1/exec",
+					   .content_type = "application/json",
+					   .body = body,
+					   .body_len = body_len,
+					   .timeout_s = RUN_REQUEST_S},
+		      &resp, NULL);
+	if (rc != CLI_EXIT_OK)
+		goto out;
+	if (ctx->json)
+		output_json_doc(resp.body, resp.len);
+	doc = json_parse(resp.body, strlen(resp.body), &e);
+	if (doc == NULL || !YAJL_IS_OBJECT(doc)) {
+		output_note("%s: unexpected answer from the server: %s\n", CLI_PROG,
+			    e ? e->message : "not a JSON object");
+		rc = CLI_EXIT_API;
+		goto out;
+	}
+	rc = cli_exec_report(ctx, doc, 1, NULL);
+out:
+	json_free(doc);
+	err_free(e);
+	client_resp_release(&resp);
+	return rc;
+}
+
 static int run_run(struct cli_ctx *ctx, int argc, char **argv)
 {
 	const char *file = NULL, *goal = NULL, *ladder = NULL, *code, *session = NULL;
@@ -160,13 +209,14 @@ static int run_run(struct cli_ctx *ctx, int argc, char **argv)
 	double timeout = -1;
 	long attempts = 0;
 	size_t code_len;
-	int c, rc = CLI_EXIT_USAGE;
+	int c, rc = CLI_EXIT_USAGE, once = 0;
 	struct err *e = NULL;
 	struct client_resp resp = {0};
 	AUTOGEN yajl_gen g = NULL;
 	while ((c = cli_getopt(ctx, argc, argv, ":hf:", run_options)) != -1) {
 		switch (c) {
 		case CLI_GETOPT_STOP: rc = ctx->rc; goto out;
+		case RUN_ONCE: once = 1; break;
 		case 'f': file = optarg; break;
 		case RUN_GOAL: goal = optarg; break;
 		case RUN_MAX_ATTEMPTS_OPT:
@@ -189,10 +239,15 @@ static int run_run(struct cli_ctx *ctx, int argc, char **argv)
 	int n = argc - optind;
 	if (cli_want_args(ctx, n, 0, 2) != 0)
 		goto out;
+	if (once && (n == 2 || (n == 1 && file != NULL) || goal || attempts || ladder)) {
+		cli_usage_error(ctx, "--once runs the code once in a fresh session: no ID, "
+				     "--goal, --max-attempts or --on-failure");
+		goto out;
+	}
 	if (n == 2 || (n == 1 && file != NULL)) {
-		session = argv[optind];
-		if (cli_check_id(ctx, session) != 0)
+		if (cli_session_id(ctx, &argv[optind]) != 0)
 			goto out;
+		session = argv[optind];
 	}
 	const char *code_arg = n == 2                 ? argv[optind + 1]
 			       : (n == 1 && !session) ? argv[optind]
@@ -213,6 +268,10 @@ static int run_run(struct cli_ctx *ctx, int argc, char **argv)
 	}
 	if (!json_utf8_valid(code, code_len) || (goal && !json_utf8_valid(goal, strlen(goal)))) {
 		cli_usage_error(ctx, "code: %s", CLI_NOT_UTF8);
+		goto out;
+	}
+	if (once) {
+		rc = run_once(ctx, code, code_len, timeout);
 		goto out;
 	}
 	g = json_gen_new();
@@ -316,6 +375,10 @@ const struct cli_cmd cmd_run = {
 	    "  --on-failure MODES     comma-separated: manual, stateless, review\n"
 	    "                         (default manual)\n"
 	    "  --timeout S            deadline of each attempt, in seconds\n"
+	    "  --once                 one execution, no repair or retry: POST /v1/exec in\n"
+	    "                         a fresh session removed before the answer; shown and\n"
+	    "                         exiting as exec does (no ID, --goal, --max-attempts\n"
+	    "                         or --on-failure)\n"
 	    "\n"
 	    "Output: a [attempt ...] line per attempt on stderr, the last result as exec\n"
 	    "shows it, then the run's status and what the ladder did.  --json prints the\n"

@@ -199,11 +199,13 @@ enum {
 	CREATE_PERSIST_ON_END,
 	CREATE_PERSIST_PATH,
 	CREATE_PERSIST_NO_VARIABLES,
+	CREATE_MAX_LIFETIME,
 };
 
 static const struct option create_options[] = {
     {"image", required_argument, NULL, CREATE_IMAGE},
     {"idle-timeout", required_argument, NULL, CREATE_IDLE},
+    {"max-lifetime", required_argument, NULL, CREATE_MAX_LIFETIME},
     {"memory", required_argument, NULL, CREATE_MEMORY},
     {"cpus", required_argument, NULL, CREATE_CPUS},
     {"pids", required_argument, NULL, CREATE_PIDS},
@@ -272,7 +274,7 @@ int cli_session_create(struct cli_ctx *ctx, int argc, char **argv, int restore)
 	size_t nallow = 0, nppaths = 0, i, body_len;
 	const char *image = NULL, *runtime = NULL, *body, *workspace = NULL, *snap = NULL;
 	int persist = 0, persist_on_end = 0, persist_novars = 0;
-	double idle = -1;
+	double idle = -1, max_lifetime = -1;
 	int verbose = 0, have_limits = 0, text_ok, c, rc = CLI_EXIT_USAGE;
 	AUTOGEN yajl_gen g = NULL;
 	struct client_resp resp = {0};
@@ -292,6 +294,14 @@ int cli_session_create(struct cli_ctx *ctx, int argc, char **argv, int restore)
 				goto out;
 			}
 			idle = (double)n;
+			break;
+		case CREATE_MAX_LIFETIME:
+			/* The server bounds it by its max-lifetime-s and says so. */
+			if (codec_parse_long(optarg, 1, 365L * 86400, &n) < 0) {
+				cli_usage_error(ctx, "--max-lifetime: want seconds > 0");
+				goto out;
+			}
+			max_lifetime = (double)n;
 			break;
 		case CREATE_MEMORY:
 		case CREATE_CPUS:
@@ -378,6 +388,10 @@ int cli_session_create(struct cli_ctx *ctx, int argc, char **argv, int restore)
 	if (idle > 0) {
 		jg_str(g, "idle_timeout_s");
 		jg_number(g, idle);
+	}
+	if (max_lifetime > 0) {
+		jg_str(g, "max_lifetime_s");
+		jg_number(g, max_lifetime);
 	}
 	for (i = 0; i < CREATE_NLIMITS; i++)
 		have_limits |= limits[i] > 0;
@@ -480,6 +494,8 @@ const struct cli_cmd cmd_create = {
 	    "  --runtime NAME        runc (the default) or gvisor (stronger isolation, no\n"
 	    "                        --allow)\n"
 	    "  --idle-timeout S      expire after S seconds without use\n"
+	    "  --max-lifetime S      end S seconds after creation, used or not (up to the\n"
+	    "                        server's max-lifetime-s; activity does not extend it)\n"
 	    "  --memory MB           memory limit\n"
 	    "  --cpus N              CPU limit, may be fractional (0.5)\n"
 	    "  --pids N              process/thread limit\n"
@@ -506,17 +522,59 @@ const struct cli_cmd cmd_create = {
 
 /* ---- ls -------------------------------------------------------------- */
 
+/* -o FORMAT: json (as --json), wide (more columns), name ("session/ID",
+ * as kubectl prints it); NULL or "" for the default table.  Returns 0,
+ * or a usage error's status. */
+int cli_output_format(struct cli_ctx *ctx, const char *arg)
+{
+	if (strcmp(arg, "json") == 0)
+		ctx->json = 1;
+	else if (strcmp(arg, "wide") != 0 && strcmp(arg, "name") != 0)
+		return cli_usage_error(ctx, "-o: want json, wide or name, not '%s'", arg);
+	ctx->output = arg;
+	return 0;
+}
+
+static int cli_output_is(const struct cli_ctx *ctx, const char *format)
+{
+	return ctx->output != NULL && strcmp(ctx->output, format) == 0;
+}
+
+enum { LS_QUIET = 'q', LS_OUTPUT = 'o' };
+
+static const struct option ls_options[] = {
+    {"quiet", no_argument, NULL, LS_QUIET},
+    {"output", required_argument, NULL, LS_OUTPUT},
+    CLI_COMMON_OPTIONS,
+    {NULL, 0, NULL, 0},
+};
+
 static int ls_run(struct cli_ctx *ctx, int argc, char **argv)
 {
 	static const char *const headers[] = {"ID", "STATE", "IMAGE", "CREATED", "EXPIRES"};
+	static const char *const wide_headers[] = {
+	    "ID", "STATE", "IMAGE", "RUNTIME", "TENANT", "CREATED", "ACTIVE", "EXPIRES", "ALLOW"};
 	struct client_resp resp = {0};
 	yajl_val doc = NULL, list;
 	struct table *t = NULL;
+	int quiet = 0, wide, names, c;
 	size_t i;
 	int rc;
 
-	if (cli_operands(ctx, argc, argv, 0, 0, 0) < 0)
-		return ctx->rc;
+	while ((c = cli_getopt(ctx, argc, argv, ":hqo:", ls_options)) != -1) {
+		if (c == CLI_GETOPT_STOP)
+			return ctx->rc;
+		if (c == LS_QUIET)
+			quiet = 1;
+		else if (c == LS_OUTPUT && (rc = cli_output_format(ctx, optarg)) != 0)
+			return rc;
+	}
+	if ((rc = cli_want_args(ctx, argc - optind, 0, 0)) != 0)
+		return rc;
+	if (quiet && ctx->json)
+		return cli_usage_error(ctx, "-q prints ids only: not with --json or -o json");
+	wide = cli_output_is(ctx, "wide");
+	names = cli_output_is(ctx, "name");
 	rc = cli_call_doc(
 	    ctx, &(struct client_req){.method = "GET", .path = "/v1/sessions", .timeout_s = 60},
 	    &resp, &doc);
@@ -528,18 +586,42 @@ static int ls_run(struct cli_ctx *ctx, int argc, char **argv)
 		fprintf(stderr, "%s: the server's answer has no sessions list\n", CLI_PROG);
 		goto out;
 	}
-	t = table_new(5, headers);
+	/* -q and -o name: no header, sorted like the table, for $(...). */
+	t = quiet || names ? table_new(1, NULL)
+			   : table_new(wide ? 9 : 5, wide ? wide_headers : headers);
 	for (i = 0; i < json_arr_len(list); i++) {
 		yajl_val s = json_arr_at(list, i);
-		char created[64], expires[64];
+		char created[64], expires[64], active[64];
+		const char *id = json_path_str(s, "id");
 
-		table_add(
-		    t, (const char *const[]){
-			   json_path_str(s, "id"), json_path_str(s, "state"),
-			   json_path_str(s, "image"),
-			   output_when(json_path_str(s, "created_at"), created, sizeof(created)),
-			   output_when(json_path_str(s, "expires_at"), expires, sizeof(expires))});
+		if (quiet || names) {
+			char *name = names ? xasprintf("session/%s", id ? id : "-") : NULL;
+
+			table_add(t, (const char *const[]){names ? name : id});
+			free(name);
+			continue;
+		}
+		output_when(json_path_str(s, "created_at"), created, sizeof(created));
+		output_when(json_path_str(s, "expires_at"), expires, sizeof(expires));
+		if (!wide) {
+			table_add(t, (const char *const[]){id, json_path_str(s, "state"),
+							   json_path_str(s, "image"), created,
+							   expires});
+			continue;
+		}
+		output_when(json_path_str(s, "last_active_at"), active, sizeof(active));
+		{
+			yajl_val allow = json_path(s, "network.allow");
+			char *list_text = json_arr_len(allow) > 0 ? output_json_text(allow) : NULL;
+
+			table_add(t, (const char *const[]){
+					 id, json_path_str(s, "state"), json_path_str(s, "image"),
+					 json_path_str(s, "runtime"), json_path_str(s, "tenant"),
+					 created, active, expires, list_text});
+			free(list_text);
+		}
 	}
+	table_sort(t, 0);
 	table_print(t, stdout);
 	rc = CLI_EXIT_OK;
 out:
@@ -551,25 +633,45 @@ out:
 
 const struct cli_cmd cmd_ls = {
     .name = "ls",
-    .usage = "",
+    .usage = "[-q] [-o json|wide|name]",
     .summary = "List your sessions.",
-    .help = "Columns: ID, STATE, IMAGE, CREATED and EXPIRES (relative to now).\n",
+    .help = "Columns: ID, STATE, IMAGE, CREATED and EXPIRES (relative to now), sorted by ID.\n"
+	    "  -q, --quiet          print the ids only, one a line (rm $(ci-ctl ls -q))\n"
+	    "  -o, --output FORMAT  json: the server's document (as --json); wide: also\n"
+	    "                       RUNTIME, TENANT, ACTIVE (last activity) and ALLOW\n"
+	    "                       (the allowlist); name: session/ID lines\n"
+	    "\n"
+	    "Commands that take a session ID also take a unique prefix of it, as docker\n"
+	    "does: an ambiguous one lists the sessions it matches (exit 2).\n",
     .run = ls_run,
 };
 
 /* ---- show, keepalive ------------------------------------------------- */
 
 /* show and keepalive: one request about one session, answered with it. */
+static const struct option one_options[] = {
+    {"output", required_argument, NULL, 'o'},
+    CLI_COMMON_OPTIONS,
+    {NULL, 0, NULL, 0},
+};
+
 static int session_one(struct cli_ctx *ctx, int argc, char **argv, const char *method,
 		       const char *suffix, int brief)
 {
 	struct client_resp resp = {0};
 	yajl_val doc = NULL;
 	char *path;
-	int rc;
+	int rc, c;
 
-	if (cli_operands(ctx, argc, argv, 1, 1, CLI_ARGS_ID) < 0)
-		return ctx->rc;
+	while ((c = cli_getopt(ctx, argc, argv, ":ho:", one_options)) != -1) {
+		if (c == CLI_GETOPT_STOP)
+			return ctx->rc;
+		if (c == 'o' && (rc = cli_output_format(ctx, optarg)) != 0)
+			return rc;
+	}
+	if ((rc = cli_want_args(ctx, argc - optind, 1, 1)) != 0 ||
+	    (rc = cli_session_id(ctx, &argv[optind])) != 0)
+		return rc;
 	path = cli_session_path(argv[optind], suffix);
 	rc =
 	    cli_call_doc(ctx, &(struct client_req){.method = method, .path = path, .timeout_s = 60},
@@ -578,7 +680,11 @@ static int session_one(struct cli_ctx *ctx, int argc, char **argv, const char *m
 	if (rc != CLI_EXIT_OK || doc == NULL)
 		goto out;
 	rc = CLI_EXIT_API;
-	if (brief) {
+	if (ctx->output != NULL && strcmp(ctx->output, "name") == 0) {
+		const char *id = json_path_str(doc, "id");
+
+		printf("session/%s\n", id ? id : argv[optind]);
+	} else if (brief) {
 		const char *expires = json_path_str(doc, "expires_at");
 		char when[64];
 
@@ -601,14 +707,17 @@ static int show_run(struct cli_ctx *ctx, int argc, char **argv)
 
 const struct cli_cmd cmd_show = {
     .name = "show",
-    .usage = "ID",
+    .usage = "[-o json|wide|name] ID",
     .summary = "Show a session: state, times, limits, network, metadata.",
     .help = "Prints 'key: value' lines: id, tenant, state, image, runtime (runc or gvisor),\n"
 	    "the clocks created_at, last_active_at and expires_at (also relative to now,\n"
 	    "e.g. 'in 9m 58s'), idle_timeout_s, limits.*, network.allow and metadata.*.\n"
 	    "\n"
 	    "A session that ended answers 410: 'ci-ctl: expired: session ... ended at TIME\n"
-	    "(expired): idle for 600s (idle_timeout_s) (HTTP 410)' on stderr, exit 5.\n",
+	    "(expired): idle for 600s (idle_timeout_s) (HTTP 410)' on stderr, exit 5.\n"
+	    "\n"
+	    "  -o, --output FORMAT  json: the session document (as --json); name:\n"
+	    "                       session/ID; wide: the same lines as the default\n",
     .run = show_run,
 };
 
@@ -619,7 +728,7 @@ static int keepalive_run(struct cli_ctx *ctx, int argc, char **argv)
 
 const struct cli_cmd cmd_keepalive = {
     .name = "keepalive",
-    .usage = "ID",
+    .usage = "[-o json|wide|name] ID",
     .summary = "Reset a session's idle clock; print its new expiry.",
     .help = "Prints 'ID expires_at TIME (in 10m)'; --json prints the session document.\n",
     .run = keepalive_run,
@@ -627,24 +736,75 @@ const struct cli_cmd cmd_keepalive = {
 
 /* ---- rm -------------------------------------------------------------- */
 
+enum { RM_STRICT = CLI_OPT_FIRST_COMMAND };
+
+static const struct option rm_options[] = {
+    {"strict", no_argument, NULL, RM_STRICT},
+    CLI_COMMON_OPTIONS,
+    {NULL, 0, NULL, 0},
+};
+
+/* A session that already ended (410): what rm wanted is true already. */
+static int rm_already_ended(int strict, const struct client_resp *resp, const char *id)
+{
+	struct err *e = NULL;
+	yajl_val doc;
+	const char *code;
+	int ended;
+
+	if (strict || resp->status != 410 || resp->body == NULL)
+		return 0;
+	doc = json_parse(resp->body, strlen(resp->body), &e);
+	err_free(e);
+	code = json_path_str(doc, "error.code");
+	ended = code != NULL && (strcmp(code, "expired") == 0 || strcmp(code, "node_lost") == 0);
+	if (ended) {
+		const char *msg = json_path_str(doc, "error.message");
+		char *clean = output_clean(msg ? msg : code);
+
+		output_note("%s: rm %s: already ended: %s\n", CLI_PROG, id, clean);
+		free(clean);
+	}
+	json_free(doc);
+	return ended;
+}
+
 static int rm_run(struct cli_ctx *ctx, int argc, char **argv)
 {
-	int rc, i, failed = 0;
+	int rc, i, c, failed = 0, strict = 0;
 
-	if (cli_operands(ctx, argc, argv, 1, -1, 0) < 0)
-		return ctx->rc;
+	while ((c = cli_getopt(ctx, argc, argv, ":h", rm_options)) != -1) {
+		if (c == CLI_GETOPT_STOP)
+			return ctx->rc;
+		if (c == RM_STRICT)
+			strict = 1;
+	}
+	if ((rc = cli_want_args(ctx, argc - optind, 1, -1)) != 0)
+		return rc;
 	for (i = optind; i < argc; i++)
-		if ((rc = cli_check_id(ctx, argv[i])) != 0)
+		if ((rc = cli_session_id(ctx, &argv[i])) != 0)
 			return rc;
 	for (i = optind; i < argc; i++) {
-		struct client_resp resp;
+		struct client_resp resp = {0};
 		char *path = cli_session_path(argv[i], "");
 		/* Name the session in errors only when there are several. */
 		char *what = argc - optind > 1 ? xasprintf("rm %s", argv[i]) : NULL;
 
-		rc = cli_call(
-		    ctx, &(struct client_req){.method = "DELETE", .path = path, .timeout_s = 60},
-		    &resp, what);
+		struct err *e = NULL;
+
+		/* client_do, not cli_call: a 410 is reported (or not) here. */
+		if (cli_client(ctx) == NULL) {
+			rc = CLI_EXIT_USAGE;
+		} else if (client_do(ctx->client,
+				     &(struct client_req){
+					 .method = "DELETE", .path = path, .timeout_s = 60},
+				     &resp, &e) == 0 ||
+			   rm_already_ended(strict, &resp, argv[i])) {
+			rc = CLI_EXIT_OK;
+		} else {
+			rc = cli_report(ctx, e, &resp, what);
+		}
+		err_free(e);
 		free(what);
 		free(path);
 		client_resp_release(&resp);
@@ -660,10 +820,102 @@ static int rm_run(struct cli_ctx *ctx, int argc, char **argv)
 
 const struct cli_cmd cmd_rm = {
     .name = "rm",
-    .usage = "ID...",
+    .usage = "[--strict] ID...",
     .summary = "Delete sessions (their containers and files).",
     .help = "Prints each id removed.  Exits non-zero if any removal failed; the others are\n"
 	    "still attempted.  With --json, prints nothing on success and the error\n"
-	    "document of each failure.\n",
+	    "document of each failure.\n"
+	    "\n"
+	    "A session that already ended (410 expired or node_lost) counts as removed: its\n"
+	    "id is printed, a note 'already ended: WHY' goes to stderr, and rm exits 0.\n"
+	    "  --strict   report an ended session as an error (exit 5) instead\n",
     .run = rm_run,
+};
+
+/* ---- allow ----------------------------------------------------------- */
+
+enum { ALLOW_CLEAR = CLI_OPT_FIRST_COMMAND };
+
+static const struct option allow_options[] = {
+    {"clear", no_argument, NULL, ALLOW_CLEAR},
+    CLI_COMMON_OPTIONS,
+    {NULL, 0, NULL, 0},
+};
+
+static int allow_run(struct cli_ctx *ctx, int argc, char **argv)
+{
+	struct client_resp resp = {0};
+	AUTOGEN yajl_gen g = NULL;
+	yajl_val doc = NULL, list;
+	int clear = 0, c, rc, i;
+	const char *body;
+	size_t body_len, k;
+	char *path;
+
+	while ((c = cli_getopt(ctx, argc, argv, ":h", allow_options)) != -1) {
+		if (c == CLI_GETOPT_STOP)
+			return ctx->rc;
+		if (c == ALLOW_CLEAR)
+			clear = 1;
+	}
+	if ((rc = cli_want_args(ctx, argc - optind, 1, clear ? 1 : -1)) != 0)
+		return rc;
+	if (!clear && argc - optind < 2)
+		return cli_usage_error(ctx, "name the hosts to allow, or --clear for none");
+	for (i = optind + 1; i < argc; i++)
+		if (argv[i][0] == '\0' || !cli_utf8(argv[i]))
+			return cli_usage_error(ctx, "bad host '%s'", argv[i]);
+	if ((rc = cli_session_id(ctx, &argv[optind])) != 0)
+		return rc;
+	/* PATCH replaces the list: the hosts given are the whole new list. */
+	g = json_gen_new();
+	jg_obj(g);
+	jg_str(g, "network");
+	jg_obj(g);
+	jg_str(g, "allow");
+	jg_arr(g);
+	for (i = optind + 1; i < argc; i++)
+		jg_str(g, argv[i]);
+	jg_arr_end(g);
+	jg_obj_end(g);
+	jg_obj_end(g);
+	body = jg_text(g, &body_len);
+	path = cli_session_path(argv[optind], "");
+	rc = cli_call_doc(ctx,
+			  &(struct client_req){.method = "PATCH",
+					       .path = path,
+					       .content_type = "application/json",
+					       .body = body,
+					       .body_len = body_len,
+					       .timeout_s = 60},
+			  &resp, &doc);
+	free(path);
+	if (rc == CLI_EXIT_OK && doc != NULL) {
+		list = json_path_arr(doc, "network.allow");
+		printf("%s allow:", argv[optind]);
+		for (k = 0; k < json_arr_len(list); k++) {
+			char *item = output_json_text(json_arr_at(list, k));
+			char *clean = output_clean(item);
+
+			printf(" %s", clean);
+			free(clean);
+			free(item);
+		}
+		printf("%s\n", json_arr_len(list) == 0 ? " none" : "");
+	}
+	json_free(doc);
+	client_resp_release(&resp);
+	return rc;
+}
+
+const struct cli_cmd cmd_allow = {
+    .name = "allow",
+    .usage = "ID HOST[:PORT]... | --clear ID",
+    .summary = "Replace a live session's network allowlist.",
+    .help = "PATCH /v1/sessions/ID {\"network\":{\"allow\":[...]}}: the hosts given become the\n"
+	    "whole allowlist (give the old ones again to keep them); --clear empties it.\n"
+	    "Only a session created with --allow may change (else 400). Prints\n"
+	    "'ID allow: HOST...' as the server now has it.\n"
+	    "  --clear   allow no host\n",
+    .run = allow_run,
 };

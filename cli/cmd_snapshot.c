@@ -297,7 +297,7 @@ static int snapshot_run(struct cli_ctx *ctx, int argc, char **argv)
 	}
 	if ((rc = cli_want_args(ctx, argc - optind, 1, 1)) != 0)
 		goto out;
-	if ((rc = cli_check_id(ctx, argv[optind])) != 0)
+	if ((rc = cli_session_id(ctx, &argv[optind])) != 0)
 		goto out;
 
 	g = json_gen_new();

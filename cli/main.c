@@ -17,7 +17,7 @@ static const struct cli_cmd *const main_cmds[] = {
     &cmd_put,      &cmd_get,       &cmd_files,   &cmd_rmfile,     &cmd_health,    &cmd_gc,
     &cmd_drain,    &cmd_events,    &cmd_keys,    &cmd_version,    &cmd_audit,     &cmd_quota,
     &cmd_usage,    &cmd_run,       &cmd_runs,    &cmd_failures,   &cmd_reviews,   &cmd_install,
-    &cmd_snapshot, &cmd_snapshots, &cmd_restore, &cmd_workspaces, &cmd_nodes,
+    &cmd_snapshot, &cmd_snapshots, &cmd_restore, &cmd_workspaces, &cmd_nodes,     &cmd_allow,
 };
 
 #define MAIN_NCMDS (sizeof(main_cmds) / sizeof(main_cmds[0]))
@@ -144,6 +144,9 @@ int main(int argc, char **argv)
 	ctx.cmd = cmd;
 	rc = cmd->run(&ctx, argc - optind, argv + optind);
 	client_free(ctx.client);
+	for (size_t i = 0; i < ctx.nresolved; i++)
+		free(ctx.resolved[i]);
+	free(ctx.resolved);
 
 	/* A full disk or closed pipe must not look like success. */
 	if (fflush(stdout) != 0 || ferror(stdout)) {

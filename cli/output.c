@@ -8,13 +8,15 @@
 #include <string.h>
 
 #include "json.h"
+#include "wcwidth.h"
 #include "xalloc.h"
 
 struct table {
 	size_t ncols;
 	size_t nrows; /* including the header row, if any */
 	size_t cap;
-	char **cells; /* nrows * ncols */
+	char **cells;   /* nrows * ncols */
+	int has_header; /* row 0 is the header: sorting leaves it first */
 };
 
 struct table *table_new(size_t ncols, const char *const *headers)
@@ -22,8 +24,10 @@ struct table *table_new(size_t ncols, const char *const *headers)
 	struct table *t = xcalloc(1, sizeof(*t));
 
 	t->ncols = ncols;
-	if (headers != NULL)
+	if (headers != NULL) {
 		table_add(t, headers);
+		t->has_header = 1;
+	}
 	return t;
 }
 
@@ -62,16 +66,11 @@ void table_add(struct table *t, const char *const *cells)
 	t->nrows++;
 }
 
-/* Display width: count UTF-8 lead bytes, not bytes, so names with accents
- * do not push the columns out.  (Wide CJK glyphs are still counted as 1.) */
+/* Display width in terminal columns, locale-independent (lib/wcwidth.c):
+ * a wide CJK glyph takes two, a combining mark none. */
 static size_t table_width(const char *s)
 {
-	size_t w = 0;
-
-	for (; *s != '\0'; s++)
-		if (((unsigned char)*s & 0xC0) != 0x80)
-			w++;
-	return w;
+	return wcwidth_utf8(s);
 }
 
 void table_print(const struct table *t, FILE *out)
@@ -97,6 +96,35 @@ void table_print(const struct table *t, FILE *out)
 		fputc('\n', out);
 	}
 	free(width);
+}
+
+/* qsort has no context argument: the column being sorted on. */
+static size_t table_sort_col;
+
+static int table_row_cmp(const void *a, const void *b)
+{
+	char *const *ra = a, *const *rb = b;
+
+	return strcmp(ra[table_sort_col], rb[table_sort_col]);
+}
+
+void table_sort(struct table *t, size_t col)
+{
+	size_t first = t->has_header ? 1 : 0;
+	char **rows;
+	size_t r;
+
+	if (col >= t->ncols || t->nrows <= first + 1)
+		return;
+	/* Rows are runs of ncols cells; sort whole runs through a copy. */
+	rows = xcalloc(t->nrows - first, t->ncols * sizeof(char *));
+	memcpy(rows, t->cells + first * t->ncols, (t->nrows - first) * t->ncols * sizeof(char *));
+	table_sort_col = col;
+	qsort(rows, t->nrows - first, t->ncols * sizeof(char *), table_row_cmp);
+	for (r = 0; r < t->nrows - first; r++)
+		memcpy(t->cells + (first + r) * t->ncols, rows + r * t->ncols,
+		       t->ncols * sizeof(char *));
+	free(rows);
 }
 
 static int output_digits(const char **p, int n, int *out)

@@ -27,7 +27,11 @@ char *output_clean(const char *s);
 
 /* Adds a row of ncols cells (copied and cleaned; NULL prints as "-"). */
 void table_add(struct table *t, const char *const *cells);
-/* Columns are padded to their widest cell; the last one is not padded. */
+/* Sorts the rows (not the header) by column col, byte order (stable
+ * for ids and paths; qsort, so equal cells may swap). */
+void table_sort(struct table *t, size_t col);
+/* Columns are padded to their widest cell (in terminal columns: wide CJK
+ * glyphs count two, lib/wcwidth.h); the last one is not padded. */
 void table_print(const struct table *t, FILE *out);
 
 /* Parses RFC 3339 ("2024-05-01T12:00:00.123Z", "...+02:00"); -1 if not. */

@@ -4,6 +4,8 @@
 #include "api.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "files.h"
 #include "json.h"
@@ -193,7 +195,8 @@ static const struct file_op_cbs get_cbs = {.meta = get_meta, .data = get_data, .
 static const struct file_op_cbs list_cbs = {.done = xfer_done};
 static const struct file_op_cbs delete_cbs = {.done = xfer_done};
 
-static void xfer_start(struct call *c, enum file_op_kind kind, const struct file_op_cbs *cbs)
+static void xfer_start(struct call *c, enum file_op_kind kind, bool recursive,
+		       const struct file_op_cbs *cbs)
 {
 	struct http_req *req = c->req;
 	const struct session *s = manager_get(c->api->mgr, c->id, c->tenant);
@@ -215,7 +218,8 @@ static void xfer_start(struct call *c, enum file_op_kind kind, const struct file
 	x->kind = kind;
 	x->limit = limit;
 	struct err *e = NULL;
-	x->op = manager_file_start(c->api->mgr, c->id, c->tenant, kind, c->path, cbs, x, &e);
+	x->op =
+	    manager_file_start(c->api->mgr, c->id, c->tenant, kind, c->path, recursive, cbs, x, &e);
 	if (x->op == NULL) {
 		if (kind == FILE_PUT || kind == FILE_DELETE)
 			api_audit_file(c, kind == FILE_PUT ? "file_write" : "file_delete", -1, e);
@@ -234,20 +238,32 @@ static void xfer_start(struct call *c, enum file_op_kind kind, const struct file
 
 void api_files_list(struct call *c)
 {
-	xfer_start(c, FILE_LIST, &list_cbs);
+	xfer_start(c, FILE_LIST, false, &list_cbs);
 }
 
 void api_files_put(struct call *c)
 {
-	xfer_start(c, FILE_PUT, &put_cbs);
+	xfer_start(c, FILE_PUT, false, &put_cbs);
 }
 
 void api_files_get(struct call *c)
 {
-	xfer_start(c, FILE_GET, &get_cbs);
+	xfer_start(c, FILE_GET, false, &get_cbs);
 }
 
+/* ?recursive=1 (or true) lets a directory go with its contents; without
+ * it a directory answers 409 is_a_directory, so a client that meant one
+ * file never loses a tree. */
 void api_files_delete(struct call *c)
 {
-	xfer_start(c, FILE_DELETE, &delete_cbs);
+	char *v = api_query_param(http_req_query(c->req), "recursive");
+	bool recursive = v != NULL && (strcmp(v, "1") == 0 || strcmp(v, "true") == 0);
+	bool valid = v == NULL || recursive || strcmp(v, "0") == 0 || strcmp(v, "false") == 0;
+
+	free(v);
+	if (!valid) {
+		api_fail(c, ERR_BAD_REQUEST, "recursive: want 1, true, 0 or false");
+		return;
+	}
+	xfer_start(c, FILE_DELETE, recursive, &delete_cbs);
 }

@@ -20,8 +20,9 @@ struct file_op {
 	enum file_op_kind kind;
 	uint64_t id;
 	char *path;
-	char *params; /* a tar op's request members (files_start_tar) */
-	bool commit;  /* FILE_TAR_IN's end */
+	char *params;   /* a tar op's request members (files_start_tar) */
+	bool commit;    /* FILE_TAR_IN's end */
+	bool recursive; /* FILE_DELETE: a directory may go, with its contents */
 	const struct file_op_cbs *cbs;
 	void *arg;
 	bool active;              /* request sent to the supervisor */
@@ -223,6 +224,9 @@ static void op_send_request(struct file_op *op)
 	jg_kv_int(g, "id", (int64_t)op->id);
 	if (op->path)
 		jg_kv_str(g, "path", op->path);
+	/* Without it the supervisor refuses a directory (is_a_directory). */
+	if (op->kind == FILE_DELETE && op->recursive)
+		jg_kv_bool(g, "recursive", true);
 	jg_obj_end(g);
 	size_t len;
 	const char *hdr = jg_text(g, &len);
@@ -238,8 +242,8 @@ static void op_send_request(struct file_op *op)
 /* Queue an op (a path for the file ops, params for the tar ones); the
  * first in the queue is sent at once. */
 static struct file_op *op_enqueue(struct files *f, enum file_op_kind kind, const char *path,
-				  const char *params, const struct file_op_cbs *cbs, void *arg,
-				  struct err **errp)
+				  const char *params, bool recursive, const struct file_op_cbs *cbs,
+				  void *arg, struct err **errp)
 {
 	if (f->queued >= FILES_MAX_QUEUED) {
 		err_set(errp, ERR_BUSY, "%d file transfers are already queued for this session",
@@ -254,6 +258,7 @@ static struct file_op *op_enqueue(struct files *f, enum file_op_kind kind, const
 	op->id = ++f->next_id;
 	op->path = path ? xstrdup(path) : NULL;
 	op->params = params ? xstrdup(params) : NULL;
+	op->recursive = recursive;
 	op->cbs = cbs;
 	op->arg = arg;
 	bool first = TAILQ_EMPTY(&f->ops);
@@ -267,13 +272,19 @@ static struct file_op *op_enqueue(struct files *f, enum file_op_kind kind, const
 struct file_op *files_start(struct files *f, enum file_op_kind kind, const char *path,
 			    const struct file_op_cbs *cbs, void *arg, struct err **errp)
 {
-	return op_enqueue(f, kind, path, NULL, cbs, arg, errp);
+	return op_enqueue(f, kind, path, NULL, false, cbs, arg, errp);
+}
+
+struct file_op *files_start_delete(struct files *f, const char *path, bool recursive,
+				   const struct file_op_cbs *cbs, void *arg, struct err **errp)
+{
+	return op_enqueue(f, FILE_DELETE, path, NULL, recursive, cbs, arg, errp);
 }
 
 struct file_op *files_start_tar(struct files *f, enum file_op_kind kind, const char *params,
 				const struct file_op_cbs *cbs, void *arg, struct err **errp)
 {
-	return op_enqueue(f, kind, NULL, params, cbs, arg, errp);
+	return op_enqueue(f, kind, NULL, params, false, cbs, arg, errp);
 }
 
 void files_tar_in_end(struct file_op *op, bool commit)
@@ -352,7 +363,8 @@ void files_on_frame(struct files *f, yajl_val h, const char *body, size_t len)
 		} map[] = {{"bad_path", ERR_BAD_PATH},
 			   {"not_found", ERR_NOT_FOUND},
 			   {"payload_too_large", ERR_PAYLOAD_TOO_LARGE},
-			   {"bad_request", ERR_BAD_REQUEST}};
+			   {"bad_request", ERR_BAD_REQUEST},
+			   {"is_a_directory", ERR_IS_A_DIRECTORY}};
 		for (size_t i = 0; code && i < sizeof(map) / sizeof(map[0]); i++)
 			if (strcmp(code, map[i].name) == 0)
 				c = map[i].code;

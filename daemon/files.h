@@ -60,6 +60,11 @@ int files_path_check(const char *path, struct err **errp);
 struct file_op *files_start(struct files *f, enum file_op_kind kind, const char *path,
 			    const struct file_op_cbs *cbs, void *arg, struct err **errp);
 
+/* FILE_DELETE; a directory only with recursive (else the supervisor
+ * answers is_a_directory, 409). files_start(FILE_DELETE) is not recursive. */
+struct file_op *files_start_delete(struct files *f, const char *path, bool recursive,
+				   const struct file_op_cbs *cbs, void *arg, struct err **errp);
+
 /* A tar op (FILE_TAR_OUT, FILE_TAR_IN) with params, a JSON object's text
  * whose members go into the request (ws_tar's paths, max_bytes,
  * max_files; NULL or "{}" for none). */

@@ -415,7 +415,7 @@ const struct session *manager_get(struct manager *m, const char *id, const char 
 }
 
 struct file_op *manager_file_start(struct manager *m, const char *id, const char *tenant,
-				   enum file_op_kind kind, const char *path,
+				   enum file_op_kind kind, const char *path, bool recursive,
 				   const struct file_op_cbs *cbs, void *arg, struct err **errp)
 {
 	struct msession *ms = manager_find(m, id);
@@ -432,6 +432,8 @@ struct file_op *manager_file_start(struct manager *m, const char *id, const char
 		return NULL;
 	}
 	msession_touch(ms);
+	if (kind == FILE_DELETE)
+		return files_start_delete(ms->files, path, recursive, cbs, arg, errp);
 	return files_start(ms->files, kind, path, cbs, arg, errp);
 }
 

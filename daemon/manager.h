@@ -145,10 +145,11 @@ typedef void (*manager_oneshot_cb)(const struct exec_result *r, const struct err
 int manager_oneshot(struct manager *m, const char *tenant, const struct exec_request *req,
 		    manager_oneshot_cb cb, void *arg, struct err **errp);
 
-/* Start a files-API operation in a session (see files.h); the returned op
+/* Start a files-API operation in a session (see files.h; recursive: a
+ * FILE_DELETE may remove a directory); the returned op
  * is driven with files_put_data / files_put_end / files_cancel. */
 struct file_op *manager_file_start(struct manager *m, const char *id, const char *tenant,
-				   enum file_op_kind kind, const char *path,
+				   enum file_op_kind kind, const char *path, bool recursive,
 				   const struct file_op_cbs *cbs, void *arg, struct err **errp);
 
 int manager_delete(struct manager *m, const char *id, const char *tenant, manager_done_cb cb,

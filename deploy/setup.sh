@@ -30,6 +30,8 @@ PACKAGES=(
 	debootstrap debian-archive-keyring
 	# tests
 	python3 python3-pytest python3-openpyxl openssl valgrind clang-format clang libclang-rt-14-dev
+	# ci-ctl's zsh completion is syntax-checked with zsh -n (tests/integration/test_ctl_cli.py)
+	zsh
 	# the reviewer page's browser test (tests/browser/): Debian's chromium, driven by
 	# playwright-core from npm (install_npm_test_peers)
 	chromium nodejs

@@ -721,6 +721,11 @@ class Supervisor:
             name = parts[-1]
             st = os.stat(name, dir_fd=pfd, follow_symlinks=False)  # a symlink is removed itself
             if stat.S_ISDIR(st.st_mode):
+                # A directory goes only when asked for by name: a client that
+                # meant one file must not lose a whole tree (issue 16).
+                if h.get("recursive") is not True:
+                    raise FileError("is_a_directory",
+                                    "%s is a directory: delete it with recursive" % path[:900])
                 import shutil
                 shutil.rmtree(name, dir_fd=pfd)   # fd-based: symlink-race safe
             else:

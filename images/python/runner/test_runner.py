@@ -563,7 +563,14 @@ def test_file_put_get_list_delete(shared):
     rid = shared.file({"t": "file_delete", "path": "in/nope"})
     h, _ = shared.sup.recv()
     assert h["t"] == "file_err" and h["code"] == "not_found"
-    rid = shared.file({"t": "file_delete", "path": "in"})   # a directory
+    rid = shared.file({"t": "file_delete", "path": "in"})   # a directory, not recursive
+    h, _ = shared.sup.recv()
+    assert h["t"] == "file_err" and h["code"] == "is_a_directory"
+    assert os.path.isdir(os.path.join(shared.ws, "in"))
+    rid = shared.file({"t": "file_delete", "path": "in", "recursive": 1})   # not True
+    h, _ = shared.sup.recv()
+    assert h["t"] == "file_err" and h["code"] == "is_a_directory"
+    rid = shared.file({"t": "file_delete", "path": "in", "recursive": True})
     h, _ = shared.sup.recv()
     assert h["t"] == "file_ok" and not os.path.exists(os.path.join(shared.ws, "in"))
     h, _ = get(shared, "empty.txt/x")
