@@ -896,7 +896,8 @@ static void files_tool(struct tool_call *t)
 		t->encoding = json_get_str(t->args, "encoding");
 		buf_init(&t->data, MCP_DOWNLOAD_MAX);
 	}
-	t->op = manager_file_start(c->api->mgr, t->sid, c->tenant, kind, c->path, cbs, t, &e);
+	t->op =
+	    manager_file_start(c->api->mgr, t->sid, c->tenant, kind, c->path, false, cbs, t, &e);
 	if (t->op == NULL) {
 		if (t->tool == TOOL_UPLOAD)
 			api_audit_file(c, "file_write", -1, e);
