@@ -84,7 +84,7 @@ DAEMON_LIB_OBJS := $(DAEMON_LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(GEN_OBJS)
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
 UNIT_OBJS := $(UNIT_SRCS:%.c=$(BUILD)/obj/%.o)
 
-.PHONY: service-images test-deploy fidelity all lib tools run test unit image setup bench soak fuzz clean format format-check man install
+.PHONY: service-images test-deploy fidelity all lib tools run test unit image setup bench bench-scale soak fuzz clean format format-check man install
 all: $(BUILD)/ci-daemon $(BUILD)/ci-ctl
 lib: $(LIB_A)
 
@@ -239,6 +239,13 @@ test: setup
 bench: setup
 	@$(MAKE) --no-print-directory all tools
 	@tests/bench/run.sh
+
+# 1,000 real idle sessions on this node (tests/bench/scale.py): memory per
+# session, the daemon's RSS and fds, exec and create latency at 1,000 live,
+# teardown; BENCH_SCALE_TARGET sets the number.
+bench-scale: setup
+	@$(MAKE) --no-print-directory all
+	@CITEST_DAEMON=build/ci-daemon /usr/bin/python3 tests/bench/scale.py
 
 # An hour of churn (tests/soak/soak.py): fds, RSS, containers, networks, Redis
 # keys and state directories sampled each minute, all flat at the end.

@@ -134,6 +134,14 @@ if [[ "${BENCH_POOL_BURST:-1}" != 0 ]]; then
 	timeout --signal=TERM --kill-after=60 900 /usr/bin/python3 tests/bench/pool_burst.py \
 		--burst "${BENCH_POOL_BURST_N:-50}" --json build/bench/pool_burst.json || rc=$?
 fi
+# Exec round trip with 50 sessions each executing back to back, against 1
+# session, in this same run (issue 17).
+if [[ "${BENCH_CONCURRENCY:-1}" != 0 ]]; then
+	echo
+	echo "bench: exec under concurrency, 50 sessions vs 1 (BENCH_CONCURRENCY=0 skips it)"
+	timeout --signal=TERM --kill-after=60 600 /usr/bin/python3 tests/bench/exec_concurrency.py \
+		--sessions "${BENCH_CONCURRENCY_N:-50}" --json build/bench/exec_concurrency.json || rc=$?
+fi
 # The capacity plan's per-node figures (issue 15): Redis commands per
 # create, exec, keepalive, delete and idle second, memory per session, the
 # most sessions this node held (docs/deploy.md, "Capacity plan").
