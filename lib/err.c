@@ -26,6 +26,7 @@ static const struct {
     [ERR_TIMEOUT] = {"timeout", 504},
     [ERR_CORRUPT] = {"corrupt", 422},
     [ERR_NODE_LOST] = {"node_lost", 410},
+    [ERR_METHOD_NOT_ALLOWED] = {"method_not_allowed", 405},
 };
 
 #define ERR_NCODES (sizeof(err_table) / sizeof(err_table[0]))
