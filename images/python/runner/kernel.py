@@ -502,8 +502,17 @@ class Kernel:
             (self.out, self.err)[prev].flush()
         except Exception:
             return
-        with self.lock:
-            self._drain(prev, DRAIN_LIMIT)
+        # A SIGINT must not raise in the middle of a frame on the socket:
+        # while forwarding it is only noted, and raised once done.
+        was, self.in_user = self.in_user, False
+        try:
+            with self.lock:
+                self._drain(prev, DRAIN_LIMIT)
+        finally:
+            self.in_user = was
+        if was and self.pending_int:
+            self.pending_int = False
+            raise KeyboardInterrupt
 
     def _flush_std(self):
         for s in (sys.stdout, sys.stderr, self.out, self.err):
