@@ -719,6 +719,28 @@ def test_enospc_is_payload_too_large(sb):
 
 # ------------------------------------------------------ signals and death
 
+def test_sigint_while_switching_streams_keeps_the_frames_whole(sb):
+    """Code that alternates stdout and stderr forwards bytes at every switch;
+    SIGINTs landing then must end the cell, not cut a frame on the socket."""
+    kpid = sb.kern.hello["pid"]
+    for _ in range(3):
+        eid = sb.nid()
+        sb.kern.send({"t": "exec", "id": eid},
+                     b"import sys\nprint('go', flush=True)\nwhile True:\n"
+                     b"    print('o' * 200)\n    print('e' * 200, file=sys.stderr)\n")
+        h, body = sb.kern.recv()
+        assert h["t"] == "stream" and body.startswith(b"go\n"), (h, body[:20])
+        os.kill(kpid, signal.SIGINT)
+        while True:                    # every frame decodes, then done
+            h, body = sb.kern.recv()
+            assert h.get("id") == eid, h
+            if h["t"] == "done":
+                break
+            assert h["t"] == "stream", h
+        assert h["error"]["ename"] == "KeyboardInterrupt", h["error"]
+    assert sb.exec("print('alive')")["stdout"] == b"alive\n"
+
+
 def test_sigint_interrupts(sb):
     sb.exec("keep = 'kept'")
     eid = sb.nid()
