@@ -79,7 +79,8 @@ const struct api_route api_routes[] = {
     {"GET", "/v1/admin/tenants/{tenant}/quota", api_quota_get, API_AUTH_ADMIN},
     {"PUT", "/v1/admin/tenants/{tenant}/quota", api_quota_put, API_AUTH_ADMIN},
     {"GET", "/v1/admin/tenants/{tenant}/usage", api_quota_usage, API_AUTH_ADMIN},
-    /* Admin has never answered 405: any other method or name gets the list. */
+    /* An unknown admin name gets the list; a known one with another
+     * method is a 405 like any path's (api_route.c). */
     {"*", "/v1/admin/{...}", api_admin_unknown, API_AUTH_ADMIN},
 };
 const size_t api_routes_count = sizeof(api_routes) / sizeof(api_routes[0]);
@@ -349,8 +350,15 @@ static void on_request(struct http_req *req, void *arg)
 	}
 	if (m.kind == API_MATCH_METHOD) {
 		http_req_add_header(req, "Allow", m.allow);
-		api_fail(c, ERR_BAD_REQUEST, "method %.16s is not allowed here; use %s",
-			 http_req_method(req), m.allow);
+		/* OPTIONS asks which methods the path has: the Allow header is
+		 * the answer, not an error. */
+		if (strcmp(http_req_method(req), "OPTIONS") == 0) {
+			api_reply(c, 204, NULL, NULL);
+			return;
+		}
+		api_fail(c, ERR_METHOD_NOT_ALLOWED,
+			 "method %.16s is not allowed on %.200s; allowed: %s", http_req_method(req),
+			 http_req_path(req), m.allow);
 		return;
 	}
 	api_resolve_tenant(c, m.route);

@@ -258,6 +258,12 @@ void api_sessions_delete(struct call *c);
 void api_sessions_keepalive(struct call *c);
 
 void api_exec_run(struct call *c);
+/* A request's timeout_s (0: not given) against what it may be: the
+ * session's limits.exec_timeout_s when s is given, else this node's
+ * --max-exec-timeout-s. Above it: -1 and a bad_request naming the bound
+ * (never a silently lower deadline). */
+int api_timeout_check(const struct config *cfg, const struct session *s, int64_t timeout_s,
+		      struct err **errp);
 void api_exec_oneshot(struct call *c);
 void api_exec_interrupt(struct call *c);
 

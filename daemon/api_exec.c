@@ -147,6 +147,24 @@ static void exec_admitted(struct call *c, void *arg)
 	api_fail_session(c, e);
 }
 
+int api_timeout_check(const struct config *cfg, const struct session *s, int64_t timeout_s,
+		      struct err **errp)
+{
+	if (s && timeout_s > s->limits.exec_timeout_s)
+		return err_set(errp, ERR_BAD_REQUEST,
+			       "timeout_s %lld is above this session's limit %lld "
+			       "(limits.exec_timeout_s, at most --max-exec-timeout-s %lld on this "
+			       "node)",
+			       (long long)timeout_s, (long long)s->limits.exec_timeout_s,
+			       (long long)cfg->max_exec_timeout_s);
+	if (timeout_s > cfg->max_exec_timeout_s)
+		return err_set(
+		    errp, ERR_BAD_REQUEST,
+		    "timeout_s %lld is above this node's maximum %lld (--max-exec-timeout-s)",
+		    (long long)timeout_s, (long long)cfg->max_exec_timeout_s);
+	return 0;
+}
+
 static void exec_body(struct call *c, const char *body, size_t len)
 {
 	struct exec_request *xr = parse_exec(c, body, len, false);
@@ -156,6 +174,13 @@ static void exec_body(struct call *c, const char *body, size_t len)
 	const struct session *s = manager_get(c->api->mgr, c->id, c->tenant);
 	if (s == NULL) { /* nothing to reserve for: the manager answers why */
 		exec_admitted(c, xr);
+		return;
+	}
+	struct err *e = NULL;
+	if (api_timeout_check(c->api->cfg, s, xr->timeout_s, &e) < 0) {
+		api_reply(c, 0, NULL, e);
+		err_free(e);
+		xr_free(xr);
 		return;
 	}
 	struct api_quota_ask ask = {
@@ -227,6 +252,13 @@ static void oneshot_body(struct call *c, const char *body, size_t len)
 		return;
 	/* A session and an execution at once, both reserved first. */
 	const struct config *cfg = c->api->cfg;
+	struct err *e = NULL;
+	if (api_timeout_check(cfg, NULL, xr->timeout_s, &e) < 0) {
+		api_reply(c, 0, NULL, e);
+		err_free(e);
+		xr_free(xr);
+		return;
+	}
 	struct api_quota_ask ask = {
 	    .session = true,
 	    .memory_mb = cfg->memory_mb,

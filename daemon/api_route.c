@@ -160,6 +160,10 @@ void api_route_match(const struct api_route *routes, size_t n, const char *metho
 		if (sh != SHAPE_YES)
 			continue;
 		bool any = strcmp(r->method, "*") == 0;
+		/* A catch-all serves names no route has: a path an earlier route
+		 * has the shape of answers 405 with that path's methods. */
+		if (any && shaped && m->route == NULL)
+			continue;
 		if (!any)
 			allow_add(m->allow, r->method);
 		if (m->route == NULL && (any || strcmp(r->method, method) == 0)) {

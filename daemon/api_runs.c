@@ -217,6 +217,14 @@ static void run_body(struct call *c, const char *body, size_t len, bool oneshot)
 		if (!rc->req.timeout_s)
 			per = s->limits.exec_timeout_s;
 	}
+	struct err *te = NULL;
+	if (api_timeout_check(cfg, oneshot ? NULL : manager_get(c->api->mgr, c->id, c->tenant),
+			      rc->req.timeout_s, &te) < 0) {
+		rc_free(rc);
+		api_reply(c, 0, NULL, te);
+		err_free(te);
+		return;
+	}
 	/* One execution slot for the whole run: its attempts run one at a time,
 	 * the fixer's time between them. */
 	struct api_quota_ask ask = {

@@ -122,6 +122,21 @@ static const char *reason_phrase(int status)
 	}
 }
 
+/* A refusal's message as a reason phrase: what a status line may hold
+ * (visible ASCII and spaces: the message can quote the client's bytes),
+ * cut to REFUSAL_PHRASE_MAX. */
+#define REFUSAL_PHRASE_MAX 200
+
+static void phrase_of(const char *msg, char *out, size_t size)
+{
+	size_t n = 0;
+	for (; msg[n] && n + 1 < size; n++) {
+		unsigned char ch = (unsigned char)msg[n];
+		out[n] = ch >= 0x20 && ch < 0x7f ? (char)ch : '?';
+	}
+	out[n] = '\0';
+}
+
 /* Answer the client with a plain-text refusal and close once it is sent. */
 static void conn_refuse(struct egress_conn *c, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -162,11 +177,20 @@ static void conn_refuse(struct egress_conn *c, int status, const char *fmt, ...)
 		bufferevent_free(c->upstream);
 		c->upstream = NULL;
 	}
+	/* A client never shows a refused tunnel's body (Python's http.client
+	 * reads "Tunnel connection failed: 403 <reason phrase>"), so a CONNECT
+	 * refusal says why in its status line too; a plain request's refusal
+	 * keeps the standard phrase, like a server's own answer. */
+	char reason[REFUSAL_PHRASE_MAX + 1];
+	if (c->is_connect)
+		phrase_of(msg, reason, sizeof(reason));
+	else
+		snprintf(reason, sizeof(reason), "%s", reason_phrase(status));
 	struct evbuffer *out = bufferevent_get_output(c->client);
 	evbuffer_add_printf(out,
 			    "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nConnection: close\r\n"
 			    "Content-Length: %zu\r\n\r\nci egress proxy: %s\n",
-			    status, reason_phrase(status), strlen(msg) + 18, msg);
+			    status, reason, strlen(msg) + 18, msg);
 	bufferevent_disable(c->client, EV_READ);
 	bufferevent_setcb(c->client, NULL, close_after_write, close_on_event, c);
 }
@@ -518,8 +542,10 @@ static void head_done(struct egress_conn *c)
 		return;
 	}
 	if (!netpolicy_allowed(peer.allow, peer.n_allow, c->host, c->port)) {
-		conn_refuse(c, 403, "%s:%d is not on this session's allowlist (network.allow)",
-			    c->host, c->port);
+		/* The host quoted: a failure's signature masks it (failure_sig.c),
+		 * so every host refused is the same mistake. */
+		conn_refuse(c, 403, "host '%s:%d' is not in the allowlist (network.allow)", c->host,
+			    c->port);
 		return;
 	}
 	resolve(c);

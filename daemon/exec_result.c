@@ -31,6 +31,7 @@ void exec_result_free(struct exec_result *r)
 		return;
 	capbuf_release(&r->out);
 	capbuf_release(&r->err);
+	free(r->chunks);
 	free(r->result);
 	free(r->ename);
 	free(r->evalue);
@@ -73,6 +74,9 @@ struct exec_result *exec_result_dup(const struct exec_result *r)
 	*d = *r; /* the scalars; every pointer is replaced below */
 	dup_capbuf(&d->out, &r->out);
 	dup_capbuf(&d->err, &r->err);
+	d->chunks = r->n_chunks ? xcalloc(r->n_chunks, sizeof(*d->chunks)) : NULL;
+	if (r->n_chunks)
+		memcpy(d->chunks, r->chunks, r->n_chunks * sizeof(*d->chunks));
 	d->result = dup_str(r->result);
 	d->ename = dup_str(r->ename);
 	d->evalue = dup_str(r->evalue);
@@ -105,6 +109,10 @@ void exec_result_drop_outputs(struct exec_result *r)
 	capbuf_release(&r->err);
 	capbuf_init(&r->out, cap);
 	capbuf_init(&r->err, cap);
+	free(r->chunks);
+	r->chunks = NULL;
+	r->n_chunks = 0;
+	r->chunks_full = false;
 	free(r->result);
 	r->result = NULL;
 	for (size_t i = 0; i < r->n_display; i++) {
@@ -124,6 +132,23 @@ void exec_result_drop_outputs(struct exec_result *r)
 	r->n_files = 0;
 }
 
+/* kept live bytes of a stream, in arrival order: the kernel forwards each
+ * stream's bytes before the other's next ones (docs/protocol.md), so the
+ * arrival order is the order written. */
+static void note_chunk(struct exec_result *r, bool is_stderr, size_t kept)
+{
+	if (!r->chunks_full && r->n_chunks && r->chunks[r->n_chunks - 1].is_stderr == is_stderr) {
+		r->chunks[r->n_chunks - 1].len += kept;
+		return;
+	}
+	if (r->chunks_full || r->n_chunks >= EXEC_MAX_OUTPUT_CHUNKS) {
+		r->chunks_full = true;
+		return;
+	}
+	r->chunks = xrealloc(r->chunks, (r->n_chunks + 1) * sizeof(*r->chunks));
+	r->chunks[r->n_chunks++] = (struct exec_chunk){.is_stderr = is_stderr, .len = kept};
+}
+
 size_t exec_result_on_stream(struct exec_result *r, bool is_stderr, const char *data, size_t len,
 			     bool tail, uint64_t dropped)
 {
@@ -132,7 +157,10 @@ size_t exec_result_on_stream(struct exec_result *r, bool is_stderr, const char *
 		capbuf_set_tail(cb, data, len, dropped);
 		return len;
 	}
-	return capbuf_append(cb, data, len);
+	size_t kept = capbuf_append(cb, data, len);
+	if (kept > 0)
+		note_chunk(r, is_stderr, kept);
+	return kept;
 }
 
 bool exec_result_on_display(struct exec_result *r, const struct exec_display_info *info,
@@ -157,6 +185,64 @@ static char *capped_strdup(const char *s, size_t cap)
 	return xstrndup(s, n < cap ? n : cap);
 }
 
+/* Calls fn on each line of the traceback's items: an item may hold several
+ * lines (a frame and its source line); one trailing newline ends an item. */
+static size_t each_traceback_line(yajl_val tb, void (*fn)(const char *, size_t, void *), void *arg)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < tb->u.array.len; i++) {
+		yajl_val item = tb->u.array.values[i];
+		if (!YAJL_IS_STRING(item))
+			continue;
+		const char *s = item->u.string, *end = s + strlen(s);
+		if (end > s && end[-1] == '\n')
+			end--;
+		for (;;) {
+			const char *nl = memchr(s, '\n', (size_t)(end - s));
+			const char *stop = nl ? nl : end;
+			if (fn)
+				fn(s, (size_t)(stop - s), arg);
+			n++;
+			if (nl == NULL)
+				break;
+			s = nl + 1;
+		}
+	}
+	return n;
+}
+
+struct tb_keep {
+	struct exec_result *r;
+	size_t seen, total;
+};
+
+/* The first EXEC_TRACEBACK_HEAD lines, a marker, the last EXEC_TRACEBACK_TAIL:
+ * a deep recursion's thousands of frames cannot blow the result. */
+static void keep_traceback_line(const char *s, size_t len, void *arg)
+{
+	struct tb_keep *k = arg;
+	struct exec_result *r = k->r;
+	size_t i = k->seen++;
+	bool cut = k->total > EXEC_TRACEBACK_HEAD + EXEC_TRACEBACK_TAIL;
+	if (cut && i == EXEC_TRACEBACK_HEAD)
+		r->traceback[r->n_traceback++] =
+		    xasprintf("[... %zu traceback lines omitted ...]",
+			      k->total - EXEC_TRACEBACK_HEAD - EXEC_TRACEBACK_TAIL);
+	if (cut && i >= EXEC_TRACEBACK_HEAD && i < k->total - EXEC_TRACEBACK_TAIL)
+		return;
+	r->traceback[r->n_traceback++] = xstrndup(s, len < 16 * 1024 ? len : 16 * 1024);
+}
+
+/* The traceback, one line per entry (docs/api.md), capped. */
+static void take_traceback(struct exec_result *r, yajl_val tb)
+{
+	struct tb_keep k = {.r = r, .total = each_traceback_line(tb, NULL, NULL)};
+	if (k.total == 0)
+		return;
+	r->traceback = xcalloc(EXEC_TRACEBACK_HEAD + 1 + EXEC_TRACEBACK_TAIL, sizeof(char *));
+	each_traceback_line(tb, keep_traceback_line, &k);
+}
+
 static int take_error(struct exec_result *r, yajl_val e, struct err **errp)
 {
 	if (!YAJL_IS_OBJECT(e))
@@ -166,17 +252,8 @@ static int take_error(struct exec_result *r, yajl_val e, struct err **errp)
 	r->ename = capped_strdup(ename ? ename : "Error", 1024);
 	r->evalue = capped_strdup(evalue ? evalue : "", 64 * 1024);
 	yajl_val tb = json_get(e, "traceback");
-	if (tb && YAJL_IS_ARRAY(tb)) {
-		size_t n =
-		    tb->u.array.len < EXEC_MAX_TRACEBACK ? tb->u.array.len : EXEC_MAX_TRACEBACK;
-		r->traceback = xcalloc(n, sizeof(char *));
-		for (size_t i = 0; i < n; i++) {
-			yajl_val line = tb->u.array.values[i];
-			if (YAJL_IS_STRING(line))
-				r->traceback[r->n_traceback++] =
-				    capped_strdup(line->u.string, 16 * 1024);
-		}
-	}
+	if (tb && YAJL_IS_ARRAY(tb))
+		take_traceback(r, tb);
 	return 0;
 }
 
@@ -266,6 +343,47 @@ static void output_to_json(yajl_gen g, const char *key, const struct capbuf *cb)
 	free(text);
 }
 
+static void chunk_to_json(yajl_gen g, bool is_stderr, const char *text, size_t len)
+{
+	jg_obj(g);
+	jg_kv_str(g, "stream", is_stderr ? "stderr" : "stdout");
+	jg_str(g, "text");
+	jg_strn(g, text, len);
+	jg_obj_end(g);
+}
+
+/* Whether "output" is not the whole output in order: the chunk cap stopped
+ * it, or a stream went past its live half (the rest came as a tail, whose
+ * order against the other stream's is not known), or bytes were cut. */
+static bool output_cut(const struct exec_result *r)
+{
+	return r->chunks_full || r->out.truncated || r->err.truncated || r->out.tail_len ||
+	       r->err.tail_len;
+}
+
+/* "output": the live chunks in order, then each stream's tail (stdout's,
+ * then stderr's) when there is one. */
+static void output_list_to_json(yajl_gen g, const struct exec_result *r)
+{
+	jg_str(g, "output");
+	jg_arr(g);
+	size_t at[2] = {0, 0};
+	for (size_t i = 0; i < r->n_chunks; i++) {
+		const struct exec_chunk *ch = &r->chunks[i];
+		const struct capbuf *cb = ch->is_stderr ? &r->err : &r->out;
+		size_t *off = &at[ch->is_stderr];
+		size_t len = ch->len <= cb->head_len - *off ? ch->len : cb->head_len - *off;
+		chunk_to_json(g, ch->is_stderr, cb->head + *off, len);
+		*off += len;
+	}
+	if (r->out.tail_len)
+		chunk_to_json(g, false, r->out.tail, r->out.tail_len);
+	if (r->err.tail_len)
+		chunk_to_json(g, true, r->err.tail, r->err.tail_len);
+	jg_arr_end(g);
+	jg_kv_bool(g, "output_truncated", output_cut(r));
+}
+
 void exec_display_members(const struct exec_display *d, yajl_gen g)
 {
 	jg_kv_str(g, "mime", d->mime);
@@ -289,6 +407,7 @@ void exec_result_to_json(const struct exec_result *r, yajl_gen g)
 	output_to_json(g, "stderr", &r->err);
 	jg_kv_bool(g, "stdout_truncated", r->out.truncated);
 	jg_kv_bool(g, "stderr_truncated", r->err.truncated);
+	output_list_to_json(g, r);
 	jg_kv_str(g, "result", r->result);
 	jg_str(g, "error");
 	if (r->has_error) {

@@ -20,7 +20,15 @@
 #define EXEC_MAX_DISPLAY 40
 #define EXEC_MAX_DISPLAY_BYTES (20u << 20)
 #define EXEC_MAX_FILES 1000
-#define EXEC_MAX_TRACEBACK 200
+/* A traceback keeps its first and last lines, with one marker line between
+ * (exec_result.c); EXEC_MAX_TRACEBACK entries in all. */
+#define EXEC_TRACEBACK_HEAD 100
+#define EXEC_TRACEBACK_TAIL 99
+#define EXEC_MAX_TRACEBACK (EXEC_TRACEBACK_HEAD + 1 + EXEC_TRACEBACK_TAIL)
+/* Switches between stdout and stderr the ordered "output" list records; a
+ * program that alternates more often than this has the rest only in
+ * stdout/stderr (output_truncated). */
+#define EXEC_MAX_OUTPUT_CHUNKS 4096
 
 enum exec_status { EXEC_OK, EXEC_ERROR, EXEC_TIMEOUT, EXEC_KILLED };
 
@@ -39,6 +47,13 @@ struct exec_display_info {
 	bool result;
 };
 
+/* One run of bytes of one stream in the order written: the bytes are the
+ * next len of that stream's capbuf head, so the list costs no copy. */
+struct exec_chunk {
+	bool is_stderr;
+	size_t len;
+};
+
 struct exec_file {
 	char *path;
 	int64_t size;
@@ -48,6 +63,9 @@ struct exec_file {
 struct exec_result {
 	enum exec_status status;
 	struct capbuf out, err;
+	struct exec_chunk *chunks; /* the live output's order (docs/api.md "output") */
+	size_t n_chunks;
+	bool chunks_full; /* EXEC_MAX_OUTPUT_CHUNKS reached: the order stops there */
 	char *result;
 	bool has_error;
 	char *ename, *evalue;

@@ -299,8 +299,8 @@ int manager_install(struct manager *m, const char *id, const char *tenant,
 	int64_t window = req->timeout_s > 0 ? req->timeout_s : cfg->install_max_timeout_s;
 	if (window > cfg->install_max_timeout_s)
 		return err_set(errp, ERR_BAD_REQUEST,
-			       "timeout_s: %lld is more than this node allows (%lld, "
-			       "--install-max-timeout-s)",
+			       "timeout_s %lld is above this node's maximum %lld "
+			       "(--install-max-timeout-s)",
 			       (long long)window, (long long)cfg->install_max_timeout_s);
 	char entry[300];
 	if (install_precheck(ms, req->specs, req->n_specs, entry, sizeof(entry), errp) < 0)

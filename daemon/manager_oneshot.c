@@ -88,6 +88,12 @@ int manager_oneshot(struct manager *m, const char *tenant, const struct exec_req
 		sr.image = req->image; /* borrowed: manager_create copies what it keeps */
 		sr.set |= SRQ_IMAGE;
 	}
+	/* The session's limit is the asked deadline (checked against
+	 * --max-exec-timeout-s by the API): the default must not lower it. */
+	if (req->timeout_s > 0) {
+		sr.limits.exec_timeout_s = req->timeout_s;
+		sr.set |= SRQ_EXEC_TIMEOUT;
+	}
 	struct oneshot *o = xcalloc(1, sizeof(*o));
 	o->m = m;
 	o->tenant = xstrdup(tenant);

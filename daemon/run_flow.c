@@ -158,6 +158,12 @@ static int create_oneshot(struct run *run, struct err **errp)
 		sr.image = run->image; /* borrowed: manager_create copies what it keeps */
 		sr.set |= SRQ_IMAGE;
 	}
+	/* Its attempts' deadline is the session's limit, not lowered to the
+	 * default (the API checked it against --max-exec-timeout-s). */
+	if (run->req.timeout_s > 0) {
+		sr.limits.exec_timeout_s = run->req.timeout_s;
+		sr.set |= SRQ_EXEC_TIMEOUT;
+	}
 	struct run_token *t = run_token_new(run);
 	if (manager_create(run->rs->d.mgr, &sr, run->tenant, oneshot_created, t, errp) < 0) {
 		run_token_take(t);

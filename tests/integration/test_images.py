@@ -102,7 +102,7 @@ def test_lists_profiles_present_and_missing(make_daemon):
     assert re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$", gh["checked_at"])
     # Any tenant's route, only GET.
     status, doc = d.api.request("POST", "/v1/images", body={})
-    assert status == 400 and doc["error"]["code"] == "bad_request"
+    assert status == 405 and doc["error"]["code"] == "method_not_allowed"
 
 
 def test_the_image_carries_the_data_science_stack_and_its_record():

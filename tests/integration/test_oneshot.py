@@ -98,6 +98,6 @@ def test_oneshot_bad_body(daemon, api):
         assert error_of(api.request("POST", "/v1/exec", **kw)) == (400, "bad_request"), kw
     big = b'{"code":"' + b"x" * (3 << 20) + b'"}'
     assert error_of(api.request("POST", "/v1/exec", raw=big)) == (413, "payload_too_large")
-    assert error_of(api.request("GET", "/v1/exec")) == (400, "bad_request")
+    assert error_of(api.request("GET", "/v1/exec")) == (405, "method_not_allowed")
     # Refused requests start nothing.
     assert set(daemon.containers()) <= before

@@ -50,8 +50,11 @@ def test_a_traceback_like_the_kernels(tool):
     tb = e["traceback"]
     assert tb[0] == "Traceback (most recent call last):"
     # The cell is named like the kernel's; the runner's own frames are gone.
-    assert 'File "<cell-1>", line 4, in <module>' in tb[1]
-    assert 'File "<cell-1>", line 2, in f' in tb[2]
+    # one line per entry: a frame, then its source line
+    assert tb[1] == '  File "<cell-1>", line 4, in <module>' and tb[2].strip() == "f({})", tb
+    i = tb.index('  File "<cell-1>", line 2, in f')
+    assert tb[i + 1].strip() == "return d['missing']", tb
+    assert all("\n" not in line for line in tb), tb
     assert tb[-1] == "KeyError: 'missing'"
     assert not any("<string>" in line for line in tb), tb
 

@@ -97,12 +97,15 @@ TEST(api_route_tails)
 	CHECK(m.kind == API_MATCH_FOUND && m.route->handler == h_a);
 	CHECK_STR(m.path, "");
 	/* "*" takes any method and is not listed in Allow; a literal route
-	 * before it wins for its own method. */
+	 * before it wins for its own method, and the path it has answers 405
+	 * for another (the catch-all is for names no route has). */
 	m = toy_match("GET", "/x/exact");
 	CHECK(m.kind == API_MATCH_FOUND && m.route->handler == h_a);
 	m = toy_match("POST", "/x/exact");
-	CHECK(m.kind == API_MATCH_FOUND && m.route->handler == h_c);
+	CHECK(m.kind == API_MATCH_METHOD && m.route == NULL);
 	CHECK_STR(m.allow, "GET");
+	m = toy_match("POST", "/x/other");
+	CHECK(m.kind == API_MATCH_FOUND && m.route->handler == h_c);
 	m = toy_match("BREW", "/x/");
 	CHECK(m.kind == API_MATCH_FOUND && m.route->handler == h_c && m.path == NULL);
 	CHECK(toy_match("GET", "/x").kind == API_MATCH_NONE);
@@ -136,7 +139,8 @@ TEST(api_route_tenant_is_checked_by_the_matcher)
 	m = toy_match("GET", "/t/acme/other");
 	CHECK(m.kind == API_MATCH_FOUND && m.route->handler == h_c && m.tenant[0] == '\0');
 	m = toy_match("DELETE", "/t/acme/q");
-	CHECK(m.kind == API_MATCH_FOUND && m.route->handler == h_c);
+	CHECK(m.kind == API_MATCH_METHOD && m.route == NULL);
+	CHECK_STR(m.allow, "GET, PUT");
 }
 
 /* ---- the API's table ---- */
@@ -177,7 +181,7 @@ static const char *const api_expect[] = {
     "GET /v1/admin/orphans -> GET /v1/admin/orphans",
     "GET /v1/admin/nodes -> GET /v1/admin/nodes",
     "DELETE /v1/admin/nodes -> DELETE /v1/admin/nodes",
-    "POST /v1/admin/nodes -> * /v1/admin/{...}",
+    "POST /v1/admin/nodes -> 405 GET, DELETE",
     "POST /v1/admin/gc -> POST /v1/admin/gc",
     "POST /v1/admin/drain -> POST /v1/admin/drain",
     "POST /v1/admin/keys -> POST /v1/admin/keys",
@@ -189,20 +193,23 @@ static const char *const api_expect[] = {
     "DELETE /v1/admin/keys/ -> * /v1/admin/{...}",
     "DELETE /v1/admin/keys/a.b -> * /v1/admin/{...}",
     "DELETE /v1/admin/keys/a/b -> * /v1/admin/{...}",
-    "PUT /v1/admin/keys -> * /v1/admin/{...}",
-    "GET /v1/admin/keys/0123456789abcdef -> * /v1/admin/{...}",
+    "PUT /v1/admin/keys -> 405 POST, GET",
+    "GET /v1/admin/keys/0123456789abcdef -> 405 DELETE",
     "GET /v1/admin/audit -> GET /v1/admin/audit",
-    "POST /v1/admin/audit -> * /v1/admin/{...}",
-    /* Admin never answers 405: a wrong method or name is its own 404. */
-    "POST /v1/admin/orphans -> * /v1/admin/{...}",
-    "GET /v1/admin/gc -> * /v1/admin/{...}",
+    "POST /v1/admin/audit -> 405 GET",
+    /* A known admin path with another method is a 405 like any other;
+     * an unknown admin name is the catch-all's 404. */
+    "POST /v1/admin/orphans -> 405 GET",
+    "GET /v1/admin/gc -> 405 POST",
+    "OPTIONS /v1/admin/gc -> 405 POST",
+    "POST /v1/admin/nothing -> * /v1/admin/{...}",
     "GET /v1/admin/ -> * /v1/admin/{...}",
     "GET /v1/admin/a/b -> * /v1/admin/{...}",
     "GET /v1/admin -> 404 no such route",
     "GET /v1/admin/tenants/acme/quota -> GET /v1/admin/tenants/{tenant}/quota",
     "PUT /v1/admin/tenants/default/quota -> PUT /v1/admin/tenants/{tenant}/quota",
     "GET /v1/admin/tenants/acme/usage -> GET /v1/admin/tenants/{tenant}/usage",
-    "DELETE /v1/admin/tenants/acme/quota -> * /v1/admin/{...}",
+    "DELETE /v1/admin/tenants/acme/quota -> 405 GET, PUT",
     "GET /v1/admin/tenants/Acme/quota -> 404 malformed tenant",
     "GET /v1/admin/tenants/../quota -> 404 malformed tenant",
     "GET /v1/usage -> GET /v1/usage",
@@ -213,6 +220,12 @@ static const char *const api_expect[] = {
     /* 405 for a known path; methods are case-sensitive. */
     "POST /healthz -> 405 GET",
     "HEAD /readyz -> 405 GET",
+    "OPTIONS /v1/sessions -> 405 GET, POST",
+    "GET /v1/runs/" ID " -> GET /v1/runs/{id}",
+    "DELETE /v1/runs/" ID " -> 405 GET",
+    "POST /v1/snapshots/" ID " -> 405 GET, DELETE",
+    "DELETE /v1/reviews/" ID " -> 405 GET",
+    "GET /v1/reviews/" ID "/approve -> 405 POST",
     "get /metrics -> 405 GET",
     "DELETE /v1/sessions -> 405 GET, POST",
     "PUT /v1/sessions/ -> 405 GET, POST",

@@ -46,6 +46,10 @@ DEFAULT_STREAM_CAP = 1 << 20   # when the exec header carries no cap
 DEFAULT_FILES_CAP = 1000
 HALF_MAX = ci_frame.MAX_BODY   # a head or tail never exceeds one frame body
 READ_CHUNK = 65536
+# a traceback keeps its first and last lines, a marker between: the daemon's
+# cap (EXEC_MAX_TRACEBACK, daemon/exec_result.h) is these plus one
+TRACEBACK_HEAD = 100
+TRACEBACK_TAIL = 99
 DRAIN_LIMIT = 2 << 20          # bytes read per pipe by the final drain
 
 _THIS_FILE = (lambda: 0).__code__.co_filename
@@ -117,10 +121,42 @@ def _env_int(name):
         return None
 
 
+class _OrderedText(io.TextIOWrapper):
+    """sys.stdout or sys.stderr. The two are separate pipes, read by one
+    thread: bytes written to one just before bytes to the other could reach
+    the daemon after them. So when the code switches streams, what the
+    previous stream holds is flushed and forwarded first; the daemon's
+    "output" list is then in the order written (for this process's writes;
+    a child's own writes to both pipes are ordered as they are read)."""
+
+    def write(self, s):
+        k = current
+        if k is not None and k.last_stream != self.index:
+            k.switch_stream(self.index)
+        return super().write(s)
+
+
 def _text_stream(fd):
     raw = io.FileIO(fd, "w", closefd=False)
-    return io.TextIOWrapper(io.BufferedWriter(raw, 8192), encoding="utf-8",
-                            errors="backslashreplace", line_buffering=True)
+    t = _OrderedText(io.BufferedWriter(raw, 8192), encoding="utf-8",
+                     errors="backslashreplace", line_buffering=True)
+    t.index = fd - 1                   # 0: stdout, 1: stderr
+    return t
+
+
+def _one_line_each(items, head=TRACEBACK_HEAD, tail=TRACEBACK_TAIL):
+    """A traceback as one line per item (an item of TracebackException.format()
+    may hold a frame and its source line), its middle cut to a marker when it
+    is longer than head + tail: a deep recursion stays small."""
+    lines = []
+    for item in items:
+        if item.endswith("\n"):
+            item = item[:-1]
+        lines.extend(item.split("\n"))
+    if len(lines) > head + tail:
+        cut = len(lines) - head - tail
+        lines = lines[:head] + ["[... %d traceback lines omitted ...]" % cut] + lines[-tail:]
+    return lines
 
 
 class _IPythonDisplayHook:
@@ -187,6 +223,7 @@ class Kernel:
         self.log_fd = 2
         self.connected_once = False
         self.last_connect = 0.0
+        self.last_stream = 0           # the stream written last (_OrderedText)
 
     # ----------------------------------------------------------------- setup
 
@@ -465,6 +502,29 @@ class Kernel:
                 del t[:over]
                 st.dropped += over
 
+    def switch_stream(self, index):
+        """The code writes to stream index after the other one: the other's
+        bytes go to the daemon first (_OrderedText)."""
+        prev = 1 - index
+        self.last_stream = index
+        if self.cur_id is None or threading.get_ident() != self.main_ident:
+            return
+        try:
+            (self.out, self.err)[prev].flush()
+        except Exception:
+            return
+        # A SIGINT must not raise in the middle of a frame on the socket:
+        # while forwarding it is only noted, and raised once done.
+        was, self.in_user = self.in_user, False
+        try:
+            with self.lock:
+                self._drain(prev, DRAIN_LIMIT)
+        finally:
+            self.in_user = was
+        if was and self.pending_int:
+            self.pending_int = False
+            raise KeyboardInterrupt
+
     def _flush_std(self):
         for s in (sys.stdout, sys.stderr, self.out, self.err):
             try:
@@ -665,7 +725,7 @@ class Kernel:
         try:
             te = traceback.TracebackException(type(e), e, e.__traceback__, compact=True)
             self._strip_runner(te, set())
-            lines = [s[:-1] if s.endswith("\n") else s for s in te.format()]
+            lines = _one_line_each(te.format())
         except BaseException:
             lines = ["%s: %s" % (type(e).__name__, evalue)]
         return {"ename": type(e).__name__, "evalue": evalue[:RESULT_CAP],

@@ -408,7 +408,9 @@ def test_get_ipython_shim(k):
 def test_magic_error_line_numbers(k):
     r = k.exec("!true\nx = 1\n1 / 0\n")
     assert r["status"] == "error"
-    assert any("line 3" in s and "1 / 0" in s for s in r["error"]["traceback"]), r["error"]
+    tb = r["error"]["traceback"]   # one line per entry: the frame, then its source
+    assert any("line 3" in s and tb[i + 1].strip() == "1 / 0"
+               for i, s in enumerate(tb[:-1])), r["error"]
 
 
 @pytest.fixture

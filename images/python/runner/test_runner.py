@@ -22,6 +22,8 @@ import tempfile
 import time
 import zlib
 
+import re
+
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -289,10 +291,43 @@ def test_traceback(shared):
     tb = e["traceback"]
     assert tb[0] == "Traceback (most recent call last):"
     assert tb[-1] == "ZeroDivisionError: division by zero"
-    assert any('line 2, in <module>' in s and "f(x)" in s for s in tb), tb
-    assert any('line 3, in f' in s and "return a / 0" in s for s in tb), tb
+    # one line per entry: a frame's line, then its source line
+    i = next(i for i, s in enumerate(tb) if s.endswith('line 2, in <module>'))
+    assert tb[i + 1].strip() == "f(x)", tb
+    i = next(i for i, s in enumerate(tb) if s.endswith('line 3, in f'))
+    assert tb[i + 1].strip() == "return a / 0", tb
     assert not any("kernel.py" in s or "supervisor.py" in s for s in tb), tb
-    assert all(not s.endswith("\n") for s in tb)
+    assert all("\n" not in s for s in tb), tb
+
+
+def test_traceback_of_a_deep_recursion_is_cut(shared):
+    # two alternating lines: Python's "[Previous line repeated]" cannot fold it
+    r = shared.exec("import sys\nsys.setrecursionlimit(2000)\n"
+                    "def g(n):\n    if n % 2:\n        return g(n + 1)\n    return g(n + 1)\n"
+                    "g(0)")
+    tb = r["error"]["traceback"]
+    assert r["error"]["ename"] == "RecursionError"
+    assert len(tb) == 200 and all("\n" not in s for s in tb), len(tb)
+    assert tb[0] == "Traceback (most recent call last):"
+    assert re.fullmatch(r"\[\.\.\. \d+ traceback lines omitted \.\.\.\]", tb[100]), tb[99:102]
+    assert tb[-1].startswith("RecursionError: maximum recursion depth exceeded"), tb[-1]
+
+
+def test_streams_reach_the_daemon_in_the_order_written(shared):
+    """stdout and stderr are two pipes read by one thread: the kernel
+    forwards a stream's bytes before the other's next ones, so the stream
+    frames come in the order written (the daemon's "output" list)."""
+    for _ in range(3):
+        r = shared.exec("import sys\n"
+                        "for i in range(200):\n"
+                        "    (sys.stderr if i % 3 == 0 else sys.stdout).write('%d\\n' % i)\n"
+                        "sys.stdout.write('no newline ')\n"
+                        "sys.stderr.write('then err\\n')\n")
+        text = b"".join(body for h, body in r["frames"] if h["t"] == "stream")
+        want = "".join("%d\n" % i for i in range(200)) + "no newline then err\n"
+        assert text.decode() == want
+        seq = [(h["name"], body) for h, body in r["frames"] if h["t"] == "stream"]
+        assert seq[-1] == ("stderr", b"then err\n") and seq[-2][0] == "stdout", seq[-3:]
 
 
 def test_syntax_error(shared):
@@ -690,6 +725,28 @@ def test_enospc_is_payload_too_large(sb):
 
 
 # ------------------------------------------------------ signals and death
+
+def test_sigint_while_switching_streams_keeps_the_frames_whole(sb):
+    """Code that alternates stdout and stderr forwards bytes at every switch;
+    SIGINTs landing then must end the cell, not cut a frame on the socket."""
+    kpid = sb.kern.hello["pid"]
+    for _ in range(3):
+        eid = sb.nid()
+        sb.kern.send({"t": "exec", "id": eid},
+                     b"import sys\nprint('go', flush=True)\nwhile True:\n"
+                     b"    print('o' * 200)\n    print('e' * 200, file=sys.stderr)\n")
+        h, body = sb.kern.recv()
+        assert h["t"] == "stream" and body.startswith(b"go\n"), (h, body[:20])
+        os.kill(kpid, signal.SIGINT)
+        while True:                    # every frame decodes, then done
+            h, body = sb.kern.recv()
+            assert h.get("id") == eid, h
+            if h["t"] == "done":
+                break
+            assert h["t"] == "stream", h
+        assert h["error"]["ename"] == "KeyboardInterrupt", h["error"]
+    assert sb.exec("print('alive')")["stdout"] == b"alive\n"
+
 
 def test_sigint_interrupts(sb):
     sb.exec("keep = 'kept'")
