@@ -41,6 +41,8 @@ PACKAGES=(
 	systemd util-linux
 	# and the Kubernetes manifests' cross-checks (tests/deploy/test_k8s_manifests.py)
 	python3-yaml
+	# the OpenAPI drift check of every integration test's answer (tests/openapi)
+	python3-jsonschema
 )
 
 need_root() {
@@ -177,12 +179,14 @@ npm_test_peers() {
 # The browser test's playwright-core (no browser is downloaded: the test
 # uses Debian's chromium); the S3 peers of tests/integration/test_blobstore.py
 # (s3rver, and the official @aws-sdk/client-s3 for the interop check); the
-# Kubernetes manifest check of tests/deploy (kubernetes-models and yaml).
+# Kubernetes manifest check of tests/deploy (kubernetes-models and yaml); the
+# OpenAPI lint of tests/openapi (@redocly/cli).
 install_npm_test_peers() {
 	npm_test_peers tests/browser "browser test: playwright-core" playwright-core \
 		PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
 	npm_test_peers tests/s3 "s3 test: s3rver and @aws-sdk/client-s3" .bin/s3rver
 	npm_test_peers tests/k8s "k8s test: kubernetes-models and yaml" kubernetes-models
+	npm_test_peers tests/openapi "openapi lint: @redocly/cli" @redocly/cli
 }
 
 install_packages
