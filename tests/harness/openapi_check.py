@@ -255,7 +255,7 @@ class Checker:
 
 # ---- the switch the harness's HTTP client reads
 
-_state = {"checker": None, "found": []}
+_state = {"checker": None, "found": [], "checked": 0, "lines": 0}
 _found_lock = threading.Lock()
 DAEMON_PORTS = set()
 
@@ -282,6 +282,11 @@ def mismatches():
         return list(_state["found"])
 
 
+def counts():
+    """(answers checked, NDJSON lines checked) in this process."""
+    return _state["checked"], _state["lines"]
+
+
 def reset():
     with _found_lock:
         _state["found"].clear()
@@ -293,6 +298,7 @@ def observe(client, method, target, status, headers, body, streamed=False):
     checker = _state["checker"]
     if checker is None or client.unix is not None or client.port not in DAEMON_PORTS:
         return None
+    _state["checked"] += 1
     m = checker.check(method, target, status, headers, body, streamed=streamed)
     if m is not None:
         record(m)
@@ -303,6 +309,7 @@ def observe(client, method, target, status, headers, body, streamed=False):
 
 
 def observe_line(line_check, doc):
+    _state["lines"] += 1
     m = line_check(doc)
     if m is not None:
         record(m)

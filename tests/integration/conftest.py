@@ -23,3 +23,10 @@ def openapi_drift_check():
     # fails the test here.
     found = openapi_check.mismatches()
     assert not found, "\n".join(str(m) for m in found[:20])
+
+
+def pytest_terminal_summary(terminalreporter):
+    if openapi_check.is_on():
+        answers, lines = openapi_check.counts()
+        terminalreporter.write_line("openapi drift check: %d answers and %d NDJSON lines checked "
+                                    "against docs/openapi.yaml" % (answers, lines))
