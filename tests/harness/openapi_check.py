@@ -129,6 +129,7 @@ class Checker:
         self.not_found = _inline(self.spec["components"]["responses"]["NotFound"], self.spec)
         self._validators = {}
         self._lock = threading.Lock()
+        self.seen = set()  # (method, path) of the operations answers came from
 
     # ---- compiling
 
@@ -155,6 +156,11 @@ class Checker:
         return v
 
     # ---- checking
+
+    def unexercised(self):
+        """The spec's operations no checked answer came from."""
+        return sorted((m, t) for t, ops in self.ops.items() for m in ops
+                      if (m, t) not in self.seen)
 
     def match(self, path):
         for template, rx, ops in self.routes:
@@ -199,6 +205,7 @@ class Checker:
             return self._check_response(self.wrong_method, ("wrong",), bad, status, headers,
                                         body, streamed)
         op_method = method if method in ops else "GET"
+        self.seen.add((op_method, template))
         resp = self._response(template, op_method, status)
         if resp is None:
             return bad("status %s is not documented for %s %s (documented: %s)" % (

@@ -30,3 +30,7 @@ def pytest_terminal_summary(terminalreporter):
         answers, lines, seconds = openapi_check.counts()
         terminalreporter.write_line("openapi drift check: %d answers and %d NDJSON lines checked "
                                     "against docs/openapi.yaml in %.3f s" % (answers, lines, seconds))
+        if answers:
+            left = openapi_check.shared_checker().unexercised()
+            terminalreporter.write_line("openapi drift check: %d operations no answer came from: %s"
+                                        % (len(left), " ".join("%s %s" % op for op in left)))
