@@ -44,6 +44,7 @@ PACKAGES=(
 	# and the Kubernetes manifests' cross-checks (tests/deploy/test_k8s_manifests.py)
 	python3-yaml
 	# the clients suite: the OpenAI run_code tool's schema check (tests/clients)
+	# the OpenAPI drift check of every integration test's answer (tests/openapi)
 	python3-jsonschema
 )
 
@@ -183,7 +184,8 @@ npm_test_peers() {
 # (s3rver, and the official @aws-sdk/client-s3 for the interop check); the
 # Kubernetes manifest check of tests/deploy (kubernetes-models and yaml); the
 # TypeScript client's compiler and type generator (tests/clients); the MCP
-# clients of tests/mcp (the official SDK, the Inspector's CLI).
+# clients of tests/mcp (the official SDK, the Inspector's CLI); the OpenAPI
+# lint of tests/openapi (@redocly/cli).
 install_npm_test_peers() {
 	npm_test_peers tests/browser "browser test: playwright-core" playwright-core \
 		PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
@@ -192,6 +194,7 @@ install_npm_test_peers() {
 	npm_test_peers clients/typescript "TypeScript client: typescript and openapi-typescript" .bin/tsc
 	npm_test_peers tests/mcp "mcp test: @modelcontextprotocol/sdk and inspector-cli" \
 		.bin/mcp-inspector-cli
+	npm_test_peers tests/openapi "openapi lint: @redocly/cli" @redocly/cli
 }
 
 install_packages

@@ -6,6 +6,9 @@
 #   valgrind     the same unit tests under valgrind (no leaks, no errors)
 #   fuzz         each libFuzzer target (HTTP, JSON, records, config) for 5 s
 #   runner       the sandbox runner's own tests (Python, on the host)
+#   openapi      docs/openapi.yaml: Redocly's lint, the route table against the
+#                spec, the drift check's own tests (tests/openapi; the check
+#                itself runs on every integration answer)
 #   integration  real dockerd, real Redis, the ASan daemon and ci-ctl
 #   hostile      hostile code against the sandbox, the proxy and the API
 #   chaos        crashes, restarts and outages of the daemon, Redis and Docker
@@ -27,7 +30,7 @@
 set -u
 cd "$(dirname "$0")/.."
 
-suites=${TEST_SUITES:-"format unit valgrind fuzz runner integration hostile chaos browser mcp clients soak deploy"}
+suites=${TEST_SUITES:-"format unit valgrind fuzz runner openapi integration hostile chaos browser mcp clients soak deploy"}
 total_pass=0
 total_fail=0
 failed=()
@@ -94,6 +97,7 @@ for s in $suites; do
 	valgrind) run valgrind valgrind -q --leak-check=full --show-leak-kinds=definite,indirect \
 		--errors-for-leak-kinds=definite,indirect --error-exitcode=9 build/unit-tests ;;
 	runner) run runner /usr/bin/python3 -m pytest -q -p no:cacheprovider images/python/runner ${PYTEST_ARGS:-} ;;
+	openapi) run openapi /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/openapi ${PYTEST_ARGS:-} ;;
 	integration) run integration env CITEST_DAEMON=build/asan/ci-daemon CITEST_CTL=build/asan/ci-ctl \
 		CITEST_FIXER_PROBE=build/asan/tools/fixer-probe \
 		CITEST_BLOB_TOOL=build/asan/tools/blob-tool \

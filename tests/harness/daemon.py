@@ -18,7 +18,7 @@ import tempfile
 import time
 import uuid
 
-from . import procfs
+from . import openapi_check, procfs
 from .http import Client, free_port
 from .images import image_tag
 from .wait import wait_for
@@ -79,6 +79,7 @@ class Daemon:
         self.prefix = prefix or "citest-%s:" % self.run_id
         self.node = "citest-%s" % self.run_id
         self.port = port or free_port()
+        openapi_check.DAEMON_PORTS.add(self.port)  # its answers go to the drift check
         self.state_dir = tempfile.mkdtemp(prefix="cit-", dir="/tmp")
         self.log_path = os.path.join(tmp, "daemon-%s.log" % self.run_id)
         self.redis = redis
@@ -310,6 +311,7 @@ class Daemon:
         return out.stdout.split()
 
     def cleanup(self):
+        openapi_check.DAEMON_PORTS.discard(self.port)
         ids = self.containers()
         if ids:
             subprocess.run(["docker", "rm", "-f", *ids], capture_output=True, timeout=120)

@@ -19,12 +19,20 @@
   raw_exchange(port, ...) purpose malformed: send, read until the server closes
   status_of(bytes)        the status code of a raw response, or None
   free_port()             a free TCP port on loopback
+
+Every answer a Client reads from a ci-daemon (a port harness.Daemon
+registered) is reported to the OpenAPI drift check when it is on
+(openapi_check.py; tests/integration turns it on): a mismatch with
+docs/openapi.yaml is an AssertionError. raw_connect and raw_exchange are
+not checked (their bytes are malformed on purpose).
 """
 import http.client
 import json
 import select
 import socket
 import time
+
+from . import openapi_check
 
 DEFAULT_TIMEOUT = 120.0
 
@@ -66,12 +74,13 @@ class Response:
 class Stream:
     """An answer being read: status and headers now, the body as it comes."""
 
-    def __init__(self, conn, resp, t0):
+    def __init__(self, conn, resp, t0, line_check=None):
         self.conn = conn
         self.resp = resp
         self.t0 = t0
         self.status = resp.status
         self.headers = {k.lower(): v for k, v in resp.getheaders()}
+        self.line_check = line_check  # the drift check of each NDJSON line
 
     def header(self, name, default=None):
         return self.headers.get(name.lower(), default)
@@ -94,7 +103,10 @@ class Stream:
             line = self.resp.readline()
             if not line:
                 return
-            yield time.monotonic() - self.t0, json.loads(line)
+            doc = json.loads(line)
+            if self.line_check is not None:
+                openapi_check.observe_line(self.line_check, doc)
+            yield time.monotonic() - self.t0, doc
 
     def close(self):
         self.conn.close()
@@ -182,6 +194,7 @@ class Client:
             out = Response(resp.status, {k.lower(): v for k, v in resp.getheaders()}, payload)
             if self.persistent and resp.will_close:
                 self.close()
+            openapi_check.observe(self, method, path, out.status, out.headers, payload)
             return out
         except BaseException:
             if self.persistent:
@@ -204,7 +217,11 @@ class Client:
         try:
             t0 = time.monotonic()
             conn.request(method, path, body=data, headers=hdrs)
-            return Stream(conn, conn.getresponse(), t0)
+            resp = conn.getresponse()
+            headers = {k.lower(): v for k, v in resp.getheaders()}
+            line_check = openapi_check.observe(self, method, path, resp.status, headers, None,
+                                               streamed=True)
+            return Stream(conn, resp, t0, line_check)
         except BaseException:
             conn.close()
             raise
@@ -263,6 +280,8 @@ class Client:
                 pass                           # answered early and closed: read the answer
             resp = conn.getresponse()
             payload = resp.read()
+            openapi_check.observe(self, method, path, resp.status,
+                                  {k.lower(): v for k, v in resp.getheaders()}, payload)
             return resp.status, parse_body(payload), sent, time.monotonic() - t0
         finally:
             conn.close()
