@@ -17,9 +17,7 @@ docs/openapi.yaml, so the description cannot drift from what is served.
 What is checked, for each answer of a registered daemon port:
   - the route: the request's path (query cut, a trailing / tolerated) is a
     spec path, and the method is one of its operations. A method the path
-    does not take must get x-ci-wrong-method's answer (405 and Allow; the
-    400-with-Allow of a daemon from before issue 16 is accepted while
-    LEGACY_WRONG_METHOD_400 is True); a path that is not a route must get 404
+    does not take must get x-ci-wrong-method's answer (405 and Allow); a path that is not a route must get 404
     not_found; an unknown name under /v1/admin/ x-ci-admin-fallback's answers.
   - the status is one the operation documents (or x-ci-any-request's, the
     HTTP layer's own: 431);
@@ -48,9 +46,6 @@ jsonschema = None
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SPEC_PATH = os.path.join(ROOT, "docs", "openapi.yaml")
 
-# The 405 part of issue 16 merges separately: until it does, the daemon
-# answers a wrong method 400 bad_request with Allow. Set False once merged.
-LEGACY_WRONG_METHOD_400 = True
 
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
 
@@ -198,8 +193,6 @@ class Checker:
             if not allow:
                 return bad("method %s is not the path's (it takes %s), and the answer has no "
                            "Allow header" % (method, ", ".join(ops)))
-            if status == 400 and LEGACY_WRONG_METHOD_400:
-                return None
             if status != 405:
                 return bad("a method the path does not take must answer 405 (x-ci-wrong-method)")
             return self._check_response(self.wrong_method, ("wrong",), bad, status, headers,

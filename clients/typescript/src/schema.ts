@@ -29,7 +29,14 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * No server-initiated stream (405)
+         * @description The Streamable HTTP transport's optional GET stream is not offered:
+         *     405 with `Allow: POST`, from the route's own handler (a key is
+         *     still needed first).
+         *
+         */
+        get: operations["mcpStream"];
         put?: never;
         /**
          * MCP Streamable HTTP (JSON-RPC 2.0)
@@ -42,7 +49,13 @@ export interface paths {
          *
          */
         post: operations["mcp"];
-        delete?: never;
+        /**
+         * No MCP session to end (405)
+         * @description Sessions are stateless (no `Mcp-Session-Id` is issued), so there is
+         *     nothing to end: 405 with `Allow: POST`.
+         *
+         */
+        delete: operations["mcpEndSession"];
         options?: never;
         head?: never;
         patch?: never;
@@ -826,16 +839,23 @@ export interface components {
     schemas: {
         Attempt: {
             code: string;
-            duration_ms?: number;
+            /** @description null while it runs. */
+            duration_ms?: number | null;
             error?: components["schemas"]["ExecError"];
             fixer_ms?: number | null;
             n: number;
             /** @enum {string} */
             source?: "submitted" | "rule" | "fixer" | "review";
+            /** @description The execution's status, `running` while it runs (or the error's code when it could not run). */
             status: string;
         };
+        /** @description An entry as the audit stream holds it, with its stream id added. A
+         *     daemon writes `type`, `time`, `action`, `tenant`, `key_id` and
+         *     `outcome` on every entry; what Redis holds is outside input, so only
+         *     `id` is guaranteed (an entry that is not a JSON object is left out).
+         *      */
         AuditEntry: {
-            action: string;
+            action?: string;
             code_head?: string;
             code_sha256?: string;
             duration_ms?: number | string;
@@ -849,10 +869,10 @@ export interface components {
             size?: number | string;
             target?: string;
             tenant?: string;
-            time: components["schemas"]["Time"];
+            time?: string;
             traceparent?: string;
-            /** @constant */
-            type: "audit";
+            /** @example audit */
+            type?: string;
         };
         Display: {
             data: string;
@@ -924,6 +944,13 @@ export interface components {
                 path: string;
                 size: number;
             }[];
+            /**
+             * @description null, or why the runner walked /workspace for `files` instead of
+             *     taking it from its inotify index (the list is exact either way).
+             *
+             * @enum {string|null}
+             */
+            files_fallback?: "overflow" | "unwatched" | "too_many_files" | "no_inotify" | null;
             files_truncated: boolean;
             /** @enum {string} */
             kernel: "preserved" | "restarted";
@@ -1140,13 +1167,29 @@ export interface components {
             session?: string | null;
             /** @enum {string} */
             state: "running" | "review" | "done";
-            /** @enum {string|null} */
-            status: "ok" | "failed" | "skipped" | "degraded" | null;
+            /**
+             * @description `running` until the run has an outcome (docs/api.md leaves it out).
+             * @enum {string}
+             */
+            status: "running" | "ok" | "failed" | "skipped" | "degraded";
         };
         /** @description One NDJSON line of a streamed run (`started`, one `attempt` per attempt, the run last as `run`). */
         RunEvent: {
-            type: string;
-        };
+            /** @enum {string} */
+            type: "started" | "attempt" | "run";
+        } & ({
+            run: string;
+            /** @constant */
+            type: "started";
+        } | {
+            attempt: components["schemas"]["Attempt"] | null;
+            run: string;
+            /** @constant */
+            type: "attempt";
+        } | ({
+            /** @constant */
+            type: "run";
+        } & components["schemas"]["Run"]));
         RunRequest: {
             code: string;
             fixer?: components["schemas"]["Fixer"];
@@ -1257,7 +1300,8 @@ export interface components {
         };
         Workspace: {
             bytes: number;
-            latest: string | null;
+            /** @description The workspace's newest snapshot. */
+            latest: components["schemas"]["Snapshot"] | null;
             name: string;
             snapshots: number;
         };
@@ -1333,6 +1377,17 @@ export interface components {
         /** @description A bug; the message says where. */
         Internal: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description GET and DELETE /mcp are not offered. */
+        McpMethodNotAllowed: {
+            headers: {
+                /** @description POST */
+                Allow: string;
                 [name: string]: unknown;
             };
             content: {
@@ -1485,6 +1540,20 @@ export interface operations {
             };
         };
     };
+    mcpStream: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            405: components["responses"]["McpMethodNotAllowed"];
+        };
+    };
     mcp: {
         parameters: {
             query?: never;
@@ -1542,6 +1611,20 @@ export interface operations {
             };
             429: components["responses"]["QuotaExceeded"];
             503: components["responses"]["Unavailable"];
+        };
+    };
+    mcpEndSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            405: components["responses"]["McpMethodNotAllowed"];
         };
     };
     metrics: {
@@ -2317,6 +2400,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             429: components["responses"]["QuotaExceeded"];
+            500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
     };
