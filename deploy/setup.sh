@@ -28,8 +28,8 @@ PACKAGES=(
 	# the sandbox image is built from Debian packages, no registry: Debian 13
 	# by default, whose release key debootstrap takes from the keyring
 	debootstrap debian-archive-keyring
-	# tests
-	python3 python3-pytest python3-openpyxl openssl valgrind clang-format clang libclang-rt-14-dev
+	# tests (pytest-xdist shards the integration suite, tests/run-all.sh)
+	python3 python3-pytest python3-pytest-xdist python3-openpyxl openssl valgrind clang-format clang libclang-rt-14-dev
 	# the reviewer page's browser test (tests/browser/): Debian's chromium, driven by
 	# playwright-core from npm (install_npm_test_peers)
 	chromium nodejs
