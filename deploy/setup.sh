@@ -30,6 +30,9 @@ PACKAGES=(
 	debootstrap debian-archive-keyring
 	# tests (pytest-xdist shards the integration suite, tests/run-all.sh)
 	python3 python3-pytest python3-pytest-xdist python3-openpyxl openssl valgrind clang-format clang libclang-rt-14-dev
+	# the runner suite runs the kernel on the host: magics, shell escapes and
+	# text/plain come from IPython's input transformer and pretty printer
+	python3-ipython
 	# the reviewer page's browser test (tests/browser/): Debian's chromium, driven by
 	# playwright-core from npm (install_npm_test_peers)
 	chromium nodejs
