@@ -9,8 +9,10 @@
 #   integration  real dockerd, real Redis, the ASan daemon and ci-ctl; sharded
 #                over INTEGRATION_WORKERS pytest-xdist workers (default 2; 0: one
 #                process), whole files per worker
-#   hostile      hostile code against the sandbox, the proxy and the API; sharded
-#                like integration over HOSTILE_WORKERS (default 2)
+#   hostile      hostile code against the sandbox, the proxy and the API; serial
+#                by default: test_cpu_spin_is_held_to_its_share measures a
+#                container's CPU share, which a second worker starves
+#                (HOSTILE_WORKERS=2 shards it anyway)
 #   chaos        crashes, restarts and outages of the daemon, Redis and Docker;
 #                serial: its end-of-run check counts containers of fixed prefixes
 #   browser      the reviewer's page in headless chromium (playwright-core)
@@ -58,7 +60,7 @@ suite() {
 	integration) "${daemon_env[@]}" CITEST_FIXER_PROBE=build/asan/tools/fixer-probe \
 		CITEST_BLOB_TOOL=build/asan/tools/blob-tool \
 		"${pytest[@]}" $(xdist_args "${INTEGRATION_WORKERS:-2}") tests/integration ${PYTEST_ARGS:-} ;;
-	hostile) "${daemon_env[@]}" "${pytest[@]}" $(xdist_args "${HOSTILE_WORKERS:-2}") tests/hostile ${PYTEST_ARGS:-} ;;
+	hostile) "${daemon_env[@]}" "${pytest[@]}" $(xdist_args "${HOSTILE_WORKERS:-0}") tests/hostile ${PYTEST_ARGS:-} ;;
 	chaos) "${daemon_env[@]}" "${pytest[@]}" tests/chaos ${PYTEST_ARGS:-} ;;
 	browser) "${daemon_env[@]}" "${pytest[@]}" tests/browser ${PYTEST_ARGS:-} ;;
 	deploy)
