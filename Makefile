@@ -230,10 +230,13 @@ run: setup
 	@$(MAKE) --no-print-directory all
 	$(BUILD)/ci-daemon
 
+# The three builds run with -j (JOBS, default: every core); each is its own
+# make because SANITIZE picks the build directory.
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 test: setup
-	@$(MAKE) --no-print-directory all build/unit-tests tools
-	@$(MAKE) --no-print-directory SANITIZE=1 all build/asan/unit-tests tools
-	@$(MAKE) --no-print-directory $(FUZZ_BINS)
+	@$(MAKE) --no-print-directory -j$(JOBS) all build/unit-tests tools
+	@$(MAKE) --no-print-directory -j$(JOBS) SANITIZE=1 all build/asan/unit-tests tools
+	@$(MAKE) --no-print-directory -j$(JOBS) $(FUZZ_BINS)
 	@tests/run-all.sh
 
 bench: setup

@@ -28,8 +28,11 @@ PACKAGES=(
 	# the sandbox image is built from Debian packages, no registry: Debian 13
 	# by default, whose release key debootstrap takes from the keyring
 	debootstrap debian-archive-keyring
-	# tests
-	python3 python3-pytest python3-openpyxl openssl valgrind clang-format clang libclang-rt-14-dev
+	# tests (pytest-xdist shards the integration suite, tests/run-all.sh)
+	python3 python3-pytest python3-pytest-xdist python3-openpyxl openssl valgrind clang-format clang libclang-rt-14-dev
+	# the runner suite runs the kernel on the host: magics, shell escapes and
+	# text/plain come from IPython's input transformer and pretty printer
+	python3-ipython
 	# ci-ctl's zsh completion is syntax-checked with zsh -n (tests/integration/test_ctl_cli.py)
 	zsh
 	# the reviewer page's browser test (tests/browser/): Debian's chromium, driven by
