@@ -30,11 +30,12 @@ enum err_code {
 	ERR_PAYLOAD_TOO_LARGE,
 	ERR_UNAVAILABLE,
 	ERR_INTERNAL,
-	ERR_TIMEOUT,            /* a time window ended before the work did (504) */
-	ERR_CORRUPT,            /* stored data that fails its own checks: a snapshot (422) */
-	ERR_NODE_LOST,          /* the session's node stopped heartbeating: gone for good (410) */
-	ERR_IS_A_DIRECTORY,     /* a file operation named a directory without asking for one (409) */
-	ERR_METHOD_NOT_ALLOWED, /* a known path, another method: the Allow header lists them (405) */
+	ERR_TIMEOUT,        /* a time window ended before the work did (504) */
+	ERR_CORRUPT,        /* stored data that fails its own checks: a snapshot (422) */
+	ERR_NODE_LOST,      /* the session's node stopped heartbeating: gone for good (410) */
+	ERR_IS_A_DIRECTORY, /* a file operation named a directory without asking for one (409) */
+	ERR_METHOD_NOT_ALLOWED, /* a known path, another method: the Allow header lists them (405)
+				 */
 };
 
 struct err {
