@@ -200,7 +200,10 @@ count() {
 	local name=$1 log=$results/$1.log rc=1 secs=0 p f
 	[ -f "$results/$name.rc" ] && read -r rc secs <"$results/$name.rc"
 	p=$(grep -Eo '[0-9]+ passed' "$log" 2>/dev/null | tail -n 1 | grep -Eo '[0-9]+' || true)
-	f=$(grep -Eo '[0-9]+ (failed|error|errors)' "$log" 2>/dev/null | tail -n 1 | grep -Eo '[0-9]+' || true)
+	# failed and errors of the last summary line that names either (pytest
+	# prints "4 failed, 439 passed, 1 error": 5)
+	f=$(grep -E '[0-9]+ (failed|error|errors)' "$log" 2>/dev/null | tail -n 1 |
+		grep -Eo '[0-9]+ (failed|error|errors)' | grep -Eo '[0-9]+' | awk '{ s += $1 } END { print s + 0 }' || true)
 	p=${p:-0}
 	f=${f:-0}
 	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then

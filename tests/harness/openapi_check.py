@@ -188,23 +188,30 @@ class Checker:
                 return bad("the path is not in the spec (a new route? add it to docs/openapi.yaml)")
             return self._check_response(self.not_found, ("notfound",), bad, status, headers,
                                         body, streamed)
-        if method not in ops and not (method == "HEAD" and "GET" in ops):
+        if method == "OPTIONS" and "OPTIONS" not in ops:
+            # x-ci-options: every route path answers 204 with Allow, no body
+            if status != 204 or not headers.get("allow"):
+                return bad("OPTIONS must answer 204 with an Allow header (x-ci-options)")
+            if body:
+                return bad("OPTIONS answers no body (x-ci-options)")
+            return None
+        if method not in ops:
             allow = headers.get("allow")
             if not allow:
                 return bad("method %s is not the path's (it takes %s), and the answer has no "
                            "Allow header" % (method, ", ".join(ops)))
             if status != 405:
                 return bad("a method the path does not take must answer 405 (x-ci-wrong-method)")
+            if method == "HEAD":
+                return None             # a HEAD answer has no body to check
             return self._check_response(self.wrong_method, ("wrong",), bad, status, headers,
                                         body, streamed)
-        op_method = method if method in ops else "GET"
+        op_method = method
         self.seen.add((op_method, template))
         resp = self._response(template, op_method, status)
         if resp is None:
             return bad("status %s is not documented for %s %s (documented: %s)" % (
                 status, op_method, template, ", ".join(sorted(ops[op_method]["responses"]))))
-        if method == "HEAD":
-            return None
         return self._check_response(resp, (template, op_method, status), bad, status, headers,
                                     body, streamed)
 

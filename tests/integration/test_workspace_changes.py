@@ -7,7 +7,7 @@ import json
 from helpers_exec import files_url, put_bytes
 
 
-def exec_ok(api, sid, code, timeout_s=120):
+def exec_ok(api, sid, code, timeout_s=60):
     r = api.exec(sid, code, timeout_s=timeout_s)
     assert r["status"] == "ok", r
     return r

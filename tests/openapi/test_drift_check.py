@@ -89,3 +89,15 @@ def test_ndjson_lines_are_checked(checker):
     m = check({"type": "stdout", "text": 3})
     assert m is not None and "NDJSON line" in m.why, m
     assert check({"type": "sideways"}) is not None
+
+
+def test_options_is_204_with_allow_and_head_a_wrong_method(checker):
+    allow = {"allow": "GET, POST"}
+    assert checker.check("OPTIONS", "/v1/sessions", 204, allow, b"") is None
+    assert checker.check("OPTIONS", "/v1/sessions", 204, {}, b"") is not None   # no Allow
+    assert checker.check("OPTIONS", "/v1/sessions", 200, allow, b"") is not None
+    assert checker.check("OPTIONS", "/v1/sessions", 204, allow, b"x") is not None  # a body
+    wrong = dict(JSON, allow="GET, DELETE, PATCH")
+    assert checker.check("HEAD", "/v1/sessions/x", 405, wrong, b"") is None
+    assert checker.check("HEAD", "/v1/sessions/x", 405, JSON, b"") is not None   # no Allow
+    assert checker.check("HEAD", "/v1/sessions/x", 200, JSON, b"") is not None
