@@ -60,7 +60,7 @@ def one_size(daemon, files, iterations):
     try:
         t0 = time.perf_counter()
         r = c.send("POST", "/v1/sessions/%s/exec" % sid,
-                   raw=json.dumps({"code": FILL % files, "timeout_s": 300}).encode(),
+                   raw=json.dumps({"code": FILL % files, "timeout_s": 60}).encode(),
                    headers={"Content-Type": "application/json"})
         fill_s = time.perf_counter() - t0
         res = json.loads(r.body)
