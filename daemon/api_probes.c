@@ -13,6 +13,7 @@
 #include "fdbudget.h"
 #include "json.h"
 #include "metrics.h"
+#include "procstat.h"
 #include "runs.h"
 #include "snapshot.h"
 #include "version.h"
@@ -207,6 +208,29 @@ static int write_redis(struct http_api *api, struct buf *b)
 	return metrics_printf(b, "\"} %d\n", master && store_connected(api->store) ? 1 : 0);
 }
 
+/* The process gauges every Prometheus client library exports, under their
+ * usual names, and the allocator's view (procstat.h says why both). The
+ * open descriptors are ci_fds{what="in_use"}. */
+static int write_process(struct buf *b)
+{
+	struct procstat ps;
+	procstat_read(&ps);
+	return metrics_printf(
+	    b,
+	    "# HELP process_resident_memory_bytes Resident memory of the daemon.\n"
+	    "# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes %" PRId64
+	    "\n"
+	    "# HELP process_cpu_seconds_total User and system CPU time of the daemon.\n"
+	    "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total %.3f\n"
+	    "# HELP process_start_time_seconds When the daemon started (Unix seconds).\n"
+	    "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds %" PRId64 "\n"
+	    "# HELP ci_heap_bytes The allocator's heap: in_use is allocated and not freed, "
+	    "mapped is held from the kernel.\n# TYPE ci_heap_bytes gauge\n"
+	    "ci_heap_bytes{what=\"in_use\"} %" PRId64 "\nci_heap_bytes{what=\"mapped\"} %" PRId64
+	    "\n",
+	    ps.rss_bytes, ps.cpu_seconds, ps.start_time_s, ps.heap_in_use, ps.heap_mapped);
+}
+
 /* What the caps on clients and descriptors did (issue 9, findings 2, 3). */
 static int write_caps(struct http_api *api, struct buf *b)
 {
@@ -305,8 +329,8 @@ void api_probes_metrics(struct call *c)
 	if (write_build_and_loop(api, &b) < 0 || write_core(api, &b) < 0 ||
 	    write_redis(api, &b) < 0 || write_endings(api, &b) < 0 ||
 	    metrics_write(api->metrics, &b) < 0 || write_caps(api, &b) < 0 ||
-	    write_runs(api, &b) < 0 || write_webhook(api, &b) < 0 || write_snapshots(api, &b) < 0 ||
-	    api_cluster_metrics(api, &b) < 0) {
+	    write_process(&b) < 0 || write_runs(api, &b) < 0 || write_webhook(api, &b) < 0 ||
+	    write_snapshots(api, &b) < 0 || api_cluster_metrics(api, &b) < 0) {
 		buf_release(&b);
 		api_fail(c, ERR_INTERNAL, "metrics: the page outgrew its cap");
 		return;

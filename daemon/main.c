@@ -16,6 +16,7 @@
 #include "docker.h"
 #include "egress.h"
 #include "fdbudget.h"
+#include "procstat.h"
 #include "forward.h"
 #include "http_api.h"
 #include "log.h"
@@ -351,6 +352,7 @@ int main(int argc, char **argv)
 	log_format = (enum log_format)log_format_parse(cfg.log_format);
 	event_set_log_callback(libevent_log);
 	signal(SIGPIPE, SIG_IGN);
+	procstat_init();
 	fdbudget_init(&fdbudget_daemon, nofile_raise(), cfg.fd_reserve);
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 

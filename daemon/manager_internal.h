@@ -109,7 +109,9 @@ struct manager {
 
 /* Recent endings, kept here too: a call on an ended session gets its 410
  * even while Redis is down, and a tombstone Redis could not take is written
- * when it is back. Bounded: the oldest go first. */
+ * when it is back. Bounded twice: a written one goes when Redis's copy does
+ * (tombstone-ttl-s, so both answer alike), and past TOMBS_MAX the oldest
+ * go first. */
 #define TOMBS_MAX 4096
 
 struct tomb {
@@ -222,6 +224,8 @@ void msession_end(struct msession *ms, enum session_state st, enum manager_end w
 struct tomb *manager_tomb_find(struct manager *m, const char *id);
 void manager_tomb_write(struct manager *m, struct tomb *t);
 void manager_tombs_free(struct manager *m);
+/* Drop the written endings older than tombstone-ttl-s (the sweep's tick). */
+void manager_tombs_expire(struct manager *m, int64_t now_ms);
 
 /* manager_recovery.c */
 void manager_registry_write_back(void *arg);

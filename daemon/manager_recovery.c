@@ -514,12 +514,14 @@ static void sweep_done(const struct err *e, const char *json, size_t len, void *
 }
 
 /* Every 2 s when a removal failed (Docker was down), and every minute in
- * any case: remove containers of ours that no session owns. */
+ * any case: remove containers of ours that no session owns. Each tick also
+ * forgets the endings whose tombstones Redis has let go. */
 void manager_sweep_cb(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
 	struct manager *m = arg;
+	manager_tombs_expire(m, clock_now_ms());
 	int64_t now = clock_mono_ms();
 	if (!m->recovered || m->draining || !docker_reachable(m->docker) ||
 	    (!m->orphans_suspected && now - m->last_sweep_ms < 60000))

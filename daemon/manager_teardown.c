@@ -33,6 +33,14 @@ struct tomb *manager_tomb_find(struct manager *m, const char *id)
 	return NULL;
 }
 
+static void tomb_remove(struct manager *m, struct tomb *t)
+{
+	TAILQ_REMOVE(&m->tombs, t, link);
+	m->n_tombs--;
+	free(t->reason);
+	free(t);
+}
+
 static void tomb_add(struct manager *m, const struct session *s, const char *reason)
 {
 	struct tomb *t = xcalloc(1, sizeof(*t));
@@ -44,13 +52,8 @@ static void tomb_add(struct manager *m, const struct session *s, const char *rea
 	t->at_ms = clock_now_ms();
 	t->unwritten = true;
 	TAILQ_INSERT_HEAD(&m->tombs, t, link);
-	if (++m->n_tombs > TOMBS_MAX) {
-		struct tomb *old = TAILQ_LAST(&m->tombs, tomb_head_);
-		TAILQ_REMOVE(&m->tombs, old, link);
-		free(old->reason);
-		free(old);
-		m->n_tombs--;
-	}
+	if (++m->n_tombs > TOMBS_MAX)
+		tomb_remove(m, TAILQ_LAST(&m->tombs, tomb_head_));
 }
 
 struct tomb_write {
@@ -78,14 +81,24 @@ void manager_tomb_write(struct manager *m, struct tomb *t)
 	store_session_end(m->store, &stub, t->reason, tomb_written, w);
 }
 
+void manager_tombs_expire(struct manager *m, int64_t now_ms)
+{
+	int64_t cutoff = now_ms - m->cfg->tombstone_ttl_s * 1000;
+	struct tomb *t = TAILQ_LAST(&m->tombs, tomb_head_);
+	/* Oldest first, up to the first one still young. An unwritten one
+	 * stays until Redis has it (manager_registry_write_back). */
+	while (t && t->at_ms <= cutoff) {
+		struct tomb *newer = TAILQ_PREV(t, tomb_head_, link);
+		if (!t->unwritten)
+			tomb_remove(m, t);
+		t = newer;
+	}
+}
+
 void manager_tombs_free(struct manager *m)
 {
-	while (!TAILQ_EMPTY(&m->tombs)) {
-		struct tomb *t = TAILQ_FIRST(&m->tombs);
-		TAILQ_REMOVE(&m->tombs, t, link);
-		free(t->reason);
-		free(t);
-	}
+	while (!TAILQ_EMPTY(&m->tombs))
+		tomb_remove(m, TAILQ_FIRST(&m->tombs));
 }
 
 /* ---- teardown ---- */

@@ -118,6 +118,25 @@ def test_delete_removes_container_and_record(daemon, api):
     assert api.delete(sid) == 410
 
 
+def test_an_ending_is_forgotten_with_its_tombstone(make_daemon):
+    """tombstone-ttl-s holds for the node that ended the session too: once
+    Redis has let the tombstone go, this node answers 404 like every other
+    (it used to keep its own copy until 4,096 newer endings pushed it out,
+    which the soak saw as heap growing with each session)."""
+    d = make_daemon("--tombstone-ttl-s", "2")
+    sid = d.api.create()["id"]
+    assert d.api.delete(sid) == 204
+    assert d.api.request("GET", "/v1/sessions/" + sid)[0] == 410
+    tomb = d.prefix + "tomb:" + sid
+    wait_for(lambda: d.redis.cli("EXISTS", tomb) == "0", 10, interval=0.1,
+             what="Redis to let the tombstone go")
+    # The node forgets its copy on its sweep's next tick (every 2 s).
+    wait_for(lambda: d.api.request("GET", "/v1/sessions/" + sid)[0] == 404, 10, interval=0.1,
+             what="the node to answer 404 as Redis does")
+    status, doc = d.api.request("POST", "/v1/sessions/%s/exec" % sid, body={"code": "1"})
+    assert status == 404 and doc["error"]["code"] == "not_found", doc
+
+
 def test_busy_session_answers_409(api, session):
     sid = session["id"]
     results = {}

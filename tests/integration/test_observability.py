@@ -8,6 +8,7 @@ import re
 import shutil
 import signal
 import subprocess
+import time
 
 import pytest
 
@@ -38,6 +39,7 @@ def value(metrics, series):
 
 @pytest.mark.skipif(PROMTOOL is None, reason="promtool (Debian's prometheus package) missing")
 def test_metrics_after_traffic_pass_promtool_and_count_what_was_done(make_daemon):
+    started = time.time()
     d = make_daemon("--pool-size", "1")
     api = d.api
     wait_for(lambda: d.metric("ci_pool_size") == 1, 60, interval=0.1, what="a full pool")
@@ -96,6 +98,12 @@ def test_metrics_after_traffic_pass_promtool_and_count_what_was_done(make_daemon
         ['ci_build_info{version="%s",git="%s"}' % (ver["version"], ver["git"])]
     assert "ci_event_loop_lag_seconds" in m and "ci_loop_lag_max_ms" not in m
     assert "# TYPE ci_session_create_duration_seconds histogram" in text
+    # The process gauges agree with what /proc says of the daemon.
+    rss = d.rss_kb() * 1024
+    assert 0.5 * rss < m["process_resident_memory_bytes"] < 2 * rss, (m["process_resident_memory_bytes"], rss)
+    assert 0 < m["process_cpu_seconds_total"] < 600
+    assert started - 1 <= m["process_start_time_seconds"] <= time.time()
+    assert 'ci_heap_bytes{what="in_use"}' in m and 'ci_heap_bytes{what="mapped"}' in m
 
 
 def is_raw_json(line):

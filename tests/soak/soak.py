@@ -136,7 +136,10 @@ def worker(port, stop, counts, seed, web_port, workers):
 
 
 def sample(d, redis):
+    m = d.metrics()
     return {"t": time.time(), "fds": fd_count(d.proc.pid), "rss_kb": rss_kb(d.proc.pid),
+            "heap_in_use_kb": m.get('ci_heap_bytes{what="in_use"}', 0) // 1024,
+            "heap_mapped_kb": m.get('ci_heap_bytes{what="mapped"}', 0) // 1024,
             "containers": len(d.containers()), "networks": len(d.networks()),
             "redis_keys": int(redis.cli("DBSIZE").strip()),
             "state_dirs": len(os.listdir(os.path.join(d.state_dir, "s")))}
@@ -249,11 +252,13 @@ def table(result):
     rows = [("before", result["before"])]
     rows += [("minute %d" % (i + 1), s) for i, s in enumerate(result["samples"])]
     rows.append(("after", result["after"]))
-    lines = ["%-10s %6s %9s %11s %9s %11s %11s" % ("", "fds", "RSS MiB", "containers",
-                                                   "networks", "redis keys", "state dirs")]
+    lines = ["%-10s %6s %9s %9s %9s %11s %9s %11s %11s" % (
+        "", "fds", "RSS MiB", "heap MiB", "held MiB", "containers", "networks", "redis keys",
+        "state dirs")]
     for name, s in rows:
-        lines.append("%-10s %6d %9.1f %11d %9d %11d %11d" % (
-            name, s["fds"], s["rss_kb"] / 1024.0, s["containers"], s["networks"],
+        lines.append("%-10s %6d %9.1f %9.2f %9.1f %11d %9d %11d %11d" % (
+            name, s["fds"], s["rss_kb"] / 1024.0, s["heap_in_use_kb"] / 1024.0,
+            s["heap_mapped_kb"] / 1024.0, s["containers"], s["networks"],
             s["redis_keys"], s["state_dirs"]))
     return "\n".join(lines)
 
