@@ -251,7 +251,7 @@ bench-scale: setup
 	@CITEST_DAEMON=build/ci-daemon /usr/bin/python3 tests/bench/scale.py
 
 # An hour of churn (tests/soak/soak.py): fds, RSS, containers, networks, Redis
-# keys and state directories sampled each minute, all flat at the end.
+# keys, state directories and the heap sampled each minute, all flat at the end.
 # make test runs 5 minutes of the same (the soak suite); SOAK_MINUTES sets it.
 soak: setup
 	@$(MAKE) --no-print-directory all
