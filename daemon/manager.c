@@ -20,9 +20,6 @@
 #include "uid_range.h"
 #include "xalloc.h"
 
-/* A supervisor that stays away this long means the container is gone. */
-#define SUPERVISOR_GRACE_MS 3000
-
 void manager_emit(struct manager *m, const char *type, const struct session *s, const char *detail)
 {
 	if (m->listener)

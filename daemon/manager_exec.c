@@ -22,10 +22,11 @@ struct exec_op {
 	size_t len;
 	const char *language; /* static (exec_languages); NULL: Python */
 	bool sent;
-	bool timed_out;   /* the deadline passed and SIGINT was sent */
-	bool interrupted; /* ... or the client asked (manager_interrupt) */
-	bool hard_killed; /* SIGKILL was sent after the grace */
-	bool kernel_lost; /* waiting for the supervisor's exit notice */
+	bool timed_out;    /* the deadline passed and SIGINT was sent */
+	bool interrupted;  /* ... or the client asked (manager_interrupt) */
+	bool hard_killed;  /* SIGKILL was sent after the grace */
+	bool kernel_lost;  /* waiting for the supervisor's exit notice */
+	bool sandbox_wait; /* ... and then for the sandbox's end, the supervisor gone too */
 	int64_t start_us;
 	int64_t timeout_s;
 	struct exec_result *result;
@@ -229,7 +230,21 @@ static void exec_deadline_cb(evutil_socket_t fd, short what, void *arg)
 	struct exec_op *op = arg;
 	struct msession *ms = op->ms;
 	if (op->kernel_lost) {
-		exec_finish_killed(op); /* the supervisor never said why */
+		/* The supervisor never said why. When it went away too, the whole
+		 * sandbox is going (an OOM kill that takes the container, as a
+		 * tmpfs workspace's files make it): the session's end says why,
+		 * from Docker, within the supervisor's grace, and aborts this
+		 * execution with it. On a loaded machine that is later than the
+		 * supervisor's word would have been; "the kernel died" then would
+		 * hide an OOM kill from the caller. */
+		if (!op->sandbox_wait && !kernel_link_supervisor_connected(ms->link)) {
+			op->sandbox_wait = true;
+			int64_t wait = SUPERVISOR_GRACE_MS + 2000;
+			struct timeval tv = {wait / 1000, (wait % 1000) * 1000};
+			evtimer_add(op->deadline, &tv);
+			return;
+		}
+		exec_finish_killed(op);
 		return;
 	}
 	if (!op->sent) {

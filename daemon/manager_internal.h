@@ -107,6 +107,10 @@ struct manager {
 	struct event *sweep;
 };
 
+/* A supervisor that stays away this long means the container is gone: the
+ * session ends (its reason from Docker when Docker knew it by then). */
+#define SUPERVISOR_GRACE_MS 3000
+
 /* Recent endings, kept here too: a call on an ended session gets its 410
  * even while Redis is down, and a tombstone Redis could not take is written
  * when it is back. Bounded twice: a written one goes when Redis's copy does

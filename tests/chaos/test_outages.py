@@ -213,3 +213,43 @@ def test_container_killed_from_outside(chaos):
     assert live_ids(d) == {other}
     assert_nothing_orphaned(d)
 
+
+
+def test_a_sandbox_that_dies_while_the_engine_is_unreachable_says_so(docker_forwarder, chaos):
+    """The whole container dies during an execution (an OOM kill on a tmpfs
+    workspace does that, here a docker kill from outside) while the daemon
+    cannot ask Docker why: the execution answers that the sandbox stopped,
+    once the supervisor's grace is over, and not "the kernel died" after the
+    1 s it waits for the supervisor's word (which is what a loaded machine
+    used to get: Docker's answer came later than that second)."""
+    f = docker_forwarder
+    d = chaos("--docker", f.path)
+    sid = d.api.create()["id"]
+    assert exec_value(d, sid, "x = 1; x") == "1"
+    cid = container_of(d, sid)
+    out = {}
+
+    def long_exec():
+        out["r"] = exec_code(d, sid, "import time; time.sleep(30)", timeout=25)
+    th = threading.Thread(target=long_exec)
+    th.start()
+    d.wait_state(sid, "busy", timeout=5)
+    f.down()
+    try:
+        # The CLI goes to the engine's own socket; the daemon's way is cut.
+        subprocess.run(["docker", "kill", cid], check=True, capture_output=True, timeout=30)
+        th.join(25)
+        assert "r" in out, "the execution in the dead sandbox did not answer within 25 s"
+        status, doc, _ = out["r"]
+        assert status == 200 and doc["status"] == "killed", (status, doc)
+        assert doc["reason"] == ("the session ended during the execution: the sandbox "
+                                 "stopped (its supervisor went away)"), doc["reason"]
+        status, doc, _ = request(d, "GET", "/v1/sessions/%s" % sid)
+        assert status == 410 and "the sandbox stopped" in doc["error"]["message"], doc
+    finally:
+        if f.listener is None:
+            f.up()
+        th.join(30)
+    wait_for(lambda: not d.containers("label=ci.session=%s" % sid), 30, interval=0.1,
+             what="the dead container to be removed once the engine is back")
+    assert_nothing_orphaned(d)
