@@ -35,7 +35,7 @@ struct install_op {
 	bool at_exit;
 	bool from_kernel; /* a %pip install in execution exec_id (manager_pip.c) */
 	uint64_t exec_id;
-	int64_t opened_us;
+	int64_t opened_us, window_ms;
 	struct event *timer;
 	struct install_result result;
 	manager_install_cb cb;
@@ -229,6 +229,7 @@ static void window_open(struct install_op *op, int64_t window_ms, size_t n_specs
 	allow_build(op);
 	op->open = true;
 	op->opened_us = clock_mono_us();
+	op->window_ms = window_ms;
 	struct timeval tv = {window_ms / 1000, (window_ms % 1000) * 1000};
 	evtimer_add(op->timer, &tv);
 	log_info(
@@ -277,8 +278,14 @@ int install_kernel_open(struct msession *ms, uint64_t exec_id, char *const *spec
 void install_kernel_close(struct msession *ms, uint64_t exec_id, const char *why)
 {
 	struct install_op *op = ms->install;
-	if (op && op->from_kernel && (exec_id == 0 || op->exec_id == exec_id))
-		kernel_window_end(op, why);
+	if (op == NULL || !op->from_kernel || (exec_id != 0 && op->exec_id != exec_id))
+		return;
+	/* The sandbox stops pip when the window ends by its own timer, which
+	 * started after this one: news of that may come before this loop ran
+	 * its timer (a loaded machine). Past the window's end, that is why. */
+	if (op->open && clock_mono_us() - op->opened_us >= op->window_ms * 1000)
+		why = "the window ended";
+	kernel_window_end(op, why);
 }
 
 int manager_install(struct manager *m, const char *id, const char *tenant,
