@@ -41,17 +41,26 @@ def ws_entries(d):
     return sorted(os.listdir(ws_dir(d)))
 
 
-def assert_workspace_gone(d, sid):
+def assert_workspace_gone(d, sid, loop_wait_s=10):
+    """The workspace of sid is unmounted and its image and mount point are
+    gone (at once: the teardown waited for them), and its loop device is
+    released. The last one is the kernel's: autoclear frees the device on
+    its last close, which the kernel may finish a moment after umount
+    returned (seen under load, listed as "(deleted)"), so it is waited for."""
     wdir = ws_dir(d)
     assert not mounts_under(os.path.join(wdir, sid)), mounts_under(wdir)
-    assert not any(sid in line for line in loops_under(wdir)), loops_under(wdir)
     assert not os.path.exists(os.path.join(wdir, sid + ".img"))
     assert not os.path.exists(os.path.join(wdir, sid))
+    if loop_wait_s:
+        wait_for(lambda: not any(sid in line for line in loops_under(wdir)), loop_wait_s,
+                 interval=0.05, what="the loop device of %s to be released" % sid)
+    else:
+        assert not any(sid in line for line in loops_under(wdir)), loops_under(wdir)
 
 
 def workspace_gone(d, sid):
     try:
-        assert_workspace_gone(d, sid)
+        assert_workspace_gone(d, sid, loop_wait_s=0)
         return True
     except AssertionError:
         return False
