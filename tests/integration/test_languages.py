@@ -147,6 +147,11 @@ def test_soft_timeout_interrupts_the_child_and_keeps_its_state(ldaemon, sid, lan
 
 def test_client_interrupt_reaches_the_child(ldaemon, sid):
     api = ldaemon.api
+    # The bash process first: it starts with the session's first bash cell,
+    # and an interrupt in its first milliseconds, before its trap is set,
+    # ends that process (ChildExited, and the next cell starts a new one).
+    # CI once interrupted 17 ms into the cell and got that.
+    assert sh(api, sid, "echo ready")["stdout"] == "ready\n"
     t, out = run_in_thread(lambda: sh(api, sid, "sleep 60"))
     try:
         wait_for(lambda: busy(api, sid), 10, interval=0.02, what="the execution running")
