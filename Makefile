@@ -84,7 +84,7 @@ DAEMON_LIB_OBJS := $(DAEMON_LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(GEN_OBJS)
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
 UNIT_OBJS := $(UNIT_SRCS:%.c=$(BUILD)/obj/%.o)
 
-.PHONY: service-images test-deploy fidelity all lib tools run test unit image setup bench bench-scale soak fuzz clean format format-check man install
+.PHONY: service-images test-deploy fidelity all lib tools run test unit image setup bench bench-scale soak fuzz fuzz-build clean format format-check man install
 all: $(BUILD)/ci-daemon $(BUILD)/ci-ctl
 lib: $(LIB_A)
 
@@ -233,11 +233,12 @@ run: setup
 # The three builds run with -j (JOBS, default: every core); each is its own
 # make because SANITIZE picks the build directory.
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
-test: setup
-	@$(MAKE) --no-print-directory -j$(JOBS) all build/unit-tests tools
-	@$(MAKE) --no-print-directory -j$(JOBS) SANITIZE=1 all build/asan/unit-tests tools
-	@$(MAKE) --no-print-directory -j$(JOBS) $(FUZZ_BINS)
-	@tests/run-all.sh
+# The sandbox image is built by tests/run-all.sh, in the background while it
+# compiles the binaries (SETUP_SKIP_IMAGE=1 here); CITEST_LOAD=N adds N busy
+# loops for the whole run (docs/hacking.md, "A busy machine").
+test:
+	@SETUP_SKIP_IMAGE=1 deploy/setup.sh test
+	@JOBS=$(JOBS) tests/run-all.sh
 
 bench: setup
 	@$(MAKE) --no-print-directory all tools
@@ -265,6 +266,7 @@ fidelity: setup
 	@/usr/bin/python3 tests/fidelity/run.py build/ci-daemon
 
 # Fuzz targets (libFuzzer, clang): one per parser of outside input.
+# fuzz-build builds them only (tests/run-all.sh runs them).
 # `make fuzz FUZZ_SECONDS=60` runs each; make test runs them briefly.
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(FUZZ_SRCS:tests/fuzz/%.c=build/fuzz/%)
@@ -308,6 +310,8 @@ build/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_OBJS)
 
 fuzz: $(FUZZ_BINS)
 	@tests/fuzz/run.sh $(FUZZ_SECONDS)
+
+fuzz-build: $(FUZZ_BINS)
 
 FORMAT_SRCS = $(LIB_SRCS) $(DAEMON_SRCS) $(CLI_SRCS) $(UNIT_SRCS) $(FUZZ_SRCS) $(TOOL_SRCS) \
 	$(wildcard lib/*.h daemon/*.h cli/*.h tests/unit/*.h)

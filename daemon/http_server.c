@@ -398,13 +398,35 @@ static void conn_head_timeout_cb(evutil_socket_t fd, short what, void *arg)
 	conn_free(c);
 }
 
+/* Bytes wait in the connection's socket that the loop has not read yet. */
+static bool conn_has_unread_bytes(struct http_conn *c)
+{
+	char b;
+	return recv(bufferevent_getfd(c->bev), &b, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+}
+
+/* How far down the waiting queue eviction looks for a silent connection. */
+#define EVICT_SCAN_MAX 16
+
 /* Close the oldest connection of the queue that waits for a head (one of
- * the peer's when peer is set); false when none waits. */
+ * the peer's when peer is set); false when none waits.
+ *
+ * A connection whose request already sits in its socket is not idle, only
+ * not read yet: on a busy machine the loop may accept a backlog of
+ * connections, each evicting one, before it reads a client that sent its
+ * whole request at once. Evicting that client reset a legitimate /healthz
+ * under a flood (issue 27). So the oldest of the first EVICT_SCAN_MAX that
+ * has nothing unread goes; if all of them have bytes waiting, the oldest. */
 static bool conn_evict_oldest(struct http_server *srv, struct http_peer *peer)
 {
-	struct http_conn *old = peer ? TAILQ_FIRST(&peer->waiting) : TAILQ_FIRST(&srv->waiting);
-	if (old == NULL)
+	struct http_conn *first = peer ? TAILQ_FIRST(&peer->waiting) : TAILQ_FIRST(&srv->waiting);
+	if (first == NULL)
 		return false;
+	struct http_conn *old = first;
+	for (int i = 0; old && i < EVICT_SCAN_MAX && conn_has_unread_bytes(old); i++)
+		old = peer ? TAILQ_NEXT(old, peer_wait_link) : TAILQ_NEXT(old, wait_link);
+	if (old == NULL || conn_has_unread_bytes(old))
+		old = first;
 	srv->stats.evicted++;
 	log_info_limited("http: closed an idle connection from %s to make room (%s)",
 			 old->peer ? old->peer->text : "unix",

@@ -204,4 +204,5 @@ install_packages
 install_npm_test_peers
 start_docker
 [ "${SETUP_SKIP_REDIS:-0}" = 1 ] || start_redis
-"$here/images/python/build.sh"
+# make test builds the image itself, beside the compile (tests/run-all.sh)
+[ "${SETUP_SKIP_IMAGE:-0}" = 1 ] || "$here/images/python/build.sh"

@@ -6,15 +6,14 @@
 #   valgrind     the same unit tests under valgrind (no leaks, no errors)
 #   fuzz         each libFuzzer target (HTTP, JSON, records, config) for 5 s
 #   runner       the sandbox runner's own tests (Python, on the host)
+#   scripts      the project's scripts: make bench's runner, deploy/setup.sh's
+#                package sets (tests/scripts, no Docker)
 #   integration  real dockerd, real Redis, the ASan daemon and ci-ctl; sharded
 #                over INTEGRATION_WORKERS pytest-xdist workers (default 2; 0: one
 #                process), whole files per worker
-#   hostile      hostile code against the sandbox, the proxy and the API; serial
-#                by default: test_cpu_spin_is_held_to_its_share measures a
-#                container's CPU share, which a second worker starves
-#                (HOSTILE_WORKERS=2 shards it anyway)
-#   chaos        crashes, restarts and outages of the daemon, Redis and Docker;
-#                serial: its end-of-run check counts containers of fixed prefixes
+#   hostile      hostile code against the sandbox, the proxy and the API;
+#                sharded over HOSTILE_WORKERS (default 2) as integration is
+#   chaos        crashes, restarts and outages of the daemon, Redis and Docker
 #   browser      the reviewer's page in headless chromium (playwright-core)
 #   openapi      docs/openapi.yaml: Redocly's lint, the route table against the
 #                spec, the drift check's own tests (tests/openapi; the check
@@ -34,26 +33,45 @@
 #                the first suites run (SERVICE_IMAGES_BUILD=0: do not build them)
 # Select suites with TEST_SUITES="unit integration"; pass pytest options with PYTEST_ARGS.
 #
+# Before the suites: the sandbox image (images/python/build.sh, about 5
+# minutes from nothing, a second when current) builds in the background while
+# the binaries the selected suites need are compiled (release, ASan, fuzz);
+# a suite that needs Docker waits for the image, the others start at once.
+# CITEST_BUILD=0 skips both (the caller built everything).
+#
 # Two lanes run side by side (docs/hacking.md, "The test suite's time"): the
-# host lane (suites that need neither Docker nor a daemon, mostly CPU, then
-# the small suites that run a daemon of their own and count nothing but
-# their own labels and prefix) and the docker lane (the big Docker suites,
-# mostly waiting on Docker, some of them counting machine-wide). Within a lane suites run one after another, in the order above.
+# docker lane runs the two big Docker suites (integration, hostile), mostly
+# waiting on Docker; the host lane runs every other suite, the CPU-bound ones
+# first. Within a lane suites run one after another, in the order above.
 # A suite's output is buffered and printed whole when it ends, with its wall
-# time. TEST_LANES=1 runs every suite in one lane, streaming its output, as
-# before lanes (also what a single selected suite does).
+# time. TEST_LANES=1 runs every suite in one lane, streaming its output (also
+# what a single selected suite does).
+#
+# CITEST_LOAD=N starts N busy-loop processes for the whole run (a shared CI
+# machine), stopped by their pids at the end (docs/hacking.md, "A busy machine").
+#
+# Skips: every suite's skipped count is printed, and a skip whose reason is
+# not listed in tests/skips.txt fails the run (a suite cannot vanish because
+# a tool is missing).
 set -u
 cd "$(dirname "$0")/.."
 
-suites=${TEST_SUITES:-"format unit valgrind fuzz runner openapi mcp clients soak integration hostile chaos browser deploy"}
+suites=${TEST_SUITES:-"format unit valgrind fuzz runner openapi scripts mcp clients soak chaos browser deploy integration hostile"}
 
-# The lane of a suite: "host" for the ones that touch no Docker, no daemon and
-# no shared port; anything else (and any new suite, unless listed here) runs in
-# the docker lane, serially with the other Docker suites, as it always did.
+# The lane of a suite: the big Docker suites in one, everything else in the
+# other. A new suite runs in the host lane unless listed here.
 lane_of() {
 	case $1 in
-	format | unit | valgrind | fuzz | runner | openapi | mcp | clients | soak) echo host ;;
-	*) echo docker ;;
+	integration | hostile) echo docker ;;
+	*) echo host ;;
+	esac
+}
+
+# The suites that need the sandbox image (and so Docker) before they start.
+needs_image() {
+	case $1 in
+	format | unit | valgrind | fuzz | runner | openapi | scripts) return 1 ;;
+	*) return 0 ;;
 	esac
 }
 
@@ -61,7 +79,8 @@ lane_of() {
 suite() {
 	local s=$1
 	local daemon_env=(env CITEST_DAEMON=build/asan/ci-daemon CITEST_CTL=build/asan/ci-ctl)
-	local pytest=(/usr/bin/python3 -m pytest -q -p no:cacheprovider)
+	# -rs: every skip's reason in the summary, checked against tests/skips.txt
+	local pytest=(/usr/bin/python3 -m pytest -q -rs -p no:cacheprovider)
 	case $s in
 	format) sh -c 'make -s format-check && echo "format: 1 passed, 0 failed"' ;;
 	unit) build/asan/unit-tests ;;
@@ -69,10 +88,11 @@ suite() {
 	valgrind) valgrind -q --leak-check=full --show-leak-kinds=definite,indirect \
 		--errors-for-leak-kinds=definite,indirect --error-exitcode=9 build/unit-tests ;;
 	runner) "${pytest[@]}" images/python/runner ${PYTEST_ARGS:-} ;;
+	scripts) "${pytest[@]}" tests/scripts ${PYTEST_ARGS:-} ;;
 	integration) "${daemon_env[@]}" CITEST_FIXER_PROBE=build/asan/tools/fixer-probe \
 		CITEST_BLOB_TOOL=build/asan/tools/blob-tool \
-		"${pytest[@]}" $(xdist_args "${INTEGRATION_WORKERS:-2}") tests/integration ${PYTEST_ARGS:-} ;;
-	hostile) "${daemon_env[@]}" "${pytest[@]}" $(xdist_args "${HOSTILE_WORKERS:-0}") tests/hostile ${PYTEST_ARGS:-} ;;
+		"${pytest[@]}" --durations=10 $(xdist_args "${INTEGRATION_WORKERS:-2}") tests/integration ${PYTEST_ARGS:-} ;;
+	hostile) "${daemon_env[@]}" "${pytest[@]}" --durations=10 $(xdist_args "${HOSTILE_WORKERS:-2}") tests/hostile ${PYTEST_ARGS:-} ;;
 	chaos) "${daemon_env[@]}" "${pytest[@]}" tests/chaos ${PYTEST_ARGS:-} ;;
 	browser) "${daemon_env[@]}" "${pytest[@]}" tests/browser ${PYTEST_ARGS:-} ;;
 	openapi) "${pytest[@]}" tests/openapi ${PYTEST_ARGS:-} ;;
@@ -104,36 +124,119 @@ xdist_args() {
 }
 
 results=$(mktemp -d)
-trap 'rm -rf "$results"' EXIT
+load_pids=()
+stop_load() {
+	local pid
+	for pid in "${load_pids[@]}"; do
+		kill "$pid" 2>/dev/null || true
+	done
+	for pid in "${load_pids[@]}"; do
+		wait "$pid" 2>/dev/null || true
+	done
+	load_pids=()
+}
+trap 'stop_load; rm -rf "$results"' EXIT
+trap 'exit 130' INT TERM
 
-# The deploy suite needs the service's own images (images/service/build.sh:
-# about 6 minutes from nothing, 1 s when they are current). A cold build is
-# started, niced, at the start of the lane that runs deploy, so it runs while
-# the suites before deploy do, and the deploy suite waits for it.
-service_images_pid=""
-start_service_images() {
-	case " $* " in
-	*" deploy "*)
-		if [ "${SERVICE_IMAGES_BUILD:-1}" != 0 ] && ! images/service/build.sh --check >/dev/null 2>&1; then
-			mkdir -p build
-			printf '\n=== deploy: building the service images in the background (build/service-images.log)\n'
-			nice -n 10 images/service/build.sh >build/service-images.log 2>&1 &
-			service_images_pid=$!
-		fi
-		;;
-	esac
+# CITEST_LOAD=N: N processes that spin for the whole run, as other jobs of a
+# shared machine would; each is stopped by its own pid (stop_load).
+start_load() {
+	local n=${CITEST_LOAD:-0} i
+	[ "$n" -gt 0 ] 2>/dev/null || return 0
+	for i in $(seq 1 "$n"); do
+		bash -c 'while :; do :; done' &
+		load_pids+=($!)
+	done
+	printf '=== CITEST_LOAD=%s: busy loops %s\n' "$n" "${load_pids[*]}"
 }
 
-# The background build's end, before the deploy suite: its log's tail and a
-# failure when it failed.
+selected() {
+	local s
+	for s in $suites; do
+		[ "$s" = "$1" ] && return 0
+	done
+	return 1
+}
+
+any_selected() {
+	local w
+	for w in "$@"; do
+		selected "$w" && return 0
+	done
+	return 1
+}
+
+any_needs_image() {
+	local s
+	for s in $suites; do
+		needs_image "$s" && return 0
+	done
+	return 1
+}
+
+# The sandbox image, then (when deploy is selected) the service images, in
+# one background job: the service images carry the sandbox image's tarball.
+# Each writes its exit status to a file the lanes wait on.
+start_images() {
+	mkdir -p build
+	if [ "${CITEST_BUILD:-1}" = 0 ] || ! any_needs_image; then
+		echo 0 >"$results/image.rc"
+	fi
+	if ! selected deploy || [ "${SERVICE_IMAGES_BUILD:-1}" = 0 ]; then
+		echo 0 >"$results/service.rc"
+	fi
+	[ ! -f "$results/image.rc" ] || [ ! -f "$results/service.rc" ] || return 0
+	printf '=== images: the sandbox image builds in the background (build/image.log)\n'
+	(
+		if [ ! -f "$results/image.rc" ]; then
+			rc=0
+			images/python/build.sh >build/image.log 2>&1 || rc=$?
+			echo "$rc" >"$results/image.rc"
+		fi
+		if [ ! -f "$results/service.rc" ]; then
+			rc=0
+			if ! images/service/build.sh --check >/dev/null 2>&1; then
+				nice -n 10 images/service/build.sh >build/service-images.log 2>&1 || rc=$?
+			fi
+			echo "$rc" >"$results/service.rc"
+		fi
+	) &
+}
+
+# Wait (bounded: an hour is a broken build, not a slow one) for a background
+# build's status file; its log's tail and a failure when it failed.
+wait_build() {
+	local what=$1 file=$2 log=$3 i rc
+	for i in $(seq 1 7200); do
+		[ -f "$file" ] && break
+		sleep 0.5 # polling a file another process writes; bounded above
+	done
+	rc=$(cat "$file" 2>/dev/null || echo timeout)
+	[ "$rc" = 0 ] && return 0
+	echo "$what did not build ($rc; $log):"
+	tail -n 20 "$log" 2>/dev/null
+	return 1
+}
+
+wait_image() { wait_build "the sandbox image" "$results/image.rc" build/image.log; }
 wait_service_images() {
-	[ -n "$service_images_pid" ] || return 0
-	local rc=0
-	wait "$service_images_pid" || rc=$?
-	service_images_pid=""
-	tail -n 8 build/service-images.log
-	[ "$rc" -eq 0 ] || echo "deploy: the service images did not build (exit $rc; build/service-images.log)"
-	return "$rc"
+	wait_build "the service images" "$results/service.rc" build/service-images.log &&
+		{ [ ! -f build/service-images.log ] || tail -n 8 build/service-images.log; }
+}
+
+# The binaries the selected suites use, with -j JOBS, while the image builds.
+shared_builds() {
+	[ "${CITEST_BUILD:-1}" != 0 ] || return 0
+	local j=${JOBS:-$(nproc 2>/dev/null || echo 2)} m=(make --no-print-directory -s)
+	if any_selected valgrind soak scripts; then
+		"${m[@]}" -j"$j" all build/unit-tests tools || return 1
+	fi
+	if any_selected unit integration hostile chaos browser mcp clients deploy; then
+		"${m[@]}" -j"$j" SANITIZE=1 all build/asan/unit-tests tools || return 1
+	fi
+	if selected fuzz; then
+		"${m[@]}" -j"$j" fuzz-build || return 1
+	fi
 }
 
 # Run one suite; its exit status and wall time go to $results/<name>.rc. In
@@ -141,13 +244,19 @@ wait_service_images() {
 # and printed whole, under a lock, so two lanes' suites never interleave.
 run() {
 	local name=$1 stream=$2 log=$results/$1.log rc start secs
+	if needs_image "$name" && ! wait_image >"$log" 2>&1; then
+		echo "$name: 0 passed, 1 failed (no sandbox image)" >>"$log"
+		echo "1 0" >"$results/$name.rc"
+		[ "$stream" != 1 ] || cat "$log"
+		return
+	fi
 	start=$(date +%s)
 	if [ "$stream" = 1 ]; then
 		printf '\n=== %s\n' "$name"
-		suite "$name" 2>&1 | tee "$log"
+		suite "$name" 2>&1 | tee -a "$log"
 		rc=${PIPESTATUS[0]}
 	else
-		suite "$name" >"$log" 2>&1
+		suite "$name" >>"$log" 2>&1
 		rc=$?
 	fi
 	secs=$(($(date +%s) - start))
@@ -161,11 +270,10 @@ run() {
 	fi
 }
 
-# One lane: its suites in order, the service images started first if it has deploy.
+# One lane: its suites in order.
 lane() {
 	local stream=$1 s
 	shift
-	start_service_images "$@"
 	for s in "$@"; do
 		run "$s" "$stream"
 	done
@@ -181,6 +289,13 @@ for s in $suites; do
 done
 
 wall_start=$(date +%s)
+start_load
+start_images
+if ! shared_builds; then
+	echo "the build failed: no suite runs"
+	echo "all suites: 0 passed, 1 failed, 0 skipped"
+	exit 1
+fi
 if [ ${#host_suites[@]} -eq 0 ] || [ ${#docker_suites[@]} -eq 0 ]; then
 	lane 1 "${host_suites[@]}" "${docker_suites[@]}"
 else
@@ -191,28 +306,60 @@ else
 	wait "$host_pid"
 fi
 wall=$(($(date +%s) - wall_start))
+stop_load
+
+# Skips: pytest's "SKIPPED [n] file:line: reason" lines (-rs), each matched
+# against tests/skips.txt (one "suite: reason" a line; the reason is a
+# fixed string that must occur in pytest's line). An unlisted skip fails.
+allowed_skip() {
+	local name=$1 line=$2 entry suite reason
+	[ -f tests/skips.txt ] || return 1
+	while IFS= read -r entry; do
+		case $entry in '' | '#'*) continue ;; esac
+		suite=${entry%%:*}
+		reason=${entry#*: }
+		[ "$suite" = "$name" ] || continue
+		case $line in *"$reason"*) return 0 ;; esac
+	done <tests/skips.txt
+	return 1
+}
 
 # Add the counts of a suite's closing line (pytest's or ours) to the totals.
 total_pass=0
 total_fail=0
+total_skip=0
 failed=()
+unlisted=()
 count() {
-	local name=$1 log=$results/$1.log rc=1 secs=0 p f
+	local name=$1 log=$results/$1.log rc=1 secs=0 p f k line
 	[ -f "$results/$name.rc" ] && read -r rc secs <"$results/$name.rc"
 	p=$(grep -Eo '[0-9]+ passed' "$log" 2>/dev/null | tail -n 1 | grep -Eo '[0-9]+' || true)
 	# failed and errors of the last summary line that names either (pytest
 	# prints "4 failed, 439 passed, 1 error": 5)
 	f=$(grep -E '[0-9]+ (failed|error|errors)' "$log" 2>/dev/null | tail -n 1 |
 		grep -Eo '[0-9]+ (failed|error|errors)' | grep -Eo '[0-9]+' | awk '{ s += $1 } END { print s + 0 }' || true)
+	k=$(grep -Eo '[0-9]+ skipped' "$log" 2>/dev/null | tail -n 1 | grep -Eo '[0-9]+' || true)
 	p=${p:-0}
 	f=${f:-0}
+	k=${k:-0}
 	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
 		f=1 # crashed, or exited non-zero without saying what failed
 	fi
+	if [ "$p" -eq 0 ] && [ "$f" -eq 0 ]; then
+		f=1 # ran nothing: a suite that vanished is a failure, not a zero
+		echo "$name ran no test" >>"$results/unlisted"
+	fi
+	while IFS= read -r line; do
+		allowed_skip "$name" "$line" || {
+			unlisted+=("$name")
+			echo "$name: $line" >>"$results/unlisted"
+		}
+	done < <(grep -E '^SKIPPED \[' "$log" 2>/dev/null || true)
 	total_pass=$((total_pass + p))
 	total_fail=$((total_fail + f))
+	total_skip=$((total_skip + k))
 	[ "$f" -eq 0 ] || failed+=("$name")
-	printf '  %-12s %5d passed %4d failed %5ds\n' "$name" "$p" "$f" "$secs"
+	printf '  %-12s %5d passed %4d failed %4d skipped %5ds\n' "$name" "$p" "$f" "$k" "$secs"
 }
 
 echo
@@ -223,7 +370,12 @@ done
 # CPU time of everything the suites ran (user + system, children included).
 times >"$results/times" # not in a pipeline: that would be a subshell's
 cpu=$(tail -n 1 "$results/times" | awk '{ split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%d", u[1] * 60 + u[2] + s[1] * 60 + s[2] }')
-echo "wall ${wall}s, cpu ${cpu}s (user + system of the suites' processes)"
+echo "wall ${wall}s, cpu ${cpu}s (user + system of the suites' processes)${CITEST_LOAD:+, under CITEST_LOAD=$CITEST_LOAD}"
+if [ -s "$results/unlisted" ]; then
+	echo "not accounted for (each fails the run): skips not in tests/skips.txt, suites that ran nothing"
+	sed 's/^/  /' "$results/unlisted"
+	total_fail=$((total_fail + ${#unlisted[@]}))
+fi
 [ ${#failed[@]} -eq 0 ] || echo "failing suites: ${failed[*]}"
-echo "all suites: $total_pass passed, $total_fail failed"
+echo "all suites: $total_pass passed, $total_fail failed, $total_skip skipped"
 [ "$total_fail" -eq 0 ]

@@ -13,15 +13,29 @@ from .procfs import stop_process
 from .wait import wait_for
 
 
+class PortTaken(Exception):
+    """redis-server exited at start: its port was taken in the meantime."""
+
+
 class RedisServer:
     def __init__(self, tmp, bind="127.0.0.1", protected_mode=None, extra_args=()):
-        self.port = free_port()
         self.tmp = tmp
         self.bind = bind
         self.protected_mode = protected_mode
         self.extra_args = list(extra_args)  # more flags (--replicaof, say)
         self.proc = None
-        self.start()
+        # free_port() closes its probe before redis binds: on a machine where
+        # other tests hold thousands of ephemeral ports (the slowloris cases),
+        # another socket may take the port in between, and redis exits. Then
+        # another port, a bounded number of times.
+        for attempt in range(5):
+            self.port = free_port()
+            try:
+                self.start()
+                return
+            except PortTaken:
+                if attempt == 4:
+                    raise
 
     def start(self):
         """Start the server (again, empty, on the same port)."""
@@ -33,7 +47,14 @@ class RedisServer:
             args += ["--protected-mode", "yes" if self.protected_mode else "no"]
         args += self.extra_args
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_for(self.ping, 10, interval=0.01, what="redis to answer")
+
+        def up():
+            if self.proc.poll() is not None:
+                raise PortTaken("redis-server exited with %s at start on port %d"
+                                % (self.proc.returncode, self.port))
+            return self.ping()
+        # 30 s: a liveness bound; a loaded machine starts redis in seconds.
+        wait_for(up, 30, interval=0.01, what="redis to answer")
 
     @property
     def url(self):

@@ -34,9 +34,14 @@ def test_retention_keeps_the_newest_of_each_workspace(make_daemon):
     b = api.create(workspace="keep-b")["id"]
     api.exec(a, "open('/workspace/f.txt', 'w').write('a')")
     api.exec(b, "open('/workspace/f.txt', 'w').write('b')")
-    made_a = [snapshot(api, a, variables=False)["id"] for _ in range(4)]
-    made_b = [snapshot(api, b, variables=False)["id"]]
+    # The objects are checked while retention cannot touch them yet: with
+    # --snapshot-keep 2, keep-a's first is a candidate only once a third
+    # exists, and the reaper runs every second, so after the fourth it may
+    # already be gone.
+    made_a = [snapshot(api, a, variables=False)["id"]]
     assert objects(d, made_a[0]) == ["manifest.json", "workspace.tar"]
+    made_a += [snapshot(api, a, variables=False)["id"] for _ in range(3)]
+    made_b = [snapshot(api, b, variables=False)["id"]]
     # Newest first: the two newest of keep-a stay, keep-b's only one too.
     wait_for(lambda: listed(api, "keep-a") == made_a[:1:-1], timeout=30,
              what="retention trims keep-a to its newest two")
