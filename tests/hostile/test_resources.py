@@ -350,6 +350,18 @@ print('%.3f' % share)
 """
 
 
+# The container's CPU quota and period in microseconds, from its cgroup (v2:
+# cpu.max; v1: the cpu controller's cfs files).
+CGROUP_CPU_QUOTA = r"""
+import os
+if os.path.exists('/sys/fs/cgroup/cpu.max'):
+    print(open('/sys/fs/cgroup/cpu.max').read())
+else:
+    print(open('/sys/fs/cgroup/cpu/cpu.cfs_quota_us').read(),
+          open('/sys/fs/cgroup/cpu/cpu.cfs_period_us').read())
+"""
+
+
 def test_cpu_spin_is_held_to_its_share(hostile):
     h = hostile
     with h.victim(limits={"cpus": 0.5}) as s:
@@ -358,7 +370,15 @@ def test_cpu_spin_is_held_to_its_share(hostile):
         share = float(r["stdout"])
         print("\n[cpu spin] limits.cpus=0.5: measured CPU share %.3f over 2 s of wall time"
               % share)
-        assert 0.2 <= share <= 0.7, share
+        # The cap, measured: never above the share (with slack for the
+        # scheduler's period). No lower bound: on a busy machine the spin
+        # gets what the machine has left, which says nothing of the cap
+        # (0.012 once, with another worker beside it). That the limit is
+        # the one asked for is read from the container's own cgroup.
+        assert share <= 0.7, share
+        r = h.exec(s["id"], CGROUP_CPU_QUOTA)
+        assert r["status"] == "ok", r
+        assert r["stdout"].split() == ["50000", "100000"], r["stdout"]
         # Spinning processes in every core: the share is per container.
         r = h.exec(s["id"], "import multiprocessing as mp, time\n"
                             "def spin(_):\n"
