@@ -1,8 +1,10 @@
 # ci: code-interpreter sandbox orchestrator.
 #
 #   make            build/ci-daemon and build/ci-ctl
-#   make run        set up this machine (packages, dockerd, redis, image), then run the daemon
-#   make test       the same set-up, then every test (unit, sanitizers, valgrind, runner, integration)
+#   make run        set up this machine for the daemon (deploy/setup.sh run: its packages,
+#                   dockerd, redis, image), then run the daemon
+#   make test       set up with the test toolchain too (deploy/setup.sh test), then every
+#                   test (unit, sanitizers, valgrind, runner, integration)
 #   make image      build the sandbox image when its recipe changed
 #   make service-images  ci/daemon, ci/engine, ci/redis and the sandbox tarball (images/service/)
 #   make test-deploy     the deploy suite (tests/deploy/), after service-images
@@ -84,7 +86,7 @@ DAEMON_LIB_OBJS := $(DAEMON_LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(GEN_OBJS)
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
 UNIT_OBJS := $(UNIT_SRCS:%.c=$(BUILD)/obj/%.o)
 
-.PHONY: service-images test-deploy fidelity all lib tools run test unit image setup bench bench-scale soak fuzz fuzz-build clean format format-check man install
+.PHONY: service-images test-deploy fidelity all lib tools run test unit image setup setup-run setup-test bench bench-scale soak fuzz fuzz-build clean format format-check man install
 all: $(BUILD)/ci-daemon $(BUILD)/ci-ctl
 lib: $(LIB_A)
 
@@ -204,9 +206,15 @@ $(BUILD)/obj/gen/%.o: build/gen/%.c
 unit: $(BUILD)/unit-tests
 	$(BUILD)/unit-tests
 
-# Installs what is missing, starts dockerd and redis if needed, builds the image.
-setup:
-	@deploy/setup.sh
+# deploy/setup.sh SET: installs what is missing of the set, starts dockerd and
+# redis if needed, builds the image. run: what the daemon needs to run and to
+# be built (`deploy/setup.sh --list run`); test: that and the test toolchain,
+# with the npm test peers (`--list test`). setup is setup-test.
+setup-run:
+	@deploy/setup.sh run
+
+setup setup-test:
+	@deploy/setup.sh test
 
 image:
 	@images/python/build.sh
@@ -219,19 +227,20 @@ service-images: all
 # The deploy suite (tests/deploy/): the unit, the example config, the manifests, the service from those images, brought
 # up with docker-compose, a session through it, the sidecar pod, and the
 # harness's engines (tests/harness/engines.py) driven by the ASan daemon.
-test-deploy: service-images
+# The set-up first, the builds in makes of their own (see run).
+test-deploy: setup-test
+	@$(MAKE) --no-print-directory service-images
 	@$(MAKE) --no-print-directory SANITIZE=1 all
 	@TEST_SUITES=deploy tests/run-all.sh
 
 # setup first, then the build in a make of its own: setup may install the
 # packages (llhttp's sources) that the build's rules name, and a make that
 # looked for them before they existed would not see them.
-run: setup
+run: setup-run
 	@$(MAKE) --no-print-directory all
 	$(BUILD)/ci-daemon
 
-# The three builds run with -j (JOBS, default: every core); each is its own
-# make because SANITIZE picks the build directory.
+# The builds run with -j (JOBS, default: every core), inside tests/run-all.sh.
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 # The sandbox image is built by tests/run-all.sh, in the background while it
 # compiles the binaries (SETUP_SKIP_IMAGE=1 here); CITEST_LOAD=N adds N busy
@@ -240,28 +249,28 @@ test:
 	@SETUP_SKIP_IMAGE=1 deploy/setup.sh test
 	@JOBS=$(JOBS) tests/run-all.sh
 
-bench: setup
+bench: setup-test
 	@$(MAKE) --no-print-directory all tools
 	@tests/bench/run.sh
 
 # 1,000 real idle sessions on this node (tests/bench/scale.py): memory per
 # session, the daemon's RSS and fds, exec and create latency at 1,000 live,
 # teardown; BENCH_SCALE_TARGET sets the number.
-bench-scale: setup
+bench-scale: setup-test
 	@$(MAKE) --no-print-directory all
 	@CITEST_DAEMON=build/ci-daemon /usr/bin/python3 tests/bench/scale.py
 
 # An hour of churn (tests/soak/soak.py): fds, RSS, containers, networks, Redis
 # keys, state directories and the heap sampled each minute, all flat at the end.
 # make test runs 5 minutes of the same (the soak suite); SOAK_MINUTES sets it.
-soak: setup
+soak: setup-test
 	@$(MAKE) --no-print-directory all
 	@/usr/bin/python3 tests/soak/soak.py --minutes $${SOAK_MINUTES:-60} --json build/soak.json
 
 # The notebook fidelity suite (issue 14, tests/fidelity/run.py): real
 # notebooks from Debian's doc packages, replayed through ci and a Jupyter
 # kernel; the report goes to build/fidelity/report.md.
-fidelity: setup
+fidelity: setup-test
 	@$(MAKE) --no-print-directory all
 	@/usr/bin/python3 tests/fidelity/run.py build/ci-daemon
 

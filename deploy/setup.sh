@@ -1,35 +1,87 @@
 #!/usr/bin/env bash
-# One idempotent set-up step for `make run` and `make test` on Debian 12 as root:
-#   1. install the Debian packages that are missing,
-#   2. start dockerd when no engine answers (waiting on the socket, bounded),
-#   3. start or reuse a Redis on 127.0.0.1:6379 (for `make run`; tests start their own),
-#   4. build the sandbox image when it is missing or its recipe changed.
-# Every step checks first, so a machine that is already set up costs about a second.
+# The machine set-up of `make run` and `make test` on Debian 12, one idempotent
+# step, for a set of packages:
+#
+#   deploy/setup.sh [run|test]        set this machine up for SET (as root)
+#   deploy/setup.sh --list run|test   print every Debian package SET may
+#                                     install, one a line, and nothing else
+#                                     (no root, no network)
+#
+#   run    what the daemon needs to run and what builds it: the compiler, the
+#          -dev libraries and llhttp's sources, the engine, Redis, iptables,
+#          bubblewrap and python3 (the stateless tier), e2fsprogs (workspace
+#          disks), the CA certificates, debootstrap (the sandbox image). `make
+#          run` uses it.
+#   test   run, and the test toolchain: pytest and xdist, valgrind, clang and
+#          clang-format, chromium and nodejs, prometheus (promtool), zsh,
+#          docker-compose, redis-sentinel, ...; and the npm test peers (npm ci
+#          of six directories, npm itself installed when one is needed). `make
+#          test`, `make bench`, `make soak`, ... use it.
+#
+# No argument means test: every message that says "run deploy/setup.sh" (the
+# tests' own, for a missing tool) and every machine set up before the sets
+# existed keep meaning the whole set-up, so a bare call never leaves a test
+# machine half set up. The lean set is asked for by name, as `make run` does;
+# the Makefile's targets always name their set.
+#
+# The steps, each checking first, so a machine already set up costs about a second:
+#   1. install the set's Debian packages that are missing,
+#   2. (test) the npm test peers whose node_modules were not made from their lock,
+#   3. start dockerd when no engine answers (waiting on the socket, bounded),
+#   4. start or reuse a Redis on 127.0.0.1:6379 (for `make run`; tests start
+#      their own); SETUP_SKIP_REDIS=1 skips it,
+#   5. build the sandbox image when it is missing or its recipe changed
+#      (images/python/build.sh); SETUP_SKIP_IMAGE=1 skips it.
+# SETUP_DRY_RUN=1 says what each step would do and changes nothing (no root).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
 say() { printf 'setup: %s\n' "$*"; }
 die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
+usage() { # usage [STATUS]: to stderr unless asked for (-h)
+	local text='usage: deploy/setup.sh [run|test]\n       deploy/setup.sh --list run|test\n'
+	# shellcheck disable=SC2059 # the text is ours
+	if [ "${1:-2}" = 0 ]; then printf "$text"; else printf "$text" >&2; fi
+	exit "${1:-2}"
+}
 
-PACKAGES=(
-	# build
+# The run set: the daemon, its build and its image. Each names its user.
+RUN_PACKAGES=(
+	# the build (the Makefile's PKGS: libevent, libevent_openssl, openssl,
+	# libcurl, yajl, hiredis, uuid)
 	gcc make pkg-config libevent-dev libssl-dev libcurl4-openssl-dev libyajl-dev libhiredis-dev uuid-dev
 	# llhttp's C sources (/usr/share/llhttp), built with the daemon (see the Makefile)
 	node-llhttp
-	# services
-	docker.io containerd runc iptables redis-server redis-tools
+	# the engine, and the daemon's host firewall rules (daemon/network.c)
+	docker.io containerd runc iptables
+	# the Redis of `make run` (redis-cli: step 4's check)
+	redis-server redis-tools
+	# the stateless tier: python3 run once in bubblewrap (daemon/stateless.c,
+	# --stateless-bwrap, --stateless-python; Debian 12's bwrap: 0.8.0)
+	bubblewrap python3
+	# workspace disks (daemon/workspace_disk.c): mkfs.ext4, mount, mountpoint
+	e2fsprogs mount util-linux
+	# the system's CA store, which libcurl verifies https peers against: the
+	# fixer model, an S3 snapshot store, webhooks, forwarding to peers
+	ca-certificates
+	# the sandbox image is built from Debian packages, no registry: Debian 13
+	# by default, whose release key debootstrap takes from the keyring
+	debootstrap debian-archive-keyring
+)
+
+# The test set adds these to the run set.
+TEST_PACKAGES=(
 	# --redis sentinel://: the chaos suite runs sentinels of its own; the
 	# package's service is kept from starting and disabled (install_packages)
 	redis-sentinel
 	# deploy/compose/ and its suite (tests/deploy/): Debian 12's docker-compose 1.29
 	docker-compose
-	# the stateless tier's process sandbox (daemon/stateless.c; Debian 12: 0.8.0)
-	bubblewrap
-	# the sandbox image is built from Debian packages, no registry: Debian 13
-	# by default, whose release key debootstrap takes from the keyring
-	debootstrap debian-archive-keyring
-	# tests (pytest-xdist shards the integration suite, tests/run-all.sh)
-	python3 python3-pytest python3-pytest-xdist python3-openpyxl openssl valgrind clang-format clang libclang-rt-14-dev
+	# tests (pytest-xdist shards the integration suite, tests/run-all.sh);
+	# openpyxl: tests/integration/test_seed.py writes a workbook, and
+	# test_stateless.py proves that the stateless tier cannot import it;
+	# openssl: the TLS tests' certificates; valgrind: the unit tests; clang
+	# and its runtime: the fuzz targets; clang-format: make format-check
+	python3-pytest python3-pytest-xdist python3-openpyxl openssl valgrind clang-format clang libclang-rt-14-dev
 	# the runner suite runs the kernel on the host: magics, shell escapes and
 	# text/plain come from IPython's input transformer and pretty printer
 	python3-ipython
@@ -42,14 +94,50 @@ PACKAGES=(
 	# server is kept from starting (install_packages)
 	prometheus
 	# deploy_files: systemd-analyze verify and security of deploy/systemd (the
-	# tools only; the tests need no running systemd), setpriv (util-linux)
-	systemd util-linux
+	# tools only; the tests need no running systemd); setpriv is util-linux's
+	systemd
 	# and the Kubernetes manifests' cross-checks (tests/deploy/test_k8s_manifests.py)
 	python3-yaml
 	# the clients suite: the OpenAI run_code tool's schema check (tests/clients)
 	# the OpenAPI drift check of every integration test's answer (tests/openapi)
 	python3-jsonschema
 )
+# Installed by the test set only when an npm ci is needed (npm_test_peers): a
+# machine whose node_modules are current needs neither npm nor the network.
+TEST_ON_DEMAND=(npm)
+
+# The arguments: SET, or --list SET.
+LIST=0
+SET=
+while [ $# -gt 0 ]; do
+	case $1 in
+	--list) LIST=1 ;;
+	run | test) [ -z "$SET" ] || usage; SET=$1 ;;
+	-h | --help) usage 0 ;;
+	*) printf 'setup: unknown argument: %s\n' "$1" >&2; usage ;;
+	esac
+	shift
+done
+if [ -z "$SET" ]; then
+	[ "$LIST" = 0 ] || usage # --list names its set
+	SET="test"
+fi
+
+PACKAGES=("${RUN_PACKAGES[@]}")
+[ "$SET" = run ] || PACKAGES+=("${TEST_PACKAGES[@]}")
+
+if [ "$LIST" = 1 ]; then
+	printf '%s\n' "${PACKAGES[@]}"
+	[ "$SET" = run ] || printf '%s\n' "${TEST_ON_DEMAND[@]}"
+	exit 0
+fi
+
+DRY=${SETUP_DRY_RUN:-0}
+if [ "$DRY" = 1 ]; then
+	say "set $SET, dry run: nothing is changed"
+else
+	say "set $SET"
+fi
 
 need_root() {
 	[ "$(id -u)" = 0 ] || die "run as root (it installs packages and starts dockerd)"
@@ -61,8 +149,12 @@ install_packages() {
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 	done
 	if [ ${#missing[@]} -eq 0 ]; then
-		say "packages: all present"
-		disable_sentinel_service
+		say "packages: all ${#PACKAGES[@]} of set $SET present"
+		[ "$DRY" = 1 ] || disable_sentinel_service
+		return
+	fi
+	if [ "$DRY" = 1 ]; then
+		say "packages: would install ${missing[*]}"
 		return
 	fi
 	need_root
@@ -120,6 +212,10 @@ start_docker() {
 		say "docker: engine answers"
 		return
 	fi
+	if [ "$DRY" = 1 ]; then
+		say "docker: would start dockerd"
+		return
+	fi
 	need_root
 	if [ -d /run/systemd/system ] && command -v systemctl >/dev/null; then
 		say "docker: starting with systemctl"
@@ -142,6 +238,10 @@ start_docker() {
 start_redis() {
 	if redis-cli -h 127.0.0.1 -p 6379 ping 2>/dev/null | grep -q PONG; then
 		say "redis: answers on 127.0.0.1:6379"
+		return
+	fi
+	if [ "$DRY" = 1 ]; then
+		say "redis: would start redis-server on 127.0.0.1:6379"
 		return
 	fi
 	need_root
@@ -168,7 +268,12 @@ npm_test_peers() {
 	stamp=$dir/node_modules/.ci-lock-sha256
 	want=$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1)
 	if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -e "$dir/node_modules/$present" ]; then
-		say "$what present"
+		say "$what present ($rel)"
+		return
+	fi
+	if [ "$DRY" = 1 ]; then
+		say "$what: would run npm ci in $rel"
+		command -v npm >/dev/null || say "$what: would install npm first"
 		return
 	fi
 	if ! command -v npm >/dev/null; then
@@ -200,9 +305,22 @@ install_npm_test_peers() {
 	npm_test_peers tests/openapi "openapi lint: @redocly/cli" @redocly/cli
 }
 
+build_image() {
+	if [ "${SETUP_SKIP_IMAGE:-0}" = 1 ]; then
+		say "image: skipped (SETUP_SKIP_IMAGE=1)"
+	elif [ "$DRY" = 1 ]; then
+		say "image: would run images/python/build.sh (it builds only when the recipe changed)"
+	else
+		"$here/images/python/build.sh"
+	fi
+}
+
 install_packages
-install_npm_test_peers
+[ "$SET" = run ] || install_npm_test_peers
 start_docker
-[ "${SETUP_SKIP_REDIS:-0}" = 1 ] || start_redis
-# make test builds the image itself, beside the compile (tests/run-all.sh)
-[ "${SETUP_SKIP_IMAGE:-0}" = 1 ] || "$here/images/python/build.sh"
+if [ "${SETUP_SKIP_REDIS:-0}" = 1 ]; then
+	say "redis: skipped (SETUP_SKIP_REDIS=1)"
+else
+	start_redis
+fi
+build_image
