@@ -195,6 +195,13 @@ start_images() {
 		fi
 		if [ ! -f "$results/service.rc" ]; then
 			rc=0
+			# The service images carry build/ci-daemon and build/ci-ctl:
+			# they wait for the shared builds (bounded: a broken build
+			# writes its mark too).
+			for i in $(seq 1 7200); do
+				[ -f "$results/builds.rc" ] && break
+				sleep 0.5 # polling a file the main shell writes; bounded above
+			done
 			if ! images/service/build.sh --check >/dev/null 2>&1; then
 				nice -n 10 images/service/build.sh >build/service-images.log 2>&1 || rc=$?
 			fi
@@ -291,7 +298,10 @@ done
 wall_start=$(date +%s)
 start_load
 start_images
-if ! shared_builds; then
+builds_rc=0
+shared_builds || builds_rc=$?
+echo "$builds_rc" >"$results/builds.rc"
+if [ "$builds_rc" != 0 ]; then
 	echo "the build failed: no suite runs"
 	echo "all suites: 0 passed, 1 failed, 0 skipped"
 	exit 1

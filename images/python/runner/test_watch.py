@@ -216,7 +216,7 @@ def test_exec_change_list_over_a_large_tree():
                    "    os.makedirs('data/%d' % i)\n"
                    "    for j in range(100):\n"
                    "        open('data/%d/%d.csv' % (i, j), 'w').write('a,b\\n')\n",
-                   files_cap=20_000)
+                   files_cap=20_000, timeout=120)  # 12,000 files: minutes on a busy machine
         assert r["status"] == "ok", r["error"]
         assert len(r["files"]) == 12_000 and not r["files_truncated"]
         assert r["done"]["files_fallback"] is None
