@@ -200,12 +200,14 @@ def main():
             json.dump({"rows": rows}, f, indent=2)
     parts = []
     for r in rows:
-        short = r["variant"].split(" (")[0]
+        short = r["variant"].split(" ")[0]
         if "failed" in r:
-            parts.append("%s failed: %s" % (short, r["failed"]))
+            parts.append("%s: failed: %s" % (short, r["failed"]))
         else:
-            parts.append("%s %d of %d ready%s" % (short, r["ready"], r["burst"],
-                                                   ", " + r["refusals"] if r["refused"] else ""))
+            parts.append("%s: %d of %d ready%s" % (short, r["ready"], r["burst"],
+                                                    ", " + r["refusals"] if r["refused"] else ""))
+    if len(measured) == 2 and "ratio_all_done" in measured[1]:
+        parts.append("adaptive / fixed %.2fx" % measured[1]["ratio_all_done"])
     note("; ".join(parts))
     # Refused creates are a result; a variant that could not be measured is not.
     return 1 if len(measured) < len(rows) else 0
