@@ -54,6 +54,8 @@ FLAGS = (
 
 def flags_for(name, binary, extra=()):
     known = known_options(binary)
+    if not known:
+        raise SystemExit("%s (%s): its --help lists no options" % (name, binary))
     args = []
     for flag, needed in FLAGS:
         if flag[0][2:] in known:
