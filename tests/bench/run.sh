@@ -288,7 +288,7 @@ for n in "${r_name[@]}"; do ((${#n} > w)) && w=${#n}; done
 		printf '%-*s  %-7s  %8s  %s\n' "$w" "${r_name[$i]}" "${r_status[$i]}" "${r_wall[$i]}" \
 			"${r_reason[$i]:0:160}"
 	done
-} | tee "$out/steps.txt"
+} | sed 's/[[:space:]]*$//' | tee "$out/steps.txt"
 {
 	echo "| step | status | wall | reason (failed) or note |"
 	echo "|---|---|---:|---|"
