@@ -46,6 +46,7 @@ sys.path.insert(0, HERE)
 import exec_rtt  # noqa: E402
 from harness import Client, Daemon, RedisServer, image_tag, percentile, wait_for  # noqa: E402
 from harness.measure import expiry_lateness  # noqa: E402
+from stepnote import note  # noqa: E402
 
 QUICK = os.environ.get("BENCH_QUICK", "") not in ("", "0")
 
@@ -1032,6 +1033,17 @@ def main():
     except FileNotFoundError:
         pass
     failed = [r for r in ROWS if r.get("failed")]
+    # The line beside this step in run.sh's closing table.
+    if failed or interrupted:
+        note("; ".join(([interrupted] if interrupted else []) +
+                       (["%d rows failed" % len(failed)] if failed else []) +
+                       ["row %s %s: %s" % (r["row"], r["name"], r["note"]) for r in failed[:2]]))
+    else:
+        head = {q["name"]: q["text"] for q in rats}
+        note("ci exec vs Jupyter %s, vs Docker exec API %s; pool create vs cold %s" % (
+            head.get("ci exec p50 vs Jupyter kernel p50", "n/a"),
+            head.get("ci exec p50 vs Docker exec (Engine API) p50", "n/a"),
+            head.get("create from pool p50 vs cold create p50", "n/a")))
     return 1 if failed or interrupted else 0
 
 

@@ -26,7 +26,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
-from harness import Client, Daemon, RedisServer, percentile, remove_state_dir, wait_for  # noqa: E402
+from harness import (Client, Daemon, RedisServer, known_options, percentile,  # noqa: E402
+                     remove_state_dir, wait_for)
+sys.path.insert(0, HERE)
+from stepnote import note  # noqa: E402
 
 ROUNDS = int(os.environ.get("BENCH_COMPARE_ROUNDS", "5"))
 EXECS = int(os.environ.get("BENCH_COMPARE_EXECS", "1500"))
@@ -40,12 +43,35 @@ def pct(xs, p):
 
 STARTED = []  # every daemon started, even one whose start then failed
 
+# The flags each variant is given, each with whether the A/B needs it: a
+# flag the binary's --help does not list (an older baseline) is left out when
+# it is optional, and ends the A/B with that reason when it is needed.
+FLAGS = (
+    (("--log-level", "warn"), False),       # quieter logs, not measured
+    (("--pool-size", str(POOL)), True),     # the create-from-pool row
+)
+
+
+def flags_for(name, binary, extra=()):
+    known = known_options(binary)
+    if not known:
+        raise SystemExit("%s (%s): its --help lists no options" % (name, binary))
+    args = []
+    for flag, needed in FLAGS:
+        if flag[0][2:] in known:
+            args += flag
+        elif needed:
+            raise SystemExit("%s (%s) does not know %s, which the A/B needs" % (
+                name, binary, flag[0]))
+        else:
+            print("compare: %s does not know %s; left out" % (name, flag[0]), flush=True)
+    return tuple(args) + tuple(extra)
+
 
 class Variant(Daemon):
     def __init__(self, name, binary, redis, tmp, extra=()):
         self.name = name
-        super().__init__(redis, tmp, ("--log-level", "warn", "--pool-size", str(POOL)) +
-                         tuple(extra), binary=binary)
+        super().__init__(redis, tmp, flags_for(name, binary, extra), binary=binary)
 
     def start(self):
         STARTED.append(self)
@@ -122,6 +148,18 @@ def stop_all(daemons, redis, tmp):
 
 
 def main():
+    try:
+        run()
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            note(e.code if isinstance(e.code, str) else "exit %s" % e.code)
+        raise
+    except BaseException as e:
+        note("%s: %s" % (type(e).__name__, str(e).strip().splitlines()[0] if str(e).strip() else ""))
+        raise
+
+
+def run():
     if len(sys.argv) < 2:
         sys.exit("usage: compare.py BASE_DAEMON [CURRENT_DAEMON]")
     base_bin = sys.argv[1]
@@ -177,6 +215,8 @@ def main():
                          "against this tree's image | %.3f ms | %.3f ms | %.2f |" % (
                              base_image, b, c, c / b))
         write_results("compare", summary, lines)
+        note("current / baseline %s: exec p50 %.2f, pool create p50 %.2f" % (
+            base_ref, summary["rows"][0]["ratio"], summary["rows"][1]["ratio"]))
         for v in variants:
             v.api.delete(sids[v.name])
     finally:

@@ -27,7 +27,7 @@ by its pid, everything a daemon made is removed by its label and key prefix
 even when a test fails, every request has a timeout, every destination is on
 this machine, and nothing waits by sleeping.
 """
-from .daemon import CTL_BIN, DAEMON_BIN, ROOT, Daemon, parse_time, remove_state_dir
+from .daemon import CTL_BIN, DAEMON_BIN, ROOT, Daemon, known_options, parse_time, remove_state_dir
 from .fake_llm import FakeLLM
 from .http import Client, Response, free_port, raw_connect, raw_exchange, status_of
 from .images import image_tag
@@ -36,5 +36,5 @@ from .stats import percentile
 from .wait import wait_for
 
 __all__ = ["CTL_BIN", "DAEMON_BIN", "ROOT", "Client", "Daemon", "FakeLLM", "RedisServer", "Response",
-           "free_port", "image_tag", "parse_time", "percentile", "raw_connect", "raw_exchange", "remove_state_dir",
+           "free_port", "image_tag", "known_options", "parse_time", "percentile", "raw_connect", "raw_exchange", "remove_state_dir",
            "status_of", "wait_for"]

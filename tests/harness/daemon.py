@@ -11,6 +11,7 @@ fail on a sanitizer report in its log, clean up.
 """
 import datetime
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -48,6 +49,28 @@ def remove_state_dir(path):
     subprocess.run(["rm", "-rf", path])
 
 
+_KNOWN_OPTIONS = {}
+
+
+def known_options(binary):
+    """The options a ci-daemon binary accepts, as its --help lists them (one
+    "  --name  what it does" line each; every version so far prints them so).
+    The A/B benchmark's baseline is an older build: it is passed only options
+    it knows, found here rather than guessed. Cached per binary file. An
+    empty set: the binary (a wrapper script, say) listed none, so nothing is
+    known either way."""
+    st = os.stat(binary)
+    key = (os.path.realpath(binary), st.st_mtime_ns, st.st_size)
+    if key not in _KNOWN_OPTIONS:
+        try:
+            out = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=60)
+            names = frozenset(re.findall(r"^\s+--([a-z0-9][a-z0-9-]*)", out.stdout, re.M))
+        except (OSError, subprocess.SubprocessError):
+            names = frozenset()
+        _KNOWN_OPTIONS[key] = names
+    return _KNOWN_OPTIONS[key]
+
+
 class Daemon:
     """A started daemon (the constructor waits for /readyz).
 
@@ -55,7 +78,9 @@ class Daemon:
     nofile      (soft, hard): start it with that RLIMIT_NOFILE (as `ulimit -n`
                 would), instead of the test's own
     env         variables to set for it (ASAN_OPTIONS, say) over the test's own
-    binary      another ci-daemon (the A/B benchmark's baseline)
+    binary      another ci-daemon (the A/B benchmark's baseline); the
+                harness's own optional flags (--pool-max 0) are left out
+                when its --help does not list them (known_options)
     admin_key   run with API keys: the key is written to a file of its own
                 (mode 600) given as --admin-key-file; .admin is then a Client
                 sending it, and .key(tenant) issues a tenant's key
@@ -85,15 +110,19 @@ class Daemon:
         self.redis = redis
         self.scheme = "https" if ssl_context is not None else "http"
         self.cacert = cacert  # for ctl() over https
+        # a pool that stays at pool-size unless the test asks for growth (or
+        # its config file decides): tests count containers and time starts.
+        # An older binary (binary=) without an adaptive pool has only that.
+        fixed_pool = () if "--pool-max" in extra_args or "--config" in extra_args \
+            else ("--pool-max", "0")
+        if binary is not None and fixed_pool:
+            known = known_options(binary)
+            if known and "pool-max" not in known:
+                fixed_pool = ()
         self.args = [binary or DAEMON_BIN, "--listen", "%s:%d" % (listen_host, self.port),
                      "--redis", redis.url, "--state-dir", self.state_dir,
                      "--key-prefix", self.prefix, "--node", self.node, "--log-level", "debug",
-                     # a pool that stays at pool-size unless the test asks for
-                     # growth (or its config file decides): tests count
-                     # containers and time starts
-                     *(() if "--pool-max" in extra_args or "--config" in extra_args
-                       else ("--pool-max", "0")),
-                     *extra_args]
+                     *fixed_pool, *extra_args]
         self.admin_key = admin_key
         self.admin_key_file = None
         if admin_key is not None:
