@@ -23,6 +23,7 @@ import json
 import resource
 import select
 import socket
+import struct
 import threading
 import time
 
@@ -107,6 +108,9 @@ class Crowd:
         fd = c.sock.fileno()
         self.ep.unregister(fd)
         del self.live[fd]
+        # A reset, not a FIN: thousands of sockets in TIME_WAIT on ports of
+        # the ephemeral range would stand in the way of later tests' servers.
+        c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         c.sock.close()
         self.done.append(c)
         if self.reopen:
