@@ -53,7 +53,7 @@ DAEMON_LIB_SRCS := daemon/log.c daemon/config.c \
 	daemon/http_request.c daemon/http_server.c daemon/manager.c daemon/manager_create.c \
 	daemon/manager_exec.c daemon/install.c daemon/manager_install.c daemon/manager_pip.c daemon/api_packages.c daemon/manager_teardown.c daemon/pool.c daemon/pool_demand.c daemon/manager_recovery.c daemon/manager_oneshot.c \
 	daemon/quota.c daemon/store_quota.c daemon/fdbudget.c daemon/procstat.c daemon/listen_guard.c daemon/api_route.c daemon/api.c daemon/api_probes.c \
-	daemon/api_sessions.c daemon/api_exec.c daemon/api_files.c daemon/api_events.c \
+	daemon/api_sessions.c daemon/api_exec.c daemon/api_files.c daemon/api_events.c daemon/api_load.c \
 	daemon/apikey.c daemon/apikey_cache.c daemon/store_keys.c daemon/api_auth.c daemon/api_keys.c \
 	daemon/api_version.c daemon/api_images.c daemon/tls.c \
 	daemon/audit.c daemon/store_audit.c daemon/api_audit.c \

@@ -95,6 +95,8 @@ static void route_authorized(struct call *c)
 	 * a peer's call was counted where it entered (api_cluster.c). */
 	if (api_cluster_forged(c))
 		api_fail(c, ERR_FORBIDDEN, "X-CI-Cluster-Token is not this cluster's secret");
+	else if (c->route->auth == API_AUTH_TENANT && !api_load_admit(c))
+		; /* over its share of the connections: answered */
 	else if (c->route->auth == API_AUTH_TENANT && !api_cluster_from_peer(c))
 		api_quota_gate(c, api_cluster_route);
 	else if (c->route->auth == API_AUTH_TENANT)
@@ -177,6 +179,7 @@ void api_call_free(struct call *c)
 		free(c->sink);
 	}
 	api_quota_release(c);
+	api_load_release(c);
 	free(c->path);
 	free(c->audit_code);
 	free(c);
@@ -308,6 +311,15 @@ static void on_request(struct http_req *req, void *arg)
 	struct call *c = call_new(api, req);
 	struct api_match m;
 	api_route_match(api_routes, api_routes_count, http_req_method(req), http_req_path(req), &m);
+	/* Past max-connections the probes' reserve took it: the probes are
+	 * answered, nothing else is. */
+	if (http_req_on_reserve(req) &&
+	    !(m.kind == API_MATCH_FOUND &&
+	      (m.route->handler == api_probes_healthz || m.route->handler == api_probes_readyz))) {
+		api_fail(c, ERR_UNAVAILABLE,
+			 "the daemon serves as many connections as it may; retry shortly");
+		return;
+	}
 	if (m.kind == API_MATCH_NONE) {
 		api_fail(c, ERR_NOT_FOUND, "no such route");
 		return;
@@ -436,6 +448,9 @@ static void api_set_limits(struct http_api *api)
 					     .idle_timeout_s = (int)cfg->http_idle_timeout_s,
 					     .max_conns = (int)cfg->max_connections,
 					     .max_conns_per_peer = (int)cfg->max_conns_per_peer,
+					     .reserved_conns = (int)cfg->http_reserved_conns,
+					     .body_timeout_s = (int)cfg->http_body_timeout_s,
+					     .body_min_rate = (int)cfg->http_body_min_rate,
 					 });
 }
 
@@ -459,6 +474,7 @@ struct http_api *http_api_new(struct event_base *base, const struct config *cfg,
 	LIST_INIT(&api->audit_queries);
 	LIST_INIT(&api->run_calls);
 	LIST_INIT(&api->waits);
+	LIST_INIT(&api->loads);
 	api->audit = audit_new(base, store, cfg->node, cfg->audit_max_entries);
 	api_quota_start(api);
 	manager_set_listener(mgr, api_events_on_session, api);
@@ -511,6 +527,7 @@ void http_api_free(struct http_api *api)
 	api_cluster_free(api->cluster);
 	audit_free(api->audit);
 	metrics_free(api->metrics);
+	api_load_free_all(api);
 	free(api);
 }
 

@@ -29,6 +29,7 @@ struct api_cluster;
 struct cluster;
 struct forwarder;
 struct api_keyring;
+struct api_load;
 struct audit;
 struct api_audit_code;
 struct api_audit_query;
@@ -83,6 +84,8 @@ struct http_api {
 	struct snapshots *snapshots; /* the snapshot engine (snapshot.h); NULL: off */
 	struct api_images *images;   /* GET /v1/images's cache (api_images.c); NULL until asked */
 	struct api_cluster *cluster; /* routing to the other nodes (api_cluster.c); NULL: alone */
+	LIST_HEAD(, api_load) loads; /* tenants' calls and streams in flight (api_load.c) */
+	unsigned n_streams;          /* GET /v1/events streams open */
 };
 
 /* One request being served, carried through its async steps. */
@@ -118,6 +121,8 @@ struct call {
 	 * answer goes to sink instead of c->req (the MCP request's, borrowed:
 	 * only headers are read from it), and api_read_body gives sink_body. */
 	struct api_sink *sink;
+	bool load_counted;   /* in its tenant's busy connections (api_load.c) */
+	bool stream_counted; /* ... and its event streams */
 };
 
 /* api_subcall's answer: the status and the JSON body (an error is the
@@ -184,6 +189,16 @@ void api_read_body(struct call *c, api_body_fn fn);
  * free e: not_found (the session is not live here) is answered as
  * api_missing does. */
 void api_fail_session(struct call *c, struct err *e);
+
+/* api_load.c: a tenant's share of the node's connections. admit counts c
+ * (a call of a known tenant) against max-conns-per-tenant, and
+ * stream_begin an event stream against max-event-streams(-per-tenant);
+ * false when refused (c answered: 429 or 503, the connection closes).
+ * api_call_free releases what c held. */
+bool api_load_admit(struct call *c);
+bool api_load_stream_begin(struct call *c);
+void api_load_release(struct call *c);
+void api_load_free_all(struct http_api *api);
 
 /* api_snapshots.c: snapshots and workspaces (snapshot.h). */
 void api_snapshots_take(struct call *c);

@@ -71,6 +71,12 @@ void api_events_on_session(const char *type, const struct session *s, const char
 
 void api_events_watch(struct call *c)
 {
+	if (c->sink) { /* not a subcall's: a stream has no sink */
+		api_fail(c, ERR_BAD_REQUEST, "the event stream is not served here");
+		return;
+	}
+	if (!api_load_stream_begin(c))
+		return; /* over a cap: answered */
 	struct api_watcher *w = xcalloc(1, sizeof(*w));
 	w->c = c;
 	LIST_INSERT_HEAD(&c->api->watchers, w, link);
@@ -79,6 +85,9 @@ void api_events_watch(struct call *c)
 	/* One line at once, so a client knows the stream is live. */
 	static const char hello[] = "{\"type\":\"hello\"}\n";
 	http_req_reply_chunk(c->req, hello, sizeof(hello) - 1);
+	/* A client of the stream reconnects: at the connection cap, one that
+	 * has been silent long may be closed for a newcomer. */
+	http_req_set_evictable(c->req);
 }
 
 void api_events_end_all(struct http_api *api)

@@ -245,6 +245,12 @@ static int write_caps(struct http_api *api, struct buf *b)
 	    "ci_http_refused_total{reason=\"emfile\"} %" PRIu64 "\n"
 	    "ci_http_refused_total{reason=\"evicted\"} %" PRIu64 "\n"
 	    "ci_http_refused_total{reason=\"head_timeout\"} %" PRIu64 "\n"
+	    "ci_http_refused_total{reason=\"evicted_stream\"} %" PRIu64 "\n"
+	    "ci_http_refused_total{reason=\"body_timeout\"} %" PRIu64 "\n"
+	    "# HELP ci_http_reserve_accepted_total API connections taken past max-connections "
+	    "on the probes' reserve.\n"
+	    "# TYPE ci_http_reserve_accepted_total counter\n"
+	    "ci_http_reserve_accepted_total %" PRIu64 "\n"
 	    "# HELP ci_fds File descriptors: the soft limit, and in use (estimate).\n"
 	    "# TYPE ci_fds gauge\nci_fds{what=\"limit\"} %" PRId64 "\n"
 	    "ci_fds{what=\"in_use\"} %" PRId64 "\n"
@@ -260,9 +266,9 @@ static int write_caps(struct http_api *api, struct buf *b)
 	    "log has them).\n# TYPE ci_audit_dropped_total counter\n"
 	    "ci_audit_dropped_total %" PRIu64 "\n",
 	    hs->refused_peer, hs->refused_full, hs->refused_emfile, hs->evicted, hs->head_timeouts,
-	    fb->limit, fdbudget_in_use(fb), fb->refused[FDBUDGET_KINDS],
-	    fb->refused[FDBUDGET_EGRESS], fb->refused[FDBUDGET_HTTP], hs->tls_handshake_failures,
-	    audit_dropped(api->audit));
+	    hs->evicted_streams, hs->body_timeouts, hs->reserve_accepted, fb->limit,
+	    fdbudget_in_use(fb), fb->refused[FDBUDGET_KINDS], fb->refused[FDBUDGET_EGRESS],
+	    fb->refused[FDBUDGET_HTTP], hs->tls_handshake_failures, audit_dropped(api->audit));
 }
 
 /* The workflow's runs (issue 12). */

@@ -181,6 +181,24 @@ static const struct opt opt_table[] = {
      OPT_LIVE},
     {"max-conns-per-peer", OPT_INT, O(max_conns_per_peer), "512", 1, 1000000,
      "API connections from one source address (an IPv6 /64)", OPT_LIVE},
+    {"max-conns-per-tenant", OPT_INT, O(max_conns_per_tenant), "1024", 1, 1000000,
+     "API connections busy with one tenant's requests at once (event streams included); one "
+     "more is answered 429 and closed",
+     OPT_LIVE},
+    {"http-reserved-conns", OPT_INT, O(http_reserved_conns), "16", 0, 1024,
+     "connections accepted beyond max-connections when every one is busy, for /healthz and "
+     "/readyz only (anything else on them: 503)",
+     OPT_LIVE},
+    {"http-body-timeout-s", OPT_INT, O(http_body_timeout_s), "30", 1, 86400,
+     "a request body must be in this long after the handler asks for it, plus a second for "
+     "each http-body-min-rate bytes received (else 408, and the connection closes)",
+     OPT_LIVE},
+    {"http-body-min-rate", OPT_INT, O(http_body_min_rate), "1024", 1, 1 << 30,
+     "bytes a second a request body must average past http-body-timeout-s", OPT_LIVE},
+    {"max-event-streams", OPT_INT, O(max_event_streams), "1024", 1, 1000000,
+     "GET /v1/events streams open on this node (one more: 503)", OPT_LIVE},
+    {"max-event-streams-per-tenant", OPT_INT, O(max_event_streams_per_tenant), "32", 1, 1000000,
+     "GET /v1/events streams one tenant may have open on this node (one more: 429)", OPT_LIVE},
     {"max-runs", OPT_INT, O(max_runs), "256", 1, 100000,
      "runs this node holds in memory (running, waiting for a review, or finished in the last "
      "10 minutes; older finished ones are answered from Redis)",

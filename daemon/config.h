@@ -65,16 +65,22 @@ struct config {
 	int64_t max_body_bytes;
 	int64_t drain_timeout_s;
 	bool remove_on_exit;
-	char *workspace_backend;     /* loop or tmpfs (workspace_disk.h) */
-	bool ipc_tmpfs;              /* the sessions' IPC directories on a tmpfs of their own */
-	int64_t http_head_timeout_s; /* a request head, from its first byte */
-	int64_t http_idle_timeout_s; /* waiting for a request */
-	int64_t max_connections;     /* API connections in all */
-	int64_t max_conns_per_peer;  /* ... and from one source address */
-	int64_t fd_reserve;          /* descriptors kept from outside input (fdbudget.h) */
-	int64_t audit_max_entries;   /* the audit stream's MAXLEN ~ */
-	int64_t max_runs, run_ttl_s; /* runs held in memory; their records' TTL */
-	int64_t max_runs_per_tenant; /* ... of them running or in review, per tenant */
+	char *workspace_backend;      /* loop or tmpfs (workspace_disk.h) */
+	bool ipc_tmpfs;               /* the sessions' IPC directories on a tmpfs of their own */
+	int64_t http_head_timeout_s;  /* a request head, from its first byte */
+	int64_t http_idle_timeout_s;  /* waiting for a request */
+	int64_t max_connections;      /* API connections in all */
+	int64_t max_conns_per_peer;   /* ... and from one source address */
+	int64_t max_conns_per_tenant; /* ... busy with one tenant's requests */
+	int64_t http_reserved_conns;  /* beyond max_connections, for the probes */
+	int64_t http_body_timeout_s;  /* a request body's time, before ... */
+	int64_t http_body_min_rate;   /* ... a second more per this many bytes */
+	int64_t max_event_streams;    /* GET /v1/events streams on this node */
+	int64_t max_event_streams_per_tenant; /* ... of one tenant */
+	int64_t fd_reserve;                   /* descriptors kept from outside input (fdbudget.h) */
+	int64_t audit_max_entries;            /* the audit stream's MAXLEN ~ */
+	int64_t max_runs, run_ttl_s;          /* runs held in memory; their records' TTL */
+	int64_t max_runs_per_tenant;          /* ... of them running or in review, per tenant */
 	int64_t failure_hopeless_after, failure_memory_ttl_s;
 	int64_t review_ttl_s;     /* review cases in Redis (store_reviews.h) */
 	char *review_webhook_url; /* "" = no webhook (webhook.h) */

@@ -82,6 +82,17 @@ struct http_req {
 			* http_request.c itself) */
 	bool freeing;
 	struct event *resume_ev;
+	bool reserve;          /* came on a connection of the probes' reserve */
+	bool evictable;        /* a long-lived stream that may be closed at the cap */
+	int64_t last_write_us; /* monotonic: the stream's last chunk (or its start) */
+	/* The body's deadline (http_server_limits): from when it was claimed,
+	 * body_timeout_s plus a second per body_min_rate bytes, not counting
+	 * time paused. Set by http_server.c when the head is complete. */
+	int body_timeout_s, body_min_rate;
+	struct event *body_timer;
+	uint64_t *body_timeouts; /* the server's count of them (its stats) */
+	int64_t body_start_us, paused_at_us, paused_us;
+	uint64_t body_bytes_in;
 };
 
 struct http_conn {
@@ -104,6 +115,9 @@ struct http_conn {
 	bool charged;           /* counted in the descriptor budget */
 	bool tls;               /* a TLS connection (an OpenSSL bufferevent) */
 	bool handshaken;        /* ... whose handshake is done */
+	bool reserve;           /* one of the probes' reserve (not in max_conns) */
+	bool in_streams;        /* its request is an evictable stream */
+	LIST_ENTRY(http_conn) stream_link;
 };
 
 static inline void http_conn_set_read_timeout(struct http_conn *c, int secs)
@@ -149,5 +163,9 @@ void http_reply_conn_fail(struct http_conn *c, int status, const char *code, con
 /* A complete short JSON error answer, written straight to a socket that is
  * closed next (no buffers, no events). The message is ours, not escaped. */
 void http_reply_canned(int fd, int status, enum err_code code, const char *message);
+
+/* A JSON error reply with a status of its own (a 408 says bad_request). */
+void http_req_reply_error_status(struct http_req *req, int status, enum err_code code,
+				 const char *message);
 
 #endif

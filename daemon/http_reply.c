@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "clock.h"
 #include "defer.h"
 #include "http_internal.h"
 #include "json.h"
@@ -53,6 +54,8 @@ void http_req_free(struct http_req *req)
 		evbuffer_free(req->extra_headers);
 	if (req->resume_ev)
 		event_free(req->resume_ev);
+	if (req->body_timer)
+		event_free(req->body_timer);
 	free(req);
 }
 
@@ -185,8 +188,8 @@ void http_req_reply_error(struct http_req *req, enum err_code code, const char *
 	http_req_reply_error_field(req, code, message, NULL, NULL);
 }
 
-void http_req_reply_error_field(struct http_req *req, enum err_code code, const char *message,
-				const char *key, const char *value)
+static void reply_error(struct http_req *req, int status, enum err_code code, const char *message,
+			const char *key, const char *value)
 {
 	AUTOGEN yajl_gen g = json_gen_new();
 	jg_obj(g);
@@ -200,7 +203,19 @@ void http_req_reply_error_field(struct http_req *req, enum err_code code, const 
 	jg_obj_end(g);
 	size_t len;
 	const char *text = jg_text(g, &len);
-	http_req_reply(req, err_code_status(code), "application/json", text, len);
+	http_req_reply(req, status, "application/json", text, len);
+}
+
+void http_req_reply_error_field(struct http_req *req, enum err_code code, const char *message,
+				const char *key, const char *value)
+{
+	reply_error(req, err_code_status(code), code, message, key, value);
+}
+
+void http_req_reply_error_status(struct http_req *req, int status, enum err_code code,
+				 const char *message)
+{
+	reply_error(req, status, code, message, NULL, NULL);
 }
 
 void http_req_reply_start(struct http_req *req, int status, const char *content_type,
@@ -224,6 +239,8 @@ void http_req_reply_chunk(struct http_req *req, const char *data, size_t len)
 		evbuffer_add_printf(out, "%zx\r\n", len);
 	evbuffer_add(out, data, len);
 	req->body_bytes_out += len;
+	if (req->evictable)
+		req->last_write_us = clock_mono_us();
 	if (req->chunked_reply)
 		evbuffer_add(out, "\r\n", 2);
 }

@@ -27,8 +27,10 @@
 #include <sys/socket.h>
 
 #include "http_head_scan.h"
+#include "clock.h"
 #include "defer.h"
 #include "http_internal.h"
+#include "log.h"
 #include "xalloc.h"
 
 #define URL_MAX 8191
@@ -179,6 +181,14 @@ static int on_header_value_complete(llhttp_t *ll)
 	return 0;
 }
 
+/* A header that may come once only (see on_headers_complete). */
+static bool once_only(const struct http_parser *p, struct span name)
+{
+	return span_is(p, name, "authorization") || span_is(p, name, "origin") ||
+	       span_is(p, name, "cookie") ||
+	       (name.len >= 5 && strncasecmp(p->store + name.off, "x-ci-", 5) == 0);
+}
+
 static int on_headers_complete(llhttp_t *ll)
 {
 	struct http_parser *p = ll->data;
@@ -201,6 +211,21 @@ static int on_headers_complete(llhttp_t *ll)
 		return fail(p, 400,
 			    "more than one framing header (Content-Length, "
 			    "Transfer-Encoding)");
+	/* Who the caller is, and where it comes from, is said once: of two
+	 * Authorization (or Origin, Cookie, X-CI-*) lines, one part of a chain
+	 * (a proxy, a check, the handler) could read the first and another the
+	 * last. */
+	for (int i = 0; i < p->n_hdr; i++) {
+		if (!once_only(p, p->name[i]))
+			continue;
+		for (int j = i + 1; j < p->n_hdr; j++)
+			if (p->name[j].len == p->name[i].len &&
+			    strncasecmp(p->store + p->name[i].off, p->store + p->name[j].off,
+					p->name[i].len) == 0)
+				return fail(p, 400, "header %.*s given more than once",
+					    (int)(p->name[i].len > 64 ? 64 : p->name[i].len),
+					    p->store + p->name[i].off);
+	}
 	if ((ll->flags & F_CONTENT_LENGTH) && ll->content_length > INT64_MAX)
 		return fail(p, 400, "Content-Length out of range");
 	p->head_done = true;
@@ -497,6 +522,8 @@ void http_req_stream_body(struct http_req *req, http_chunk_cb cb, void *arg)
 
 void http_req_pause_body(struct http_req *req)
 {
+	if (!req->paused)
+		req->paused_at_us = clock_mono_us();
 	req->paused = true;
 	if (req->conn)
 		bufferevent_disable(req->conn->bev, EV_READ);
@@ -514,6 +541,7 @@ void http_req_resume_body(struct http_req *req)
 	if (!req->paused)
 		return;
 	req->paused = false;
+	req->paused_us += clock_mono_us() - req->paused_at_us;
 	if (req->conn == NULL)
 		return;
 	bufferevent_enable(req->conn->bev, EV_READ);
@@ -538,9 +566,61 @@ static void body_fail(struct http_req *req, enum err_code code, const char *msg)
 		req->chunk_cb(req, NULL, 0, HTTP_BODY_FAILED, req->body_arg);
 }
 
+/* The body's deadline (http_server.h): checked when it may have passed,
+ * and moved on as long as the bytes keep the minimum rate. */
+static void body_deadline_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct http_req *req = arg;
+	if (req->conn == NULL || req->finished || req->body_complete || req->mode == BODY_UNCLAIMED)
+		return;
+	int64_t now = clock_mono_us();
+	int64_t paused = req->paused_us + (req->paused ? now - req->paused_at_us : 0);
+	int64_t allowed = (int64_t)req->body_timeout_s * 1000000 + paused +
+			  (int64_t)(req->body_bytes_in * 1000000 / (uint64_t)req->body_min_rate);
+	int64_t elapsed = now - req->body_start_us;
+	if (req->paused || elapsed < allowed) {
+		int64_t left =
+		    req->paused ? (int64_t)req->body_timeout_s * 1000000 : allowed - elapsed;
+		struct timeval tv = {(time_t)(left / 1000000), (suseconds_t)(left % 1000000)};
+		evtimer_add(req->body_timer, &tv);
+		return;
+	}
+	if (req->body_timeouts)
+		(*req->body_timeouts)++;
+	char msg[192];
+	snprintf(msg, sizeof(msg),
+		 "request body too slow: %llu bytes in %lld s (a body gets %d s, and one more "
+		 "for each %d bytes)",
+		 (unsigned long long)req->body_bytes_in, (long long)(elapsed / 1000000),
+		 req->body_timeout_s, req->body_min_rate);
+	log_info_limited("http: %s", msg);
+	enum http_body_mode mode = req->mode;
+	req->mode = BODY_UNCLAIMED;
+	req->keep_alive = false;
+	http_req_reply_error_status(req, 408, ERR_BAD_REQUEST, msg);
+	if (mode == BODY_BUFFER)
+		req->body_cb(req, NULL, 0, req->body_arg);
+	else if (mode == BODY_STREAM)
+		req->chunk_cb(req, NULL, 0, HTTP_BODY_FAILED, req->body_arg);
+}
+
+/* The deadline starts when the body is first moved toward its consumer. */
+static void body_deadline_start(struct http_req *req)
+{
+	if (req->body_timer || req->body_timeout_s <= 0 || req->body_min_rate <= 0)
+		return;
+	req->body_start_us = clock_mono_us();
+	req->body_timer = evtimer_new(req->base, body_deadline_cb, req);
+	struct timeval tv = {req->body_timeout_s, 0};
+	evtimer_add(req->body_timer, &tv);
+}
+
 /* Hand a piece of the body to its consumer. */
 static void body_take(struct http_req *req, const char *data, size_t n)
 {
+	req->body_bytes_in += n;
 	if (req->mode == BODY_BUFFER) {
 		if (evbuffer_get_length(req->body) + n > req->cap) {
 			/* Only a chunked body can get here: its length was unknown. */
@@ -578,6 +658,7 @@ void http_request_process_body(struct http_req *req)
 		return;
 	struct http_parser *p = c->parser;
 	struct evbuffer *in = bufferevent_get_input(c->bev);
+	body_deadline_start(req);
 	http_conn_set_read_timeout(c, HTTP_BODY_TIMEOUT_S);
 	bufferevent_setwatermark(c->bev, EV_READ, 0, HTTP_BODY_READ_HIGH);
 	while (!req->paused && !req->body_complete && req->mode != BODY_UNCLAIMED &&
@@ -615,6 +696,8 @@ void http_request_process_body(struct http_req *req)
 		evbuffer_drain(in, used);
 		if (p->msg_done) {
 			http_conn_set_read_timeout(c, 0);
+			if (req->body_timer)
+				evtimer_del(req->body_timer);
 			body_complete(req);
 		}
 	}
@@ -710,6 +793,16 @@ int64_t http_req_content_length(const struct http_req *req)
 bool http_req_client_gone(const struct http_req *req)
 {
 	return req->conn == NULL;
+}
+
+bool http_req_on_reserve(const struct http_req *req)
+{
+	return req->reserve;
+}
+
+void http_req_close_after(struct http_req *req)
+{
+	req->keep_alive = false;
 }
 
 void http_req_set_close_cb(struct http_req *req, http_close_cb cb, void *arg)

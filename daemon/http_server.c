@@ -28,6 +28,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "defer.h"
 #include "fdbudget.h"
 #include "http_internal.h"
@@ -39,6 +40,9 @@
 #define HEAD_TIMEOUT_S 10
 #define IDLE_TIMEOUT_S 30
 #define MAX_CONNS_PER_PEER 512
+#define RESERVED_CONNS 16
+#define BODY_TIMEOUT_S 30
+#define BODY_MIN_RATE 1024
 #define LINGER_MAX_BYTES (64u << 20)
 #define LINGER_TIMEOUT_S 5
 
@@ -64,11 +68,14 @@ struct http_server {
 	struct event_base *base;
 	http_request_cb cb;
 	void *arg;
-	int n_conns;
+	int n_conns;   /* counted in max_conns */
+	int n_reserve; /* on the probes' reserve, beyond it */
 	LIST_HEAD(, http_conn) conns;
 	LIST_HEAD(, http_listener) listeners;
 	struct http_server_limits limits;
-	TAILQ_HEAD(, http_conn) waiting;
+	TAILQ_HEAD(http_conn_queue, http_conn) waiting; /* of the n_conns, oldest first */
+	struct http_conn_queue reserve_waiting;         /* of the reserve, oldest first */
+	LIST_HEAD(, http_conn) streams;                 /* serving an evictable stream */
 	struct http_peer *peers[PEER_BUCKETS];
 	uint32_t hash_seed;
 	/* Kept open so that at EMFILE one descriptor can be freed to accept a
@@ -166,7 +173,8 @@ static void refuse_socket(int fd, bool tls, int status, enum err_code code, cons
 static void conn_stop_waiting(struct http_conn *c)
 {
 	if (c->waiting) {
-		TAILQ_REMOVE(&c->srv->waiting, c, wait_link);
+		TAILQ_REMOVE(c->reserve ? &c->srv->reserve_waiting : &c->srv->waiting, c,
+			     wait_link);
 		if (c->peer)
 			TAILQ_REMOVE(&c->peer->waiting, c, peer_wait_link);
 		c->waiting = false;
@@ -185,7 +193,7 @@ static void conn_stop_waiting(struct http_conn *c)
 static void conn_start_waiting(struct http_conn *c)
 {
 	conn_stop_waiting(c);
-	TAILQ_INSERT_TAIL(&c->srv->waiting, c, wait_link);
+	TAILQ_INSERT_TAIL(c->reserve ? &c->srv->reserve_waiting : &c->srv->waiting, c, wait_link);
 	if (c->peer)
 		TAILQ_INSERT_TAIL(&c->peer->waiting, c, peer_wait_link);
 	c->waiting = true;
@@ -196,12 +204,25 @@ static void conn_start_waiting(struct http_conn *c)
 	}
 }
 
+/* The connection's request is no longer a stream that may be evicted. */
+static void conn_unstream(struct http_conn *c)
+{
+	if (c->in_streams) {
+		LIST_REMOVE(c, stream_link);
+		c->in_streams = false;
+	}
+}
+
 static void conn_free(struct http_conn *c)
 {
 	struct http_server *srv = c->srv;
 	conn_stop_waiting(c);
+	conn_unstream(c);
 	LIST_REMOVE(c, link);
-	srv->n_conns--;
+	if (c->reserve)
+		srv->n_reserve--;
+	else
+		srv->n_conns--;
 	event_free(c->kick);
 	event_free(c->head_timer);
 	bufferevent_free(c->bev);
@@ -251,6 +272,13 @@ static void conn_process(struct http_conn *c)
 			http_conn_set_read_timeout(c, 0);
 			bufferevent_setwatermark(c->bev, EV_READ, 0, HTTP_HANDLING_READ_HIGH);
 			struct http_req *req = c->req;
+			req->body_timeout_s = c->srv->limits.body_timeout_s;
+			req->body_min_rate = c->srv->limits.body_min_rate;
+			req->body_timeouts = &c->srv->stats.body_timeouts;
+			if (c->reserve) { /* one request, then the slot is free again */
+				req->reserve = true;
+				req->keep_alive = false;
+			}
 			c->srv->cb(req, c->srv->arg);
 			/* The handler may have replied already; the request
 			 * stays allocated until its reply drains. */
@@ -286,12 +314,17 @@ static void req_done_writing(struct http_conn *c)
 	bool keep = req->keep_alive && req->body_complete;
 	bool unread_body = !req->body_complete && req->method != NULL; /* not canned */
 	c->req = NULL;
+	conn_unstream(c);
 	http_req_free(req);
 	if (!keep && unread_body) {
 		c->state = CS_LINGER;
 		shutdown(bufferevent_getfd(c->bev), SHUT_WR);
 		bufferevent_setwatermark(c->bev, EV_READ, 0, 0);
 		http_conn_set_read_timeout(c, LINGER_TIMEOUT_S);
+		/* In all, too: a trickle would keep the read timeout from
+		 * running out (conn_head_timeout_cb ends it). */
+		struct timeval tv = {LINGER_TIMEOUT_S, 0};
+		evtimer_add(c->head_timer, &tv);
 		bufferevent_enable(c->bev, EV_READ);
 		return;
 	}
@@ -378,6 +411,10 @@ static void conn_head_timeout_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	struct http_conn *c = arg;
+	if (c->state == CS_LINGER) {
+		conn_free(c); /* the rest of a refused body, trickled */
+		return;
+	}
 	if (c->state != CS_HEADERS || c->req != NULL)
 		return;
 	struct http_server *srv = c->srv;
@@ -435,6 +472,41 @@ static bool conn_evict_oldest(struct http_server *srv, struct http_peer *peer)
 	return true;
 }
 
+/* Close the evictable stream that has written nothing for longest, if it
+ * has been silent for the idle timeout at least; false when none has. Its
+ * handler hears it as a client gone (the close callback). */
+static bool conn_evict_stream(struct http_server *srv)
+{
+	int64_t idle_us = (int64_t)srv->limits.idle_timeout_s * 1000000;
+	int64_t now = clock_mono_us();
+	struct http_conn *c, *old = NULL;
+	LIST_FOREACH (c, &srv->streams, stream_link)
+		if (c->req && now - c->req->last_write_us >= idle_us &&
+		    (old == NULL || c->req->last_write_us < old->req->last_write_us))
+			old = c;
+	if (old == NULL)
+		return false;
+	srv->stats.evicted_streams++;
+	log_info_limited("http: closed an idle stream from %s to make room (max-connections)",
+			 old->peer ? old->peer->text : "unix");
+	conn_drop(old);
+	return true;
+}
+
+/* Take a slot of the probes' reserve (the oldest reserve connection still
+ * waiting for a head makes room when it is full), and a descriptor. */
+static bool conn_take_reserve(struct http_server *srv)
+{
+	if (srv->n_reserve >= srv->limits.reserved_conns) {
+		struct http_conn *old = TAILQ_FIRST(&srv->reserve_waiting);
+		if (old == NULL)
+			return false;
+		srv->stats.evicted++;
+		conn_free(old);
+	}
+	return fdbudget_take(&fdbudget_daemon, FDBUDGET_HTTP, 1);
+}
+
 /* Serve fd; sa is the TCP peer (NULL for unix sockets and adopted ones).
  * An accepted connection may be refused; an adopted one is only counted.
  * tls: the connection starts with a handshake (srv->tls is set). */
@@ -471,8 +543,15 @@ static void conn_new(struct http_server *srv, evutil_socket_t fd, const struct s
 		}
 		/* Two at most: the budget may be short by more than the one
 		 * descriptor a closed connection gives back. */
-		if (tries >= 2 || !conn_evict_oldest(srv, NULL))
+		if (tries >= 2 || !(conn_evict_oldest(srv, NULL) || conn_evict_stream(srv)))
 			break;
+	}
+	/* Full of busy connections: the probes' reserve. */
+	bool reserve = false;
+	if (!charged && srv->n_conns >= srv->limits.max_conns && refusable &&
+	    conn_take_reserve(srv)) {
+		charged = reserve = true;
+		srv->stats.reserve_accepted++;
 	}
 	if (!charged) {
 		srv->stats.refused_full++;
@@ -497,6 +576,7 @@ static void conn_new(struct http_server *srv, evutil_socket_t fd, const struct s
 	c->peer = peer;
 	c->charged = true;
 	c->tls = tls;
+	c->reserve = reserve;
 	if (tls) {
 		/* The bufferevent owns the SSL object and frees it with itself. */
 		c->bev = bufferevent_openssl_socket_new(srv->base, fd, tls_ssl_new(srv->tls),
@@ -520,7 +600,10 @@ static void conn_new(struct http_server *srv, evutil_socket_t fd, const struct s
 	c->kick = evtimer_new(srv->base, conn_kick_cb, c);
 	c->head_timer = evtimer_new(srv->base, conn_head_timeout_cb, c);
 	LIST_INSERT_HEAD(&srv->conns, c, link);
-	srv->n_conns++;
+	if (reserve)
+		srv->n_reserve++;
+	else
+		srv->n_conns++;
 	conn_start_waiting(c);
 	http_conn_set_read_timeout(c, srv->limits.idle_timeout_s);
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
@@ -574,11 +657,16 @@ struct http_server *http_server_new(struct event_base *base, http_request_cb cb,
 	LIST_INIT(&srv->conns);
 	LIST_INIT(&srv->listeners);
 	TAILQ_INIT(&srv->waiting);
+	TAILQ_INIT(&srv->reserve_waiting);
+	LIST_INIT(&srv->streams);
 	srv->limits = (struct http_server_limits){
 	    .head_timeout_s = HEAD_TIMEOUT_S,
 	    .idle_timeout_s = IDLE_TIMEOUT_S,
 	    .max_conns = HTTP_MAX_CONNECTIONS,
 	    .max_conns_per_peer = MAX_CONNS_PER_PEER,
+	    .reserved_conns = RESERVED_CONNS,
+	    .body_timeout_s = BODY_TIMEOUT_S,
+	    .body_min_rate = BODY_MIN_RATE,
 	};
 	srv->spare_fd = -1;
 	if (getrandom(&srv->hash_seed, sizeof(srv->hash_seed), GRND_NONBLOCK) < 0)
@@ -599,6 +687,17 @@ void http_server_set_tls(struct http_server *srv, struct tls *tls)
 const struct http_server_stats *http_server_get_stats(const struct http_server *srv)
 {
 	return &srv->stats;
+}
+
+void http_req_set_evictable(struct http_req *req)
+{
+	req->evictable = true;
+	req->last_write_us = clock_mono_us();
+	struct http_conn *c = req->conn;
+	if (c && c->req == req && !c->in_streams) {
+		LIST_INSERT_HEAD(&c->srv->streams, c, stream_link);
+		c->in_streams = true;
+	}
 }
 
 int http_server_listen(struct http_server *srv, const char *spec, struct err **errp)

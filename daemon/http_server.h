@@ -46,12 +46,31 @@
  * least to lose, and without this a trickle spread over many addresses would
  * lock new clients out until the deadlines ran. Only when every connection
  * is busy with a request is the new one refused (429 at the peer cap, else
- * 503), with a short JSON answer written straight to the socket. */
+ * 503), with a short JSON answer written straight to the socket.
+ *
+ * At the global cap, after the connections waiting for a head, a long-lived
+ * stream the handler marked evictable (http_req_set_evictable: GET
+ * /v1/events) that has written nothing for idle_timeout_s is closed too,
+ * the one idle longest first: such a stream costs its client a reconnect.
+ *
+ * Beyond max_conns, reserved_conns more are accepted for the probes: a
+ * request on one of them is flagged (http_req_on_reserve) for the handler
+ * to serve only what it must (/healthz, /readyz), and the connection closes
+ * after it. When the reserve is full its oldest connection still waiting for
+ * a head makes room.
+ *
+ * A request body must arrive within body_timeout_s of the handler claiming
+ * it, plus one second for each body_min_rate bytes received (time the
+ * handler paused the body does not count): a body trickled a byte at a time
+ * is answered 408 and its connection closed, however its bytes are spaced. */
 struct http_server_limits {
 	int head_timeout_s;
 	int idle_timeout_s;
 	int max_conns;
 	int max_conns_per_peer;
+	int reserved_conns;
+	int body_timeout_s;
+	int body_min_rate; /* bytes a second */
 };
 
 struct http_server;
@@ -95,7 +114,10 @@ struct http_server_stats {
 	uint64_t refused_peer;           /* 429: the peer's connections were all busy */
 	uint64_t refused_full;           /* 503: every connection busy, or no descriptors */
 	uint64_t evicted;                /* waiting for a head, closed to make room */
+	uint64_t evicted_streams;        /* idle evictable streams closed to make room */
 	uint64_t head_timeouts;          /* request head not complete within head_timeout_s */
+	uint64_t body_timeouts;          /* request body slower than body_min_rate (408) */
+	uint64_t reserve_accepted;       /* accepted on the probes' reserve, past max_conns */
 	uint64_t refused_emfile;         /* answered through the spare descriptor at EMFILE */
 	uint64_t tls_handshake_failures; /* bad TLS, or plain HTTP to the TLS port */
 };
@@ -120,6 +142,16 @@ void http_req_header_at(const struct http_req *req, int i, const char **name, co
 /* Content-Length, or -1 when the body is chunked; 0 when there is none. */
 int64_t http_req_content_length(const struct http_req *req);
 bool http_req_client_gone(const struct http_req *req);
+/* The request came on a connection of the probes' reserve (the server was
+ * full): the handler answers only a probe, and refuses anything else. */
+bool http_req_on_reserve(const struct http_req *req);
+/* Close the connection once this request's reply is out (no keep-alive). */
+void http_req_close_after(struct http_req *req);
+/* The reply is a long-lived stream its client can reconnect to: at the
+ * connection cap, when it has written nothing for the idle timeout, it may
+ * be closed to make room (its close callback runs, as when the client
+ * leaves). */
+void http_req_set_evictable(struct http_req *req);
 
 /* Buffer the body up to cap bytes, then call cb exactly once. A larger body
  * gets a 413 JSON error from the server itself, and cb(req, NULL, 0, arg).

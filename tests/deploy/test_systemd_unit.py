@@ -160,13 +160,15 @@ def test_stop_timeout_covers_the_drain_and_the_shutdown():
 
 def test_nofile_limit_covers_the_descriptor_budget():
     """max-sessions sessions with network, each with its IPC descriptors and
-    all of its egress tunnels, plus every API connection and the reserve."""
+    all of its egress tunnels, plus every API connection (and the probes'
+    reserve past max-connections) and the reserve."""
     fdh = open(os.path.join(ROOT, "daemon", "fdbudget.h")).read()
     per_session = int(re.search(r"#define FDBUDGET_SESSION_FDS (\d+)", fdh).group(1))
     egress_c = open(os.path.join(ROOT, "daemon", "egress.c")).read()
     tunnels = int(re.search(r"#define MAX_CONNS_PER_SESSION (\d+)", egress_c).group(1))
     need = (int(example_value("max-sessions")) * (per_session + 2 * tunnels)
-            + int(example_value("max-connections")) + int(example_value("fd-reserve")))
+            + int(example_value("max-connections")) + int(example_value("http-reserved-conns"))
+            + int(example_value("fd-reserve")))
     need += need // 16  # the budget's margin for API connections (fdbudget_margin)
     have = int(last(directives(open(UNIT).read()), "LimitNOFILE"))
     assert have >= need, (have, need)

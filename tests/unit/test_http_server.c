@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "http_server.h"
 #include "unit.h"
 
@@ -355,6 +356,54 @@ TEST(http_server_refuses_ambiguous_heads)
 	refused("CONNECT x:443 HTTP/1.1\r\n\r\n", 400);
 	refused("GET\r\n\r\n", 400);
 	refused("HELO evil\r\n\r\n", 400);
+}
+
+/* Who the caller is, and where from, is said once (issue 28, finding 9);
+ * other headers may repeat. */
+TEST(http_server_refuses_repeated_identity_headers)
+{
+	refused("GET / HTTP/1.1\r\nAuthorization: Bearer a\r\nAuthorization: Bearer b\r\n\r\n",
+		400);
+	refused("GET / HTTP/1.1\r\nauthorization: a\r\nAUTHORIZATION: a\r\n\r\n", 400);
+	refused("GET / HTTP/1.1\r\nOrigin: http://a.test\r\nX-A: 1\r\nOrigin: null\r\n\r\n", 400);
+	refused("GET / HTTP/1.1\r\nCookie: a=1\r\nCookie: b=2\r\n\r\n", 400);
+	refused("GET / HTTP/1.1\r\nX-CI-Cluster-Token: a\r\nx-ci-cluster-token: a\r\n\r\n", 400);
+	refused("GET / HTTP/1.1\r\nX-CI-Anything: a\r\nX-CI-Anything: b\r\n\r\n", 400);
+
+	struct rig r;
+	rig_start(&r);
+	rig_say(&r, "GET / HTTP/1.1\r\nAccept: a\r\nAccept: b\r\nX-CI-A: 1\r\nX-CI-B: 2\r\n"
+		    "Authorization: x\r\nConnection: close\r\n\r\n");
+	CHECK(rig_wait(&r, NULL));
+	CHECK(strncmp(r.out, "HTTP/1.1 200 ", 13) == 0);
+	CHECK(r.requests == 1);
+	rig_free(&r);
+}
+
+/* A body that misses the minimum rate is answered 408 and the handler
+ * told, however its bytes are spaced (issue 28, finding 1). */
+TEST(http_server_slow_body_is_408)
+{
+	struct rig r;
+	rig_start(&r);
+	http_server_set_limits(r.srv, &(struct http_server_limits){
+					  .head_timeout_s = 10,
+					  .idle_timeout_s = 30,
+					  .max_conns = 16,
+					  .max_conns_per_peer = 16,
+					  .reserved_conns = 0,
+					  .body_timeout_s = 1,
+					  .body_min_rate = 1000,
+				      });
+	rig_say(&r, "POST /echo HTTP/1.1\r\nContent-Length: 10\r\n\r\nab");
+	int64_t until = clock_mono_ms() + 20000;
+	while (strstr(r.out, "\r\n\r\n{") == NULL && clock_mono_ms() < until)
+		rig_turn(&r);
+	CHECK(strncmp(r.out, "HTTP/1.1 408 ", 13) == 0);
+	CHECK(strstr(r.out, "too slow") != NULL);
+	CHECK(r.body_refused);
+	CHECK(http_server_get_stats(r.srv)->body_timeouts == 1);
+	rig_free(&r);
 }
 
 TEST(http_server_refuses_malformed_chunked_bodies)
