@@ -2,11 +2,13 @@
 (POST /v1/sessions/{id}/runs): each rule repairs or reports without a round
 trip to the model, the memory counts what runs saw, retried and fixed, and
 a pattern known to be hopeless is skipped the next time with the reason."""
+import json
 import re
+import subprocess
 
 import pytest
 
-from harness import wait_for
+from harness import CTL_BIN, wait_for
 
 from harness.fake_llm import FakeLLM
 
@@ -111,6 +113,14 @@ def test_hopeless_by_history_is_skipped_with_the_reason(rig):
     assert [x["signature"] for x in forced["attempts"]] == [a, b], forced
     assert forced["attempts"][1]["source"] == "fixer" and len(llm.requests) > asked
     assert run(d, sid, code % 14, fixer)["status"] == "skipped"
+    # ci-ctl run --retry-hopeless sends it (this daemon has no default
+    # fixer: not skipped, failed for want of one)
+    env = {"CICTL_SERVER": "http://127.0.0.1:%d" % d.port, "PATH": "/usr/bin:/bin"}
+    for flags, status in (([], "skipped"), (["--retry-hopeless"], "failed")):
+        p = subprocess.run([CTL_BIN, "--json", "run", *flags, sid, code % 15], env=env,
+                           capture_output=True, text=True, timeout=120)
+        doc = json.loads(p.stdout)
+        assert doc["status"] == status and doc["attempts"][0]["signature"] == a, (flags, doc)
     # Forgotten: retried again.
     assert d.api.request("DELETE", "/v1/failures/" + a)[0] == 204
     again = run(d, sid, code % 13, fixer)
