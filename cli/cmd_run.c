@@ -25,6 +25,7 @@ enum {
 	RUN_TIMEOUT,
 	RUN_WAIT,
 	RUN_ONCE,
+	RUN_RETRY_HOPELESS,
 };
 
 static const struct option run_options[] = {
@@ -34,6 +35,7 @@ static const struct option run_options[] = {
     {"on-failure", required_argument, NULL, RUN_ON_FAILURE},
     {"timeout", required_argument, NULL, RUN_TIMEOUT},
     {"once", no_argument, NULL, RUN_ONCE},
+    {"retry-hopeless", no_argument, NULL, RUN_RETRY_HOPELESS},
     CLI_COMMON_OPTIONS,
     {NULL, 0, NULL, 0},
 };
@@ -209,7 +211,7 @@ static int run_run(struct cli_ctx *ctx, int argc, char **argv)
 	double timeout = -1;
 	long attempts = 0;
 	size_t code_len;
-	int c, rc = CLI_EXIT_USAGE, once = 0;
+	int c, rc = CLI_EXIT_USAGE, once = 0, retry_hopeless = 0;
 	struct err *e = NULL;
 	struct client_resp resp = {0};
 	AUTOGEN yajl_gen g = NULL;
@@ -217,6 +219,7 @@ static int run_run(struct cli_ctx *ctx, int argc, char **argv)
 		switch (c) {
 		case CLI_GETOPT_STOP: rc = ctx->rc; goto out;
 		case RUN_ONCE: once = 1; break;
+		case RUN_RETRY_HOPELESS: retry_hopeless = 1; break;
 		case 'f': file = optarg; break;
 		case RUN_GOAL: goal = optarg; break;
 		case RUN_MAX_ATTEMPTS_OPT:
@@ -239,9 +242,10 @@ static int run_run(struct cli_ctx *ctx, int argc, char **argv)
 	int n = argc - optind;
 	if (cli_want_args(ctx, n, 0, 2) != 0)
 		goto out;
-	if (once && (n == 2 || (n == 1 && file != NULL) || goal || attempts || ladder)) {
+	if (once &&
+	    (n == 2 || (n == 1 && file != NULL) || goal || attempts || ladder || retry_hopeless)) {
 		cli_usage_error(ctx, "--once runs the code once in a fresh session: no ID, "
-				     "--goal, --max-attempts or --on-failure");
+				     "--goal, --max-attempts, --on-failure or --retry-hopeless");
 		goto out;
 	}
 	if (n == 2 || (n == 1 && file != NULL)) {
@@ -286,6 +290,8 @@ static int run_run(struct cli_ctx *ctx, int argc, char **argv)
 		jg_kv_int(g, "timeout_s", (int64_t)(timeout + 0.999));
 	if (ladder && run_ladder_json(ctx, g, ladder) != 0)
 		goto out;
+	if (retry_hopeless)
+		jg_kv_bool(g, "retry_hopeless", true);
 	jg_obj_end(g);
 	size_t body_len;
 	const char *body = jg_text(g, &body_len);
@@ -375,10 +381,12 @@ const struct cli_cmd cmd_run = {
 	    "  --on-failure MODES     comma-separated: manual, stateless, review\n"
 	    "                         (default manual)\n"
 	    "  --timeout S            deadline of each attempt, in seconds\n"
+	    "  --retry-hopeless       repair even a failure the tenant's failure memory\n"
+	    "                         knows is hopeless (this run only)\n"
 	    "  --once                 one execution, no repair or retry: POST /v1/exec in\n"
 	    "                         a fresh session removed before the answer; shown and\n"
-	    "                         exiting as exec does (no ID, --goal, --max-attempts\n"
-	    "                         or --on-failure)\n"
+	    "                         exiting as exec does (no ID, --goal, --max-attempts,\n"
+	    "                         --on-failure or --retry-hopeless)\n"
 	    "\n"
 	    "Output: a [attempt ...] line per attempt on stderr, the last result as exec\n"
 	    "shows it, then the run's status and what the ladder did.  --json prints the\n"

@@ -557,8 +557,9 @@ int api_parse_run_request(const char *body, size_t len, bool oneshot, struct run
 	yajl_val v = json_parse(body, len, errp);
 	if (v == NULL)
 		return -1;
-	static const char *const known[] = {"code",  "goal",       "max_attempts", "timeout_s",
-					    "fixer", "on_failure", "stream",       "image"};
+	static const char *const known[] = {"code",      "goal",  "max_attempts",
+					    "timeout_s", "fixer", "on_failure",
+					    "stream",    "image", "retry_hopeless"};
 	if (!YAJL_IS_OBJECT(v)) {
 		err_set(errp, ERR_BAD_REQUEST, "body: expected a JSON object, got %s",
 			json_type_name(v));
@@ -621,6 +622,15 @@ int api_parse_run_request(const char *body, size_t len, bool oneshot, struct run
 			goto fail;
 		}
 		r->stream = YAJL_IS_TRUE(js);
+	}
+	yajl_val jh = member(v, "retry_hopeless");
+	if (jh) {
+		if (!YAJL_IS_TRUE(jh) && !YAJL_IS_FALSE(jh)) {
+			err_set(errp, ERR_BAD_REQUEST, "retry_hopeless: expected a boolean, got %s",
+				json_type_name(jh));
+			goto fail;
+		}
+		r->retry_hopeless = YAJL_IS_TRUE(jh);
 	}
 	yajl_val ji = member(v, "image");
 	if (ji) {

@@ -215,8 +215,8 @@ static const struct opt opt_table[] = {
      "a failure pattern not seen for this long is forgotten (each sighting refreshes it)",
      OPT_LIVE},
     {"failure-hopeless-after", OPT_INT, O(failure_hopeless_after), "3", 1, 1000,
-     "a failure pattern seen this many times and never fixed (by a rule or the fixer) is "
-     "hopeless: runs skip its retries",
+     "a failure pattern whose repair (by a rule or the fixer) was tried this many times and "
+     "never worked is hopeless: runs skip its retries (sightings without a repair never count)",
      OPT_LIVE},
     {"review-ttl-s", OPT_INT, O(review_ttl_s), "604800", 60, 31536000,
      "a review case (pending or decided) is kept this long in Redis", OPT_RESTART},

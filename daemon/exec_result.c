@@ -49,6 +49,7 @@ void exec_result_free(struct exec_result *r)
 	}
 	free(r->files);
 	free(r->reason);
+	free(r->cell_text);
 	free(r);
 }
 
@@ -81,6 +82,7 @@ struct exec_result *exec_result_dup(const struct exec_result *r)
 	d->ename = dup_str(r->ename);
 	d->evalue = dup_str(r->evalue);
 	d->reason = dup_str(r->reason);
+	d->cell_text = dup_str(r->cell_text);
 	d->traceback = r->n_traceback ? xcalloc(r->n_traceback, sizeof(char *)) : NULL;
 	for (size_t i = 0; i < r->n_traceback; i++)
 		d->traceback[i] = dup_str(r->traceback[i]);
@@ -399,6 +401,100 @@ void exec_display_to_json(const struct exec_display *d, yajl_gen g)
 	jg_obj_end(g);
 }
 
+/* ---- the line of the cell ---- */
+
+static bool digit(char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+/* Digits at s (at most 9 of them); -1 when there are none or more. */
+static long small_number(const char *s, const char **end)
+{
+	long v = 0;
+	int n = 0;
+	while (digit(*s) && n < 9) {
+		v = v * 10 + (*s - '0');
+		s++;
+		n++;
+	}
+	*end = s;
+	return n == 0 || digit(*s) ? -1 : v;
+}
+
+long exec_result_cell_frame(const struct exec_result *r)
+{
+	static const char mark[] = "File \"<cell-";
+	long best_cell = -1, line = 0;
+	for (size_t i = 0; r && i < r->n_traceback; i++) {
+		const char *t = r->traceback[i];
+		for (const char *p = t ? strstr(t, mark) : NULL; p; p = strstr(p + 1, mark)) {
+			const char *q;
+			long cell = small_number(p + sizeof(mark) - 1, &q);
+			if (cell < 0 || strncmp(q, ">\", line ", 9) != 0)
+				continue;
+			long l = small_number(q + 9, &q);
+			if (l <= 0 || cell < best_cell)
+				continue;
+			best_cell = cell;
+			line = l;
+		}
+	}
+	return line;
+}
+
+const char *exec_code_line(const char *code, size_t len, long l, size_t *n)
+{
+	const char *p = code, *end = code + len;
+	if (code == NULL || l <= 0)
+		return NULL;
+	for (long i = 1; i < l; i++) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		if (nl == NULL)
+			return NULL;
+		p = nl + 1;
+	}
+	if (p >= end && l > 1)
+		return NULL;
+	const char *nl = memchr(p, '\n', (size_t)(end - p));
+	*n = (size_t)((nl ? nl : end) - p);
+	return p;
+}
+
+void exec_result_set_cell_line(struct exec_result *r, const char *code, size_t len)
+{
+	if (r == NULL || !r->has_error || code == NULL)
+		return;
+	long l = exec_result_cell_frame(r);
+	size_t n = 0;
+	const char *line = l > 0 ? exec_code_line(code, len, l, &n) : NULL;
+	if (line == NULL)
+		return;
+	if (n > 0 && line[n - 1] == '\r')
+		n--;
+	if (n > EXEC_CELL_TEXT_MAX) { /* back up to the start of a UTF-8 sequence */
+		n = EXEC_CELL_TEXT_MAX;
+		while (n > 0 && ((unsigned char)line[n] & 0xC0) == 0x80)
+			n--;
+	}
+	free(r->cell_text);
+	r->cell_line = l;
+	r->cell_text = xstrndup(line, n);
+}
+
+void exec_cell_line_json(const struct exec_result *r, yajl_gen g)
+{
+	jg_str(g, "cell_line");
+	if (r->cell_line > 0 && r->cell_text) {
+		jg_obj(g);
+		jg_kv_int(g, "line", r->cell_line);
+		jg_kv_str(g, "text", r->cell_text);
+		jg_obj_end(g);
+	} else {
+		jg_null(g);
+	}
+}
+
 void exec_result_to_json(const struct exec_result *r, yajl_gen g)
 {
 	jg_obj(g);
@@ -419,6 +515,7 @@ void exec_result_to_json(const struct exec_result *r, yajl_gen g)
 		for (size_t i = 0; i < r->n_traceback; i++)
 			jg_str(g, r->traceback[i]);
 		jg_arr_end(g);
+		exec_cell_line_json(r, g);
 		jg_obj_end(g);
 	} else {
 		jg_null(g);

@@ -82,6 +82,11 @@ struct exec_result {
 	 * "too_many_files", "no_inotify"), NULL when it did not: a static
 	 * string, one of exec_files_fallbacks. */
 	const char *files_fallback;
+	/* error.cell_line: the innermost frame of this execution's cell (the
+	 * line of the submitted code the error went through, even when it was
+	 * raised inside a library); 0 and NULL when there is none. */
+	long cell_line;
+	char *cell_text;
 	int64_t duration_ms;
 	bool kernel_restarted;
 	char *reason; /* why it timed out or was killed; NULL otherwise */
@@ -121,6 +126,23 @@ void exec_result_fail(struct exec_result *r, enum exec_status status, bool kerne
 		      const char *reason);
 
 const char *exec_status_name(enum exec_status st);
+
+/* The line number of the last frame of the user's cell in r's traceback:
+ * the kernel names each execution's code <cell-N>, N growing, so the cell
+ * with the largest N is this execution's (a frame of an older cell is a
+ * function defined there, whose line is not in this code). 0: none. */
+long exec_result_cell_frame(const struct exec_result *r);
+/* Line l (1-based) of code, its length in *n; NULL when there is none. */
+const char *exec_code_line(const char *code, size_t len, long l, size_t *n);
+/* The cap of cell_text, in bytes (cut on a UTF-8 boundary). */
+#define EXEC_CELL_TEXT_MAX 512
+/* Set r's cell_line and cell_text from its traceback and the code that
+ * ran (Python's: the kernel's <cell-N> frames). Nothing without an error
+ * or a frame of the cell, or when the line is not in code. */
+void exec_result_set_cell_line(struct exec_result *r, const char *code, size_t len);
+
+/* "cell_line": {"line", "text"} or null, into the open error object. */
+void exec_cell_line_json(const struct exec_result *r, yajl_gen g);
 
 /* The exec result object of the API (docs/api.md). */
 void exec_result_to_json(const struct exec_result *r, yajl_gen g);

@@ -245,64 +245,6 @@ static char *mask(const char *s, size_t n, size_t cap)
 	return o.p;
 }
 
-/* ---- the failing line ---- */
-
-/* Parse digits at s (at most 9 of them); -1 when there are none. */
-static long small_number(const char *s, const char **end)
-{
-	long v = 0;
-	int n = 0;
-	while (is_digit((unsigned char)*s) && n < 9) {
-		v = v * 10 + (*s - '0');
-		s++;
-		n++;
-	}
-	*end = s;
-	return n == 0 || is_digit((unsigned char)*s) ? -1 : v;
-}
-
-/* The line number of the last frame of the user's cell: the kernel names
- * each execution's code <cell-N>, N growing, so the cell with the largest N
- * in the traceback is this execution's (a frame of an older cell is a
- * function defined there, whose line is not in this code). 0: none. */
-static long failing_line_number(const struct exec_result *r)
-{
-	static const char mark[] = "File \"<cell-";
-	long best_cell = -1, line = 0;
-	for (size_t i = 0; i < r->n_traceback; i++) {
-		const char *t = r->traceback[i];
-		for (const char *p = t ? strstr(t, mark) : NULL; p; p = strstr(p + 1, mark)) {
-			const char *q;
-			long cell = small_number(p + sizeof(mark) - 1, &q);
-			if (cell < 0 || strncmp(q, ">\", line ", 9) != 0)
-				continue;
-			long l = small_number(q + 9, &q);
-			if (l <= 0 || cell < best_cell)
-				continue;
-			best_cell = cell;
-			line = l;
-		}
-	}
-	return line;
-}
-
-/* Line l (1-based) of code, or NULL. */
-static const char *code_line(const char *code, size_t len, long l, size_t *n)
-{
-	const char *p = code, *end = code + len;
-	for (long i = 1; i < l; i++) {
-		const char *nl = memchr(p, '\n', (size_t)(end - p));
-		if (nl == NULL)
-			return NULL;
-		p = nl + 1;
-	}
-	if (p >= end && l > 1)
-		return NULL;
-	const char *nl = memchr(p, '\n', (size_t)(end - p));
-	*n = (size_t)((nl ? nl : end) - p);
-	return p;
-}
-
 /* ---- the signature ---- */
 
 static char *cut(const char *s, size_t max)
@@ -326,9 +268,9 @@ static void describe(const struct failure_input *in, struct failure_desc *d)
 	}
 	/* Enough of the message for the mask to fill its cap, not all of it. */
 	d->message = mask(msg, strnlen(msg, 4 * SIG_MESSAGE_MAX), SIG_MESSAGE_MAX);
-	long l = in->code ? failing_line_number(r) : 0;
+	long l = in->code ? exec_result_cell_frame(r) : 0;
 	size_t n = 0;
-	const char *line = l > 0 ? code_line(in->code, in->code_len, l, &n) : NULL;
+	const char *line = l > 0 ? exec_code_line(in->code, in->code_len, l, &n) : NULL;
 	/* A literal's closing quote is looked for to the end of what is given,
 	 * so what is given is bounded: the mask stays linear in practice. */
 	if (n > 4 * SIG_LINE_MAX)

@@ -4,7 +4,8 @@
  *
  * The prompt (fixer_prompt_json) carries the goal, the code, the error and
  * its traceback, the tails of stdout and stderr, the session's variables
- * (names and types) and its files; the fixed code is the reply's first
+ * (names and types; a DataFrame's shape, columns and dtypes, an array's
+ * shape and dtype) and its files; the fixed code is the reply's first
  * fenced code block (fixer_reply_code). Both are pure, for the unit tests
  * and the fuzzer. A fixer that is down, slow, or answers nonsense gives an
  * error that says which; it never gives code it did not find. */
@@ -28,9 +29,20 @@ struct fixer_target {
 	const char *key;
 };
 
+/* A variable of the session. A DataFrame, a Series or an array also says
+ * its shape ("(5, 2)"), an array's or a Series' dtype, and a DataFrame its
+ * columns (each name as Python's repr, and its dtype), the first n_cols of
+ * cols_total; NULL and 0 when not known. All borrowed, capped in the
+ * prompt. */
 struct fixer_var {
 	const char *name;
 	const char *type;
+	const char *shape;
+	const char *dtype;
+	const char *const *col_names;
+	const char *const *col_types;
+	size_t n_cols;
+	int64_t cols_total;
 };
 
 /* What went wrong, for the prompt. Strings borrowed; NULL or 0 leaves a

@@ -25,6 +25,12 @@
 #define PROMPT_VARS_MAX 200
 #define PROMPT_FILES_MAX 200
 #define PROMPT_NAME_MAX 256
+/* A DataFrame's columns: at most this many per frame, each name and dtype
+ * cut, and this many in all (a session of many wide frames). */
+#define PROMPT_COLS_MAX 50
+#define PROMPT_COLS_TOTAL 500
+#define PROMPT_COL_NAME_MAX 100
+#define PROMPT_DTYPE_MAX 64
 /* Far above the sum of the caps; a guard, never reached. */
 #define PROMPT_TEXT_MAX (1024 * 1024)
 
@@ -32,7 +38,8 @@ static const char fixer_system[] =
     "You repair Python code that failed in a sandboxed, stateful Python session. "
     "You are given what the code was for (the goal, when known), the code, the error "
     "and its traceback, the end of its output, the variables defined in the session "
-    "(name and type) and the files in its working directory. "
+    "(name and type; for a DataFrame its shape and its columns with their dtypes, for "
+    "an array its shape and dtype) and the files in its working directory. "
     "Answer with the whole corrected program in one ```python fenced code block, "
     "with nothing after the block. Keep the program's purpose; change only what is "
     "needed to fix the error. Do not add network access or package installation.";
@@ -113,20 +120,90 @@ static void add_traceback(struct buf *b, const char *const *tb, size_t n)
 	}
 }
 
-static void add_name(struct buf *b, const char *s)
+/* s on one line, at most max bytes (cut on a UTF-8 boundary). */
+static void add_capped(struct buf *b, const char *s, size_t max)
 {
 	s = s ? s : "";
-	size_t len = strnlen(s, PROMPT_NAME_MAX);
+	size_t len = strnlen(s, max + 1);
+	bool cut = len > max;
+	if (cut) {
+		len = max;
+		while (len > 0 && ((unsigned char)s[len] & 0xC0) == 0x80)
+			len--;
+	}
 	/* A name is one line of the list: a newline in it would forge another. */
 	for (size_t i = 0; i < len; i++)
 		add(b, s[i] == '\n' || s[i] == '\r' ? " " : &s[i], 1);
+	if (cut)
+		adds(b, "...");
 }
 
-static void add_var(struct buf *b, const struct fixer_prompt *p, size_t i)
+static void add_name(struct buf *b, const char *s)
 {
-	add_name(b, p->vars[i].name);
+	add_capped(b, s, PROMPT_NAME_MAX);
+}
+
+/* A DataFrame's columns, as many as its share of the budget allows. */
+static void add_columns(struct buf *b, const struct fixer_var *v, size_t *budget)
+{
+	size_t n = v->n_cols < PROMPT_COLS_MAX ? v->n_cols : PROMPT_COLS_MAX;
+	if (n > *budget)
+		n = *budget;
+	*budget -= n;
+	size_t total = v->cols_total > 0 && (uint64_t)v->cols_total > v->n_cols
+			   ? (size_t)v->cols_total
+			   : v->n_cols;
+	char head[80];
+	snprintf(head, sizeof(head), "\n  %zu column%s (name: dtype): ", total,
+		 total == 1 ? "" : "s");
+	adds(b, head);
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			adds(b, ", ");
+		add_capped(b, v->col_names ? v->col_names[i] : NULL, PROMPT_COL_NAME_MAX);
+		adds(b, ": ");
+		add_capped(b, v->col_types ? v->col_types[i] : NULL, PROMPT_DTYPE_MAX);
+	}
+	if (total > n) {
+		char more[64];
+		snprintf(more, sizeof(more), "%s[... and %zu more]", n ? ", " : "", total - n);
+		adds(b, more);
+	}
+}
+
+static void add_var_detail(struct buf *b, const struct fixer_var *v, size_t *budget)
+{
+	add_name(b, v->name);
 	adds(b, ": ");
-	add_name(b, p->vars[i].type);
+	add_name(b, v->type);
+	if (v->shape && v->shape[0]) {
+		adds(b, ", shape ");
+		add_capped(b, v->shape, PROMPT_DTYPE_MAX);
+	}
+	if (v->dtype && v->dtype[0]) {
+		adds(b, ", dtype ");
+		add_capped(b, v->dtype, PROMPT_DTYPE_MAX);
+	}
+	if (v->n_cols || v->cols_total > 0)
+		add_columns(b, v, budget);
+}
+
+/* The variables: the first PROMPT_VARS_MAX, one per line (a DataFrame's
+ * columns on the next), and how many more there were. */
+static void add_vars(struct buf *b, const struct fixer_prompt *p)
+{
+	size_t shown = p->n_vars < PROMPT_VARS_MAX ? p->n_vars : PROMPT_VARS_MAX;
+	size_t budget = PROMPT_COLS_TOTAL;
+	for (size_t i = 0; i < shown; i++) {
+		adds(b, "- ");
+		add_var_detail(b, &p->vars[i], &budget);
+		adds(b, "\n");
+	}
+	if (p->n_vars > shown) {
+		char note[64];
+		snprintf(note, sizeof(note), "[... and %zu more]\n", p->n_vars - shown);
+		adds(b, note);
+	}
 }
 
 static void add_file(struct buf *b, const struct fixer_prompt *p, size_t i)
@@ -198,7 +275,7 @@ static char *user_text(const struct fixer_prompt *p, size_t *len)
 	}
 	if (p->n_vars) {
 		adds(&b, "Variables in the session (name: type):\n");
-		add_list(&b, p, p->n_vars, PROMPT_VARS_MAX, add_var);
+		add_vars(&b, p);
 		adds(&b, "\n");
 	}
 	if (p->n_files) {

@@ -200,6 +200,8 @@ void exec_on_done(struct msession *ms, uint64_t id, yajl_val header)
 		kernel_link_drop_kernel(ms->link, "protocol error");
 		return;
 	}
+	if (op->language == NULL || strcmp(op->language, "python") == 0)
+		exec_result_set_cell_line(op->result, op->code, op->len);
 	if (op->timed_out && !op->interrupted) {
 		char reason[128];
 		snprintf(reason, sizeof(reason),

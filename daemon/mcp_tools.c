@@ -54,8 +54,9 @@ static const char tools_json[] =
     "{\"name\":\"run_code\",\"title\":\"Run code\","
     "\"description\":\"Run code in a session (its kernel keeps state) or, without session_id, "
     "once in a fresh sandbox. stdout, stderr, the last expression and a traceback come back as "
-    "text, charts as images. With retries, fixer or on_failure the code goes through the runs "
-    "workflow: a failure is repaired (rules, then the fixer model) and retried, then the "
+    "text, charts as images. With retries, fixer, on_failure or retry_hopeless the code goes "
+    "through the runs workflow: a failure is repaired (rules, then the fixer model) and retried, "
+    "then the "
     "on_failure ladder answers (Python only).\","
     "\"inputSchema\":{\"type\":\"object\",\"additionalProperties\":false,"
     "\"required\":[\"code\"],\"properties\":{" SID_PROP ","
@@ -69,6 +70,8 @@ static const char tools_json[] =
     "null: the rules only; absent: the daemon's default\"},"
     "\"on_failure\":{\"type\":\"array\",\"items\":{\"type\":\"string\",\"enum\":[\"manual\","
     "\"stateless\",\"review\"]}},"
+    "\"retry_hopeless\":{\"type\":\"boolean\",\"description\":\"repair even a failure the "
+    "failure memory knows is hopeless (this call only)\"},"
     "\"goal\":{\"type\":\"string\",\"description\":\"what the code is for (helps the "
     "fixer)\"}}}},"
 
@@ -621,8 +624,8 @@ static void subcall(struct tool_call *t, const char *method, const char *path, c
 static void run_tool(struct tool_call *t)
 {
 	yajl_val args = t->args;
-	t->run =
-	    json_get(args, "retries") || json_get(args, "fixer") || json_get(args, "on_failure");
+	t->run = json_get(args, "retries") || json_get(args, "fixer") ||
+		 json_get(args, "on_failure") || json_get(args, "retry_hopeless");
 	bool oneshot = t->sid[0] == '\0';
 	char path[96];
 	if (!oneshot && json_get(args, "image")) {
@@ -636,8 +639,8 @@ static void run_tool(struct tool_call *t)
 		const char *lang = json_get_str(args, "language");
 		if (lang && strcmp(lang, "python") != 0) {
 			tool_error(t, "bad_request",
-				   "retries, fixer and on_failure are for Python code (the runs "
-				   "workflow repairs Python)",
+				   "retries, fixer, on_failure and retry_hopeless are for Python "
+				   "code (the runs workflow repairs Python)",
 				   NULL);
 			return;
 		}

@@ -33,16 +33,43 @@
 /* The tails of the output the fixer sees. */
 #define FIXER_TAIL_BYTES 4096
 
-/* The probe lists the session's variables (names and types, not values)
- * and its files, and leaves nothing behind: no name, no value for `_`. */
+/* The probe lists the session's variables (names and types, not values;
+ * for a pandas DataFrame its shape and its first columns with their dtypes,
+ * for a Series or a numpy array its shape and dtype) and its files, and
+ * leaves nothing behind: no name, no value for `_`. It imports neither
+ * pandas nor numpy: a variable can only be one if its module is loaded.
+ * Column names go as repr() (quotes and case show), cut to 60 characters;
+ * at most 50 columns a frame and 400 in all. */
 static const char probe_code[] =
     "def __ci_probe():\n"
-    "    import json as _j, os as _o\n"
+    "    import json as _j, os as _o, sys as _s\n"
+    "    pd, np = _s.modules.get('pandas'), _s.modules.get('numpy')\n"
+    "    budget = [400]\n"
+    "    def cut(x, n):\n"
+    "        x = str(x)\n"
+    "        return x if len(x) <= n else x[:n] + '...'\n"
+    "    def info(v):\n"
+    "        try:\n"
+    "            if pd is not None and isinstance(v, pd.DataFrame):\n"
+    "                n = min(50, budget[0])\n"
+    "                budget[0] -= n\n"
+    "                cols = [[cut(repr(c), 60), cut(t, 40)]\n"
+    "                        for c, t in zip(v.columns[:n], v.dtypes.iloc[:n])]\n"
+    "                return {'shape': cut(tuple(v.shape), 60), 'columns': cols,\n"
+    "                        'ncols': int(v.shape[1])}\n"
+    "            if pd is not None and isinstance(v, pd.Series):\n"
+    "                return {'shape': cut(tuple(v.shape), 60), 'dtype': cut(v.dtype, 40)}\n"
+    "            if np is not None and isinstance(v, np.ndarray):\n"
+    "                return {'shape': cut(tuple(v.shape), 60), 'dtype': cut(v.dtype, 40)}\n"
+    "        except Exception:\n"
+    "            pass\n"
+    "        return None\n"
     "    vs = []\n"
     "    for k, v in list(globals().items()):\n"
     "        if k.startswith('_') or k in ('In', 'Out', 'exit', 'quit', 'get_ipython'):\n"
     "            continue\n"
-    "        vs.append([k[:100], type(v).__name__[:100]])\n"
+    "        d = info(v)\n"
+    "        vs.append([k[:100], type(v).__name__[:100]] + ([d] if d else []))\n"
     "        if len(vs) >= 200:\n"
     "            break\n"
     "    fs = []\n"
@@ -63,11 +90,19 @@ static void attempt_start(struct run *run);
 void run_probe_clear(struct run_probe *p)
 {
 	for (size_t i = 0; i < p->n_vars; i++) {
-		free(p->var_names[i]);
-		free(p->var_types[i]);
+		struct run_probe_var *v = &p->vars[i];
+		free(v->name);
+		free(v->type);
+		free(v->shape);
+		free(v->dtype);
+		for (size_t j = 0; j < v->n_cols; j++) {
+			free(v->col_names[j]);
+			free(v->col_types[j]);
+		}
+		free(v->col_names);
+		free(v->col_types);
 	}
-	free(p->var_names);
-	free(p->var_types);
+	free(p->vars);
 	for (size_t i = 0; i < p->n_files; i++)
 		free(p->files[i]);
 	free(p->files);
@@ -293,6 +328,7 @@ static void seen_done(const struct err *e, const struct failure_record *rec, voi
 		return;
 	if (rec) {
 		run->seen = rec->seen;
+		run->retried = rec->retried;
 		run->fixed = rec->fixed_rule + rec->fixed_fixer;
 	} else {
 		run->seen = -1;
@@ -306,8 +342,17 @@ static void seen_done(const struct err *e, const struct failure_record *rec, voi
 		give_up(run, RUN_STATUS_FAILED);
 		return;
 	}
+	/* Hopeless (by class or by history) skips the repairs, unless this
+	 * request asked to repair anyway. */
+	if (run->req.retry_hopeless) {
+		probe_start(run);
+		return;
+	}
 	if (run->failure_class) {
-		set_reason(run, "%s: no retry can fix this (%s)", run->failure_class,
+		set_reason(run,
+			   "%s: no retry can fix this (%s); to try a repair anyway, send "
+			   "\"retry_hopeless\": true with the run",
+			   run->failure_class,
 			   strcmp(run->failure_class, "egress_denied") == 0
 			       ? "the network policy refused the host"
 			   : strcmp(run->failure_class, "memory_at_max") == 0
@@ -321,9 +366,11 @@ static void seen_done(const struct err *e, const struct failure_record *rec, voi
 	int64_t after = run->rs->d.cfg->failure_hopeless_after;
 	if (rec && failure_record_hopeless(rec, after)) {
 		set_reason(run,
-			   "known hopeless: this failure was seen %lld times for this tenant and "
-			   "never fixed",
-			   (long long)rec->seen);
+			   "known hopeless: repairs of this failure (by a rule or the fixer) were "
+			   "tried %lld times for this tenant and never fixed it; to try again "
+			   "anyway, send \"retry_hopeless\": true with the run, or forget the "
+			   "pattern (DELETE /v1/failures/%s)",
+			   (long long)rec->retried, run->sig);
 		give_up(run, RUN_STATUS_SKIPPED);
 		return;
 	}
@@ -357,6 +404,39 @@ static void remember(struct run *run, struct run_attempt *a)
 
 static void repair(struct run *run);
 
+/* A DataFrame's, Series' or array's details (the probe's third member),
+ * each part checked and cut: it came from the sandbox. */
+static void probe_var_info(struct run_probe_var *pv, yajl_val info, size_t *budget)
+{
+	if (!YAJL_IS_OBJECT(info))
+		return;
+	const char *shape = json_get_str(info, "shape"), *dtype = json_get_str(info, "dtype");
+	pv->shape = shape ? xstrndup(shape, 64) : NULL;
+	pv->dtype = dtype ? xstrndup(dtype, 64) : NULL;
+	int64_t total = 0;
+	if (json_get_int(info, "ncols", &total) && total > 0)
+		pv->cols_total = total;
+	yajl_val cols = json_get(info, "columns");
+	size_t nc = YAJL_IS_ARRAY(cols) ? cols->u.array.len : 0;
+	if (nc > RUN_PROBE_COLS_MAX)
+		nc = RUN_PROBE_COLS_MAX;
+	if (nc > *budget)
+		nc = *budget;
+	if (nc == 0)
+		return;
+	pv->col_names = xcalloc(nc, sizeof(char *));
+	pv->col_types = xcalloc(nc, sizeof(char *));
+	for (size_t j = 0; j < nc; j++) {
+		yajl_val pair = cols->u.array.values[j];
+		yajl_val cn = json_arr_at(pair, 0), ct = json_arr_at(pair, 1);
+		if (!YAJL_IS_STRING(cn) || !YAJL_IS_STRING(ct))
+			continue;
+		pv->col_names[pv->n_cols] = xstrndup(cn->u.string, 100);
+		pv->col_types[pv->n_cols++] = xstrndup(ct->u.string, 64);
+	}
+	*budget -= pv->n_cols;
+}
+
 static void probe_parse(struct run_probe *p, const char *text, size_t len)
 {
 	const char *mark = memmem(text, len, PROBE_MARK, strlen(PROBE_MARK));
@@ -369,15 +449,17 @@ static void probe_parse(struct run_probe *p, const char *text, size_t len)
 	size_t nf = YAJL_IS_ARRAY(files) ? files->u.array.len : 0;
 	nv = nv > RUN_PROBE_MAX ? RUN_PROBE_MAX : nv;
 	nf = nf > RUN_PROBE_MAX ? RUN_PROBE_MAX : nf;
-	p->var_names = xcalloc(nv + 1, sizeof(char *));
-	p->var_types = xcalloc(nv + 1, sizeof(char *));
+	p->vars = xcalloc(nv + 1, sizeof(*p->vars));
+	size_t budget = RUN_PROBE_COLS_TOTAL;
 	for (size_t i = 0; i < nv; i++) {
 		yajl_val pair = vars->u.array.values[i];
 		yajl_val k = json_arr_at(pair, 0), t = json_arr_at(pair, 1);
 		if (!YAJL_IS_STRING(k) || !YAJL_IS_STRING(t))
 			continue;
-		p->var_names[p->n_vars] = xstrndup(k->u.string, 100);
-		p->var_types[p->n_vars++] = xstrndup(t->u.string, 100);
+		struct run_probe_var *pv = &p->vars[p->n_vars++];
+		pv->name = xstrndup(k->u.string, 100);
+		pv->type = xstrndup(t->u.string, 100);
+		probe_var_info(pv, json_arr_at(pair, 2), &budget);
 	}
 	p->files = xcalloc(nf + 1, sizeof(char *));
 	for (size_t i = 0; i < nf; i++) {
@@ -437,7 +519,9 @@ static void next_attempt(struct run *run, char *code, size_t len, const char *so
 	run->next_source = source;
 	run->next_rule = rule;
 	run->next_fixer_ms = fixer_ms;
+	/* A repair that runs: what the history's hopeless rule counts. */
 	store_failure_note(run->rs->d.store, run->tenant, run->sig, FAILURE_RETRIED);
+	run->retried++;
 	attempt_start(run);
 }
 
@@ -484,8 +568,19 @@ static void ask_fixer(struct run *run, struct run_attempt *a)
 	AUTOFREE char *out = tail_of(&r->out);
 	AUTOFREE char *errout = tail_of(&r->err);
 	struct fixer_var vars[RUN_PROBE_MAX];
-	for (size_t i = 0; i < run->probe.n_vars; i++)
-		vars[i] = (struct fixer_var){run->probe.var_names[i], run->probe.var_types[i]};
+	for (size_t i = 0; i < run->probe.n_vars; i++) {
+		const struct run_probe_var *pv = &run->probe.vars[i];
+		vars[i] = (struct fixer_var){
+		    .name = pv->name,
+		    .type = pv->type,
+		    .shape = pv->shape,
+		    .dtype = pv->dtype,
+		    .col_names = (const char *const *)pv->col_names,
+		    .col_types = (const char *const *)pv->col_types,
+		    .n_cols = pv->n_cols,
+		    .cols_total = pv->cols_total,
+		};
+	}
 	struct fixer_prompt p = {
 	    .goal = run->req.goal,
 	    .code = a->code,

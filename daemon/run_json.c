@@ -31,12 +31,14 @@ static void error_json(yajl_gen g, const struct run_attempt *a)
 		for (size_t i = 0; i < r->n_traceback; i++)
 			jg_str(g, r->traceback[i]);
 		jg_arr_end(g);
+		exec_cell_line_json(r, g);
 	} else { /* a timeout, a kill, or nothing ran: no exception, a reason */
 		jg_kv_str(g, "ename", NULL);
 		jg_kv_str(g, "evalue", r ? r->reason : a->error_message);
 		jg_str(g, "traceback");
 		jg_arr(g);
 		jg_arr_end(g);
+		jg_kv_str(g, "cell_line", NULL);
 	}
 	jg_obj_end(g);
 }
@@ -315,6 +317,11 @@ static void failure_json(const struct run *run, yajl_gen g)
 		jg_int(g, run->seen);
 	else
 		jg_null(g); /* the memory was not reachable */
+	jg_str(g, "retried");
+	if (run->seen >= 0)
+		jg_int(g, run->retried);
+	else
+		jg_null(g);
 	jg_kv_int(g, "fixed", run->fixed);
 	jg_kv_str(g, "reason", run->status == RUN_STATUS_OK ? NULL : run->reason);
 	jg_kv_str(g, "class", run->failure_class);

@@ -63,6 +63,9 @@ struct run_request {
 	enum run_mode on_failure[RUN_MAX_LADDER];
 	size_t n_on_failure;
 	bool stream;
+	/* Repair even a failure known to be hopeless (by class or by history):
+	 * this request only, the memory is not changed. */
+	bool retry_hopeless;
 	char *image; /* POST /v1/runs only: NULL = the default profile */
 };
 /* Parsed by api_parse_run_request (api_requests.c). */

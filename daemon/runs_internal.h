@@ -12,10 +12,21 @@
 #include "runs.h"
 #include "session.h"
 
-/* The session's variables and files, for the fixer and the rules. */
+/* The session's variables and files, for the fixer and the rules; a
+ * DataFrame's columns, at most RUN_PROBE_COLS_MAX a frame and
+ * RUN_PROBE_COLS_TOTAL in all. */
 #define RUN_PROBE_MAX 200
+#define RUN_PROBE_COLS_MAX 50
+#define RUN_PROBE_COLS_TOTAL 400
+struct run_probe_var {
+	char *name, *type;
+	char *shape, *dtype; /* NULL when not a DataFrame, Series or array */
+	char **col_names, **col_types;
+	size_t n_cols;
+	int64_t cols_total;
+};
 struct run_probe {
-	char **var_names, **var_types;
+	struct run_probe_var *vars;
 	size_t n_vars;
 	char **files;
 	size_t n_files;
@@ -88,7 +99,7 @@ struct run {
 	/* failure: the last failure's signature and what the memory said */
 	bool has_failure;
 	char sig[FAILURE_SIG_HEX + 1];
-	int64_t seen, fixed;
+	int64_t seen, retried, fixed;
 	char *reason; /* why the run stopped retrying */
 	char *failure_class;
 	char *packages; /* a rule's REPORT of a missing package, for the handoff */

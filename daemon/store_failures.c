@@ -120,9 +120,9 @@ void failure_record_clear(struct failure_record *r)
 	memset(r, 0, sizeof(*r));
 }
 
-bool failure_record_hopeless(const struct failure_record *r, int64_t min_seen)
+bool failure_record_hopeless(const struct failure_record *r, int64_t min_repairs)
 {
-	return r && min_seen > 0 && r->seen >= min_seen && r->fixed_rule == 0 &&
+	return r && min_repairs > 0 && r->retried >= min_repairs && r->fixed_rule == 0 &&
 	       r->fixed_fixer == 0;
 }
 

@@ -25,8 +25,10 @@ struct failure_record {
 };
 void failure_record_clear(struct failure_record *r);
 
-/* Known hopeless by history: seen at least min_seen times, never fixed. */
-bool failure_record_hopeless(const struct failure_record *r, int64_t min_seen);
+/* Known hopeless by history: repair was tried (a rule's or the fixer's code
+ * ran: `retried`) at least min_repairs times and never fixed it. Sightings
+ * alone never count: a pattern nobody tried to repair is not hopeless. */
+bool failure_record_hopeless(const struct failure_record *r, int64_t min_repairs);
 
 /* rec borrowed for the callback; NULL with e set when Redis failed. */
 typedef void (*store_failure_cb)(const struct err *e, const struct failure_record *rec, void *arg);

@@ -234,6 +234,12 @@ def test_run_workflow(url, tenant_key):
         assert run.result.text == "42" and run.result.stdout == "ran\n"
         failed = sb.run("1/0", fixer=None, max_attempts=1, on_failure=[])
         assert failed.status == "failed" and failed.result.error.name == "ZeroDivisionError"
+        # error.cell_line: the line of the submitted code it went through
+        assert failed.result.error.cell_line == {"line": 1, "text": "1/0"}
+        # retry_hopeless goes in the request (accepted; nothing was hopeless)
+        again = sb.run("x = 1\n1/0", fixer=None, max_attempts=1, on_failure=[],
+                       retry_hopeless=True)
+        assert again.status == "failed" and again.result.error.cell_line["line"] == 2
 
 
 def test_installs_with_a_pyproject_and_no_dependencies():

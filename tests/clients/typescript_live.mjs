@@ -54,6 +54,7 @@ await check("state persists", async () => {
     assert.equal(bad.status, "error");
     assert.equal(bad.error.ename, "ZeroDivisionError");
     assert.ok(bad.error.traceback.length > 0);
+    assert.deepEqual(bad.error.cell_line, { line: 1, text: "1/0" });
     const sh = await sb.runCode("echo hi", { language: "bash" });
     assert.equal(sh.stdout, "hi\n");
     const slow = await sb.runCode("import time\ntime.sleep(30)", { timeoutS: 1 });
@@ -192,6 +193,8 @@ await check("run workflow", async () => {
     const run = await sb.run("40 + 2", { fixer: null, max_attempts: 1 });
     assert.equal(run.status, "ok");
     assert.equal(run.result.result, "42");
+    const forced = await sb.run("1/0", { fixer: null, max_attempts: 1, on_failure: [], retry_hopeless: true });
+    assert.equal(forced.status, "failed");
   } finally {
     await sb.kill();
   }

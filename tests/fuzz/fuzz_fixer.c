@@ -56,7 +56,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check_code(sent, sent ? strlen(sent) : 0, body, (size_t)len);
 
 	const char *tb[] = {content, content};
-	struct fixer_var vars[] = {{content, content}};
+	const char *cols[] = {content};
+	struct fixer_var vars[] = {{.name = content,
+				    .type = content,
+				    .shape = content,
+				    .dtype = content,
+				    .col_names = cols,
+				    .col_types = cols,
+				    .n_cols = 1,
+				    .cols_total = 1000}};
 	const char *files[] = {content};
 	struct fixer_target t = {"http://127.0.0.1:1/v1", content, NULL};
 	struct fixer_prompt p = {.code = text, .code_len = size};

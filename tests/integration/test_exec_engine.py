@@ -57,6 +57,8 @@ def test_traceback_spans_cells_with_their_own_lines(api, session):
     assert call_line == 2 and def_line == 5, frames
     assert "f(z)" in tb and "raise ValueError('bad %d' % y)" in tb
     assert tb.rstrip().endswith("ValueError: bad 2"), tb
+    # error.cell_line: this cell's line, not the older cell's function
+    assert err["cell_line"] == {"line": 2, "text": "f(z)"}, err
     for name in RUNNER_NAMES:
         assert name not in tb, (name, tb)
     assert "ci_" not in tb, tb
@@ -70,6 +72,30 @@ def test_error_inside_library_keeps_library_frames_but_no_runner(api, session):
     assert "json" in tb
     for name in RUNNER_NAMES:
         assert name not in tb, (name, tb)
+
+
+def test_cell_line_names_the_submitted_line_when_pandas_raises(api, session):
+    """Issue 29: a KeyError raised inside pandas ends in pandas' frames;
+    error.cell_line is the line of the submitted code it went through."""
+    code = ("import pandas as pd\n"
+            "df = pd.DataFrame({'Region': ['N', 'S'], 'Sales': [1, 2]})\n"
+            "totals = df.groupby('Region')['Sales'].sum()\n"
+            "\n"
+            "    # an indented comment\n"
+            "print(totals['Revenue'])\n"
+            "print('never')\n")
+    r = api.exec(session["id"], code)
+    assert r["status"] == "error" and r["error"]["ename"] == "KeyError", r
+    tb = r["error"]["traceback"]
+    last_frame = [l for l in tb if l.lstrip().startswith("File ")][-1]
+    assert "<cell-" not in last_frame and "pandas" in last_frame, tb  # the library's
+    assert r["error"]["cell_line"] == {"line": 6, "text": "print(totals['Revenue'])"}, r["error"]
+    # a SyntaxError names its line; an error with no frame of the cell has none
+    r = api.exec(session["id"], "x = 1\ny = (\n")
+    assert r["status"] == "error" and r["error"]["cell_line"]["line"] == 2, r["error"]
+    assert r["error"]["cell_line"]["text"] == "y = (", r["error"]
+    ok = api.exec(session["id"], "1")
+    assert ok["error"] is None
 
 
 def timed_exec(api, sid, code):

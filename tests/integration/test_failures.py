@@ -291,8 +291,9 @@ def test_sightings_notes_ttl_and_decay_through_the_scripts(make_daemon):
     assert b["noted"]["retried"] == 1
     c = run_tool(other, *redis, "--ttl-s", "600", "--note", "fixed_rule")
     assert c["record"]["seen"] == 3 and c["noted"]["fixed_rule"] == 1
-    # seen 3 times, never fixed when it was seen; fixed once since: not hopeless
-    assert c["record"]["hopeless_after_3"] is True
+    # seen 3 times but repaired only once: not hopeless (sightings alone
+    # never count); fixed once since: never hopeless by history
+    assert c["record"]["hopeless_after_3"] is False
     assert c["noted"]["hopeless_after_3"] is False
     key = "%sfail:default:%s" % (d.prefix, sig)
     assert 590 <= int(d.redis.cli("TTL", key)) <= 600
@@ -301,11 +302,16 @@ def test_sightings_notes_ttl_and_decay_through_the_scripts(make_daemon):
     f = [x for x in listed(d.api) if x["signature"] == sig][0]
     assert (f["seen"], f["retried"], f["fixed"]) == (3, 1, {"rule": 1, "fixer": 0})
     assert f["line"] == "x = np.zeros(<n>)" and f["message"] == "name <str> is not defined"
-    # never fixed three times over: hopeless by history
+    # seen three times, no repair tried: not hopeless (nobody tried)
     e = json.loads(json.dumps(NAME_ERROR).replace("'np'", "'npx'").replace("np.", "npx."))
     for i in range(3):
         r = run_tool(e, *redis, "--ttl-s", "600")
-    assert r["record"]["seen"] == 3 and r["record"]["hopeless_after_3"] is True
+    assert r["record"]["seen"] == 3 and r["record"]["hopeless_after_3"] is False
+    # repaired three times over and never fixed: hopeless by history
+    for i in range(3):
+        r = run_tool(e, *redis, "--ttl-s", "600", "--note", "retried")
+    assert r["record"]["retried"] == 2 and r["record"]["hopeless_after_3"] is False
+    assert r["noted"]["retried"] == 3 and r["noted"]["hopeless_after_3"] is True
     # each sighting refreshes the TTL
     d.redis.cli("EXPIRE", key, "100")
     run_tool(NAME_ERROR, *redis, "--ttl-s", "600")

@@ -2,11 +2,13 @@
 (POST /v1/sessions/{id}/runs): each rule repairs or reports without a round
 trip to the model, the memory counts what runs saw, retried and fixed, and
 a pattern known to be hopeless is skipped the next time with the reason."""
+import json
 import re
+import subprocess
 
 import pytest
 
-from harness import wait_for
+from harness import CTL_BIN, wait_for
 
 from harness.fake_llm import FakeLLM
 
@@ -90,15 +92,58 @@ def test_hopeless_by_history_is_skipped_with_the_reason(rig):
     assert a != b and first["failure"]["signature"] == b
     assert "same code" in first["attempts"][1]["repair_error"]["message"]
     # The same mistake with other data has the same signature; seen twice
-    # and never fixed (--failure-hopeless-after 2): skipped at once.
+    # but repaired only once (--failure-hopeless-after 2): repaired again.
     second = run(d, sid, code % 9, fixer)
-    assert second["status"] == "skipped", second
-    assert len(second["attempts"]) == 1 and second["failure"]["signature"] == a
-    assert second["failure"]["seen"] == 2 and "never fixed" in second["failure"]["reason"]
+    assert second["status"] == "failed", second
+    assert [x["signature"] for x in second["attempts"]] == [a, b]
+    # Repaired twice, never fixed: skipped at once, and says how to override.
+    third = run(d, sid, code % 11, fixer)
+    assert third["status"] == "skipped", third
+    assert len(third["attempts"]) == 1 and third["failure"]["signature"] == a
+    reason = third["failure"]["reason"]
+    assert third["failure"]["seen"] == 3 and third["failure"]["retried"] == 2, third
+    assert "never fixed" in reason and '"retry_hopeless": true' in reason, reason
+    assert "tried 2 times" in reason and a in reason, reason
     f = failures(d)[a]
-    assert f["seen"] == 2 and f["retried"] == 1 and f["fixed"] == {"rule": 0, "fixer": 0}
+    assert f["seen"] == 3 and f["retried"] == 2 and f["fixed"] == {"rule": 0, "fixer": 0}
+    # The override, per request: repaired anyway; the next run without it
+    # is skipped again.
+    asked = len(llm.requests)
+    forced = run(d, sid, code % 12, fixer, retry_hopeless=True)
+    assert [x["signature"] for x in forced["attempts"]] == [a, b], forced
+    assert forced["attempts"][1]["source"] == "fixer" and len(llm.requests) > asked
+    assert run(d, sid, code % 14, fixer)["status"] == "skipped"
+    # ci-ctl run --retry-hopeless sends it (this daemon has no default
+    # fixer: not skipped, failed for want of one)
+    env = {"CICTL_SERVER": "http://127.0.0.1:%d" % d.port, "PATH": "/usr/bin:/bin"}
+    for flags, status in (([], "skipped"), (["--retry-hopeless"], "failed")):
+        p = subprocess.run([CTL_BIN, "--json", "run", *flags, sid, code % 15], env=env,
+                           capture_output=True, text=True, timeout=120)
+        doc = json.loads(p.stdout)
+        assert doc["status"] == status and doc["attempts"][0]["signature"] == a, (flags, doc)
     # Forgotten: retried again.
     assert d.api.request("DELETE", "/v1/failures/" + a)[0] == 204
     again = run(d, sid, code % 13, fixer)
     assert len(again["attempts"]) == 2 and again["attempts"][0]["signature"] == a
     wait_for(lambda: failures(d).get(a, {}).get("seen") == 1, 10, what="a fresh entry")
+
+
+def test_sightings_without_a_repair_never_make_a_pattern_hopeless(rig):
+    """Issue 29: three runs with no fixer (nothing could repair the
+    KeyError) do not switch repair off: the fourth, with a fixer, asks it."""
+    d, sid, fixer, llm = rig
+    code = "totals = {'revenue': %d}\nprint(totals['Revenue'])"
+    for i in range(3):
+        r = run(d, sid, code % i)  # no fixer: this daemon has no --fixer-url
+        assert r["status"] == "failed" and len(r["attempts"]) == 1, r
+        assert "no fixer is configured" in r["failure"]["reason"], r
+    sig = r["failure"]["signature"]
+    f = failures(d)[sig]
+    assert f["seen"] == 3 and f["retried"] == 0, f
+    assert llm.requests == []
+    r = run(d, sid, code % 9, fixer)
+    assert r["status"] != "skipped", r
+    assert llm.requests and "KeyError" in str(llm.requests[0])
+    assert [a["source"] for a in r["attempts"]][:2] == ["submitted", "fixer"], r
+    f = failures(d)[sig]
+    assert f["seen"] == 4 and f["retried"] == 1, f

@@ -72,8 +72,8 @@ def test_run_to_review_approved_with_edit_and_rejected(make_daemon, tmp_path):
                                       body={"comment": "not worth it"})
             assert status == 200
             status, done2 = d.api.request("GET", "/v1/runs/%s?wait_s=20" % run2["id"])
-            # (failed, or skipped: the memory has now seen this pattern three
-            # times, never fixed)
+            # (failed, or skipped: repairs of this pattern may have been
+            # tried often enough, never fixing it)
             assert status == 200 and done2["status"] in ("failed", "skipped"), done2
             assert done2["degraded"]["state"] == "rejected"
             assert "not worth it" in json.dumps(done2)

@@ -51,7 +51,8 @@ def test_fixed_at_attempt_2_with_the_session_in_the_prompt(fd, llm):
     llm.add("fix-at-2", ["total = sum(prices)\ntotal"])
     api = fd.api
     sid = api.create()["id"]
-    assert api.exec(sid, "prices = [1, 2, 39]\nopen('/workspace/notes.txt', 'w').write('x')")["status"] == "ok"
+    assert api.exec(sid, "prices = [1, 2, 39]\nopen('/workspace/notes.txt', 'w').write('x')\n"
+                    "import numpy as np\ngrid = np.zeros((3, 4))")["status"] == "ok"
     doc = post_run(api, sid, {"code": "total = sum(price)\ntotal", "goal": "add the prices",
                               "fixer": fixer(llm, "fix-at-2")})
     assert doc["status"] == "ok", doc
@@ -64,7 +65,8 @@ def test_fixed_at_attempt_2_with_the_session_in_the_prompt(fd, llm):
     assert doc["failure"]["reason"] is None and doc["degraded"] is None
     (req,) = requests_for(llm, "fix-at-2")
     text = prompt_text(req)
-    for part in ("add the prices", "sum(price)", "NameError", "prices", "list", "notes.txt"):
+    for part in ("add the prices", "sum(price)", "NameError", "prices", "list", "notes.txt",
+                 "- grid: ndarray, shape (3, 4), dtype float64\n"):
         assert part in text, (part, text)
     # The variables and files the fixer saw came from a probe that left nothing behind.
     assert api.exec(sid, "[k for k in globals() if 'probe' in k]")["result"] == "[]"
@@ -171,7 +173,7 @@ def test_a_timeout_at_the_maximum_is_not_retried(fd, llm):
     assert doc["attempts"][0]["status"] == "timeout" and requests_for(llm, "slow") == []
 
 
-def test_a_pattern_seen_often_and_never_fixed_is_skipped_the_next_time(fd, llm):
+def test_a_pattern_repaired_often_and_never_fixed_is_skipped_the_next_time(fd, llm):
     api = fd.api
     code = "raise RuntimeError('upstream said 17')"
     llm.add("hopeless", ["raise RuntimeError('upstream said 18')", "raise RuntimeError('upstream said 19')"])
@@ -179,12 +181,27 @@ def test_a_pattern_seen_often_and_never_fixed_is_skipped_the_next_time(fd, llm):
     assert first["status"] == "failed" and len(first["attempts"]) == 3, first
     sigs = {a["signature"] for a in first["attempts"]}
     assert len(sigs) == 1, first  # the numbers are masked: one pattern
+    assert first["failure"]["retried"] == 2, first  # two repairs ran
+    # Repaired twice so far (--failure-hopeless-after 3): the model is asked
+    # once more; that third repair fails the same way: skipped there.
     asked = len(requests_for(llm, "hopeless"))
     second = post_run(api, None, {"code": code, "fixer": fixer(llm, "hopeless")})
     assert second["status"] == "skipped", second
-    assert len(second["attempts"]) == 1
-    assert "never fixed" in second["failure"]["reason"] and second["failure"]["seen"] >= 4
+    assert [a["source"] for a in second["attempts"]] == ["submitted", "fixer"], second
+    assert len(requests_for(llm, "hopeless")) == asked + 1
+    # Three failed repairs: skipped at once, the model not asked.
+    asked = len(requests_for(llm, "hopeless"))
+    third = post_run(api, None, {"code": code, "fixer": fixer(llm, "hopeless")})
+    assert third["status"] == "skipped" and len(third["attempts"]) == 1, third
+    reason = third["failure"]["reason"]
+    assert "never fixed" in reason and '"retry_hopeless": true' in reason, reason
+    assert third["failure"]["seen"] >= 5 and third["failure"]["retried"] == 3, third
     assert len(requests_for(llm, "hopeless")) == asked  # the model was not asked again
+    # The override, per request: the model is asked again.
+    forced = post_run(api, None, {"code": code, "fixer": fixer(llm, "hopeless"),
+                                  "retry_hopeless": True, "max_attempts": 2})
+    assert forced["status"] == "failed" and len(forced["attempts"]) == 2, forced
+    assert len(requests_for(llm, "hopeless")) == asked + 1
     # Forgetting it (DELETE /v1/failures/{sig}) lets it be retried.
     sig = sigs.pop()
     assert api.request("DELETE", "/v1/failures/" + sig)[0] == 204
@@ -229,6 +246,10 @@ def test_the_seed_scenario_a_spreadsheet_analysis_repaired_by_the_fixer(fd, llm)
     assert doc["status"] == "ok", doc
     assert [a["source"] for a in doc["attempts"]] == ["submitted", "fixer"]
     assert doc["attempts"][0]["error"]["ename"] == "KeyError"
+    # the line of the agent's code the KeyError went through (pandas raised it)
+    assert doc["attempts"][0]["error"]["cell_line"] == {
+        "line": 5, "text": 'totals = df.groupby("region")["sales"].sum()'}, doc["attempts"][0]
+    assert doc["attempts"][1]["error"] is None
     r = doc["result"]
     assert r["result"] == "{'North': 320, 'South': 150, 'East': 50}"
     (png,) = [d for d in r["display"] if d["mime"] == "image/png"]
@@ -239,3 +260,7 @@ def test_the_seed_scenario_a_spreadsheet_analysis_repaired_by_the_fixer(fd, llm)
     (req,) = requests_for(llm, "seed")
     text = prompt_text(req)
     assert "KeyError" in text and "sales.xlsx" in text and "df" in text
+    # the frame's shape and columns with their dtypes: the model sees that
+    # the column is 'Sales', not 'sales' (issue 29)
+    assert "- df: DataFrame, shape (5, 2)\n  2 columns (name: dtype): 'Region': object, " \
+        "'Sales': int64\n" in text, text

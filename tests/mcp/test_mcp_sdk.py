@@ -71,7 +71,8 @@ def test_connect_negotiates_and_lists_the_tools(md):
         assert s["type"] == "object" and s["additionalProperties"] is False, t
         assert t["description"]
     run = next(t for t in tools if t["name"] == "run_code")
-    assert {"retries", "fixer", "on_failure", "session_id", "code"} <= set(run["inputSchema"]["properties"])
+    assert {"retries", "fixer", "on_failure", "retry_hopeless", "session_id", "code"} <= \
+        set(run["inputSchema"]["properties"])
 
 
 def test_state_is_kept_across_calls_and_a_traceback_is_an_error(md, client):
@@ -185,6 +186,10 @@ def test_run_options_go_through_the_runs_workflow(md, client, llm):
         # Without a fixer that can fix it: isError, the ladder's answer kept.
         r = client.call("run_code", session_id=sid, code="1/0", retries=0, fixer=None)
         assert r["isError"] is True and r["structuredContent"]["status"] != "ok", r
+        # retry_hopeless alone is a run too (its request carries it)
+        r = client.call("run_code", session_id=sid, code="1/0", retry_hopeless=True,
+                        fixer=None)
+        assert r["isError"] is True and "attempts" in r["structuredContent"], r
     finally:
         client.call("delete_session", session_id=sid)
 

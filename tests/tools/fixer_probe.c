@@ -95,8 +95,8 @@ int main(void)
 	size_t n_vars = json_arr_len(varr);
 	AUTOFREE struct fixer_var *vars = xcalloc(n_vars + 1, sizeof(*vars));
 	for (size_t i = 0; i < n_vars; i++)
-		vars[i] = (struct fixer_var){json_get_str(json_arr_at(varr, i), "name"),
-					     json_get_str(json_arr_at(varr, i), "type")};
+		vars[i] = (struct fixer_var){.name = json_get_str(json_arr_at(varr, i), "name"),
+					     .type = json_get_str(json_arr_at(varr, i), "type")};
 	int64_t attempt = 0, max_attempts = 0;
 	json_get_int(pv, "attempt", &attempt);
 	json_get_int(pv, "max_attempts", &max_attempts);

@@ -9,6 +9,7 @@
 
 #include "failure_sig.h"
 #include "unit.h"
+#include "xalloc.h"
 
 #define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -171,6 +172,58 @@ TEST(failure_sig_line_is_the_last_frame_of_this_cell)
 	sig_of(&c, "one line", s, &d);
 	CHECK_STR(d.line, "");
 	failure_desc_clear(&d);
+}
+
+/* error.cell_line: the same frame, with its text; nothing when the frame
+ * is not this code's, a long line cut on a UTF-8 boundary. */
+TEST(exec_result_cell_line_is_the_last_frame_of_this_cell)
+{
+	/* A KeyError raised inside pandas: the last frame is the library's. */
+	char *tb[] = {xstrdup("Traceback (most recent call last):"),
+		      xstrdup("  File \"<cell-3>\", line 3, in <module>"),
+		      xstrdup("    print(totals['Revenue'])"),
+		      xstrdup("  File \"/usr/lib/python3/site-packages/pandas/core/series.py\", "
+			      "line 1121, in __getitem__"),
+		      xstrdup("KeyError: 'Revenue'")};
+	struct exec_result *r = exec_result_new(64);
+	r->status = EXEC_ERROR;
+	r->has_error = true;
+	r->ename = xstrdup("KeyError");
+	r->evalue = xstrdup("'Revenue'");
+	r->traceback = xcalloc(5, sizeof(char *));
+	memcpy(r->traceback, tb, sizeof(tb));
+	r->n_traceback = 5;
+	const char code[] = "import pandas as pd\ntotals = pd.Series({'revenue': 1})\r\n"
+			    "print(totals['Revenue'])\r\nprint('after')";
+	exec_result_set_cell_line(r, code, sizeof(code) - 1);
+	CHECK(r->cell_line == 3);
+	CHECK_STR(r->cell_text, "print(totals['Revenue'])");
+	/* a line past the code: none */
+	exec_result_set_cell_line(r, "one line", 8);
+	CHECK(r->cell_line == 3); /* unchanged */
+	struct exec_result *fresh = exec_result_new(64);
+	fresh->has_error = true;
+	fresh->traceback = r->traceback;
+	fresh->n_traceback = r->n_traceback;
+	exec_result_set_cell_line(fresh, "one line", 8);
+	CHECK(fresh->cell_line == 0 && fresh->cell_text == NULL);
+	fresh->traceback = NULL;
+	fresh->n_traceback = 0;
+	exec_result_free(fresh);
+	/* a long line of multi-byte characters: cut at a character's start */
+	char *big = xmalloc(3 * 1000 + 40);
+	strcpy(big, "a\nb\n");
+	for (int i = 0; i < 1000; i++)
+		strcat(big, "\xc3\xa9");
+	exec_result_set_cell_line(r, big, strlen(big));
+	CHECK(r->cell_line == 3 && strlen(r->cell_text) == EXEC_CELL_TEXT_MAX);
+	free(big);
+	/* no error: nothing */
+	struct exec_result *ok = exec_result_new(64);
+	exec_result_set_cell_line(ok, code, sizeof(code) - 1);
+	CHECK(ok->cell_line == 0);
+	exec_result_free(ok);
+	exec_result_free(r);
 }
 
 TEST(failure_sig_without_error_uses_status_and_reason)

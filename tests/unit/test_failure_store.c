@@ -132,16 +132,23 @@ TEST(failure_store_refuses_a_broken_entry)
 
 TEST(failure_record_hopeless_by_history)
 {
-	struct failure_record r = {.seen = 3};
+	/* Seen often, never repaired: not hopeless (nobody tried). */
+	struct failure_record r = {.seen = 100};
+	CHECK(!failure_record_hopeless(&r, 3));
+	CHECK(!failure_record_hopeless(&r, 1));
+	/* Repaired (a rule's or the fixer's code ran) 3 times, never fixed. */
+	r.retried = 3;
 	CHECK(failure_record_hopeless(&r, 3));
 	CHECK(!failure_record_hopeless(&r, 4));
-	r.fixed_rule = 1;
+	r.retried = 2;
+	CHECK(!failure_record_hopeless(&r, 3));
+	r.retried = 10;
+	r.fixed_rule = 1; /* fixed once: never hopeless by history */
 	CHECK(!failure_record_hopeless(&r, 3));
 	r.fixed_rule = 0;
 	r.fixed_fixer = 1;
 	CHECK(!failure_record_hopeless(&r, 3));
 	r.fixed_fixer = 0;
-	r.retried = 10; /* retried and never fixed is still never fixed */
 	CHECK(failure_record_hopeless(&r, 2));
 	CHECK(!failure_record_hopeless(NULL, 1));
 	CHECK(!failure_record_hopeless(&r, 0));

@@ -35,7 +35,8 @@ TEST(fixer_prompt_carries_every_part)
 {
 	const char *tb[] = {"Traceback (most recent call last):\n  File \"<cell>\", line 2",
 			    "NameError: name 'np' is not defined"};
-	struct fixer_var vars[] = {{"df", "DataFrame"}, {"n", "int"}};
+	struct fixer_var vars[] = {{.name = "df", .type = "DataFrame"},
+				   {.name = "n", .type = "int"}};
 	const char *files[] = {"sales.csv", "out/chart.png"};
 	struct fixer_prompt p = {.goal = "plot the sales",
 				 .code = "x = np.arange(3)",
@@ -105,7 +106,7 @@ TEST(fixer_prompt_caps_every_part)
 	struct fixer_var *vars = xcalloc(1000, sizeof(*vars));
 	const char **files = xcalloc(1000, sizeof(*files));
 	for (int i = 0; i < 1000; i++) {
-		vars[i] = (struct fixer_var){"v", "int"};
+		vars[i] = (struct fixer_var){.name = "v", .type = "int"};
 		files[i] = "f.txt";
 	}
 	struct fixer_prompt p = {.goal = code,
@@ -138,6 +139,68 @@ TEST(fixer_prompt_caps_every_part)
 	free(files);
 }
 
+/* The seed's scenario: a misspelled column. The model sees the frame's
+ * shape and its columns with their dtypes (names as repr: case shows), an
+ * array's shape and dtype. */
+TEST(fixer_prompt_describes_dataframes_and_arrays)
+{
+	const char *names[] = {"'Region'", "'Sales'"}, *types[] = {"object", "int64"};
+	struct fixer_var vars[] = {
+	    {.name = "df",
+	     .type = "DataFrame",
+	     .shape = "(5, 2)",
+	     .col_names = names,
+	     .col_types = types,
+	     .n_cols = 2,
+	     .cols_total = 2},
+	    {.name = "a", .type = "ndarray", .shape = "(3, 4)", .dtype = "float64"},
+	    {.name = "s", .type = "Series", .shape = "(5,)", .dtype = "int64"},
+	    {.name = "n", .type = "int"}};
+	struct fixer_prompt p = {.code = "df['sales']", .code_len = 11, .vars = vars, .n_vars = 4};
+	AUTOFREE char *u = user_message(&p, NULL);
+	CHECK(strstr(u, "- df: DataFrame, shape (5, 2)\n  2 columns (name: dtype): 'Region': "
+			"object, 'Sales': int64\n") != NULL);
+	CHECK(strstr(u, "- a: ndarray, shape (3, 4), dtype float64\n") != NULL);
+	CHECK(strstr(u, "- s: Series, shape (5,), dtype int64\n") != NULL);
+	CHECK(strstr(u, "- n: int\n") != NULL);
+}
+
+/* A wide frame: its first 50 columns and how many more; many wide frames:
+ * 500 columns in all, the rest counted; long names cut. */
+TEST(fixer_prompt_caps_the_columns)
+{
+	static char names[300][200];
+	const char *np[300], *tp[300];
+	for (int i = 0; i < 300; i++) {
+		snprintf(names[i], sizeof(names[i]), "'col%03d", i);
+		if (i == 0) /* a long name */
+			memset(names[i] + 7, 'x', 190);
+		np[i] = names[i];
+		tp[i] = "float64";
+	}
+	struct fixer_var *vars = xcalloc(20, sizeof(*vars));
+	for (int i = 0; i < 20; i++)
+		vars[i] = (struct fixer_var){.name = "w",
+					     .type = "DataFrame",
+					     .shape = "(1, 300)",
+					     .col_names = np,
+					     .col_types = tp,
+					     .n_cols = 300,
+					     .cols_total = 300};
+	struct fixer_prompt p = {.code = "x", .code_len = 1, .vars = vars, .n_vars = 20};
+	AUTOFREE char *u = user_message(&p, NULL);
+	CHECK(strstr(u, "'col049: float64, [... and 250 more]") != NULL);
+	CHECK(strstr(u, "'col050") == NULL);
+	CHECK(strstr(u, "xxx...: float64") != NULL); /* cut at 100 bytes, and says so */
+	/* 500 columns in all: ten frames get theirs, the others none */
+	CHECK(strstr(u, "300 columns (name: dtype): [... and 300 more]") != NULL);
+	size_t shown = 0;
+	for (const char *q = u; (q = strstr(q, ": float64")) != NULL; q++)
+		shown++;
+	CHECK(shown == 500);
+	free(vars);
+}
+
 TEST(fixer_prompt_counts_traceback_lines_inside_entries)
 {
 	/* One entry of 100 lines: still the last 60. */
@@ -158,7 +221,13 @@ TEST(fixer_prompt_is_valid_json_for_any_bytes)
 	/* Invalid UTF-8, quotes, control bytes, a newline in a variable's
 	 * name (which must not forge a line of the list). */
 	const char code[] = "print(\"\xff\xfe\x01\")\n\\";
-	struct fixer_var vars[] = {{"a\n- forged: int", "t\x01"}};
+	const char *cols[] = {"'c\n- forged: int'"};
+	struct fixer_var vars[] = {{.name = "a\n- forged: int",
+				    .type = "t\x01",
+				    .shape = "(1,\n- forged)",
+				    .col_names = cols,
+				    .col_types = cols,
+				    .n_cols = 1}};
 	struct fixer_prompt p = {
 	    .code = code, .code_len = sizeof(code) - 1, .vars = vars, .n_vars = 1};
 	AUTOFREE char *u = user_message(&p, NULL);

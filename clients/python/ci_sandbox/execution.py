@@ -3,21 +3,25 @@ import base64
 
 
 class ExecutionError:
-    """The exception the code raised: name ("NameError"), value (its message)
-    and traceback (a list of lines, the cell's own frames)."""
+    """The exception the code raised: name ("NameError"), value (its message),
+    traceback (a list of lines, the cell's own frames) and cell_line, the
+    line of the submitted code the error went through ({"line": 6, "text":
+    "..."}, also when a library raised it; None when there is none)."""
 
-    __slots__ = ("name", "value", "traceback")
+    __slots__ = ("name", "value", "traceback", "cell_line")
 
-    def __init__(self, name, value, traceback):
+    def __init__(self, name, value, traceback, cell_line=None):
         self.name = name
         self.value = value
         self.traceback = list(traceback or [])
+        self.cell_line = cell_line if isinstance(cell_line, dict) else None
 
     @classmethod
     def from_json(cls, doc):
         if not isinstance(doc, dict):
             return None
-        return cls(doc.get("ename", ""), doc.get("evalue", ""), doc.get("traceback") or [])
+        return cls(doc.get("ename", ""), doc.get("evalue", ""), doc.get("traceback") or [],
+                   doc.get("cell_line"))
 
     def __repr__(self):
         return "ExecutionError(%r, %r)" % (self.name, self.value)

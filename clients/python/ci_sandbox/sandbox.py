@@ -183,14 +183,17 @@ class Sandbox:
         raise errors.ProtocolError("the exec stream ended without its result", code="protocol")
 
     def run(self, code, goal=None, max_attempts=None, timeout_s=None, fixer=False,
-            on_failure=None):
+            on_failure=None, retry_hopeless=None):
         """The fix-and-retry workflow (POST .../runs, docs/workflow.md): run
         code, repair it on an error (rules, then the fixer model) and retry.
         fixer: False leaves the daemon's default, None is rules only, or a
-        dict {"url", "model", "api_key_file"}. Returns a Run."""
+        dict {"url", "model", "api_key_file"}. retry_hopeless=True repairs
+        even a failure the tenant's failure memory knows is hopeless (the
+        run's failure.reason says when it was skipped as one). Returns a Run."""
         body = {"code": code}
         for name, value in (("goal", goal), ("max_attempts", max_attempts),
-                            ("timeout_s", timeout_s), ("on_failure", on_failure)):
+                            ("timeout_s", timeout_s), ("on_failure", on_failure),
+                            ("retry_hopeless", retry_hopeless)):
             if value is not None:
                 body[name] = value
         if fixer is not False:

@@ -903,6 +903,11 @@ export interface components {
          */
         ErrorCode: "bad_request" | "bad_path" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "busy" | "conflict" | "is_a_directory" | "expired" | "node_lost" | "payload_too_large" | "corrupt" | "quota_exceeded" | "internal" | "unavailable" | "timeout";
         ExecError: {
+            /** @description The last line of the submitted code on the stack (the innermost frame of this execution's cell, even when the exception was raised inside a library): its 1-based number in the code and its text (at most 512 bytes). null when no frame of the submitted code is in the traceback (Python only; a run's attempt that could not run has none). */
+            cell_line?: null | {
+                line: number;
+                text: string;
+            };
             ename: string | null;
             evalue: string | null;
             traceback: string[];
@@ -1105,6 +1110,8 @@ export interface components {
             image?: string;
             max_attempts?: number;
             on_failure?: ("manual" | "stateless" | "review")[];
+            /** @description (Default false.) Repair even a failure the tenant's failure memory knows is hopeless (by class or by history); this run only, the memory is unchanged. */
+            retry_hopeless?: boolean;
             stream?: boolean;
             timeout_s?: number;
         };
@@ -1197,6 +1204,8 @@ export interface components {
             /** @default 3 */
             max_attempts: number;
             on_failure?: ("manual" | "stateless" | "review")[];
+            /** @description (Default false.) Repair even a failure the tenant's failure memory knows is hopeless (by class or by history); this run only, the memory is unchanged. */
+            retry_hopeless?: boolean;
             stream?: boolean;
             timeout_s?: number;
         };
