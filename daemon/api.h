@@ -416,6 +416,9 @@ void api_quota_session_created(struct call *c, const struct session *s);
 void api_quota_exec_ran(struct call *c, int64_t duration_ms);
 /* Give back what c holds (api_call_free). */
 void api_quota_release(struct call *c);
+/* c's tenant's effective quotas as known now (the cached override over the
+ * flags; the flags alone for a tenant not read yet). */
+void api_quota_effective(struct call *c, struct quota *out);
 
 /* A call waiting on a Redis op of the quota routes, cancelled by
  * api_quota_stop (which frees ctx with ctx_free, and c): new (registered),

@@ -201,6 +201,11 @@ static void effective(struct http_api *api, const struct tenant_entry *t, struct
 	quota_merge(&d, t ? &t->o : NULL, out);
 }
 
+void api_quota_effective(struct call *c, struct quota *out)
+{
+	effective(c->api, cache_find(c->api->quota, c->tenant), out);
+}
+
 /* ---- waits ---- */
 
 void api_quota_start(struct http_api *api)

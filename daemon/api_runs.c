@@ -159,6 +159,11 @@ static void run_begin(struct call *c, struct api_run_call *rc, const char *unava
 {
 	struct err *e = NULL;
 	struct run *run = NULL;
+	/* The stateless rung's quotas go with the run (its ladder reads them). */
+	struct quota q;
+	api_quota_effective(c, &q);
+	rc->req.stateless_denied = q.v[QUOTA_STATELESS] == 0;
+	rc->req.stateless_cap = q.v[QUOTA_STATELESS_RUNS];
 	if (runs_start(c->api->runs, c->tenant, c->key_id, rc->oneshot ? NULL : c->id, &rc->req,
 		       &rc->fixer, unavailable, &run, &e) < 0) {
 		rc_free(rc);
@@ -226,12 +231,17 @@ static void run_body(struct call *c, const char *body, size_t len, bool oneshot)
 		return;
 	}
 	/* One execution slot for the whole run: its attempts run one at a time,
-	 * the fixer's time between them. */
+	 * the fixer's time between them, and the stateless rung after them (the
+	 * tier counts against the tenant's executions like the sandbox). */
+	int64_t held = rc->req.max_attempts * (per + cfg->fixer_timeout_ms / 1000 + 1);
+	for (size_t i = 0; i < rc->req.n_on_failure; i++)
+		if (rc->req.on_failure[i] == RUN_MODE_STATELESS)
+			held += cfg->stateless_timeout_s + 1;
 	struct api_quota_ask ask = {
 	    .session = oneshot,
 	    .memory_mb = cfg->memory_mb,
 	    .exec = true,
-	    .exec_timeout_s = rc->req.max_attempts * (per + cfg->fixer_timeout_ms / 1000 + 1),
+	    .exec_timeout_s = held,
 	};
 	if (!oneshot && api_quota_admit_now(c, &ask))
 		run_begin(c, rc, NULL);

@@ -242,6 +242,14 @@ static const struct opt opt_table[] = {
     {"quota-requests-per-second", OPT_INT, O(quota_requests_per_second), "0", 0, 1000000000,
      "API requests per tenant and second (a token bucket holding twice that); 0 = unlimited",
      OPT_LIVE},
+    {"quota-stateless", OPT_BOOL, O(quota_stateless), "true", 0, 0,
+     "whether a tenant's runs may take the stateless rung of their ladder (with --stateless "
+     "on); a tenant's own \"stateless\" quota overrides it",
+     OPT_LIVE},
+    {"quota-stateless-runs", OPT_INT, O(quota_stateless_runs), "1", 0, 1000000000,
+     "a tenant's runs in the stateless tier at once, per node; 0 = up to "
+     "stateless-max-running",
+     OPT_LIVE},
     {"fixer-url", OPT_STR, O(fixer_url), "", 0, 0,
      "the default fixer model's OpenAI-compatible API base (http://HOST:PORT/v1); \"\" = none",
      OPT_LIVE},
@@ -262,6 +270,10 @@ static const struct opt opt_table[] = {
      "directory of key files a request's fixer.api_key_file may name (read at start and on "
      "SIGHUP); \"\" = none",
      OPT_LIVE},
+    {"stateless", OPT_STR, O(stateless), "on", 0, 0,
+     "on or off: the stateless tier (the ladder's \"stateless\" rung, python3 on the host in "
+     "bubblewrap); off, the rung is never taken",
+     OPT_RESTART},
     {"stateless-bwrap", OPT_STR, O(stateless_bwrap), "/usr/bin/bwrap", 0, 0,
      "bubblewrap binary of the stateless tier (a weak, Docker-free fallback)", OPT_RESTART},
     {"stateless-python", OPT_STR, O(stateless_python), "/usr/bin/python3", 0, 0,
@@ -269,7 +281,10 @@ static const struct opt opt_table[] = {
     {"stateless-timeout-s", OPT_INT, O(stateless_timeout_s), "10", 1, 60,
      "wall-clock limit of one stateless run (its CPU limit is one second more)", OPT_RESTART},
     {"stateless-memory-mb", OPT_INT, O(stateless_memory_mb), "256", 64, 4096,
-     "address-space limit (RLIMIT_AS) of one stateless run", OPT_RESTART},
+     "memory of one stateless run, all its processes together (a watchdog on their "
+     "proportional set size kills it above; each process's address space is capped at it "
+     "too)",
+     OPT_RESTART},
     {"stateless-max-running", OPT_INT, O(stateless_max_running), "4", 1, 32,
      "stateless runs at once; more are refused (each runs as its own host uid, just below "
      "sandbox-uid-base)",
@@ -707,6 +722,8 @@ int config_validate(const struct config *cfg, struct err **errp)
 	if (strcmp(cfg->workspace_backend, "loop") != 0 &&
 	    strcmp(cfg->workspace_backend, "tmpfs") != 0)
 		return err_set(errp, ERR_BAD_REQUEST, "workspace-backend: expected loop or tmpfs");
+	if (strcmp(cfg->stateless, "on") != 0 && strcmp(cfg->stateless, "off") != 0)
+		return err_set(errp, ERR_BAD_REQUEST, "stateless: expected on or off");
 	if (log_format_parse(cfg->log_format) < 0)
 		return err_set(errp, ERR_BAD_REQUEST, "log-format: expected text or json");
 	if (cfg->sandbox_uid_base + cfg->sandbox_uid_count > INT32_MAX)

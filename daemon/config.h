@@ -88,6 +88,8 @@ struct config {
 	/* Per-tenant quotas' defaults (quota.h); 0 = unlimited. */
 	int64_t quota_sessions, quota_executions, quota_memory_mb;
 	int64_t quota_exec_seconds_per_hour, quota_requests_per_second;
+	bool quota_stateless;
+	int64_t quota_stateless_runs;
 	/* The fixer model (fixer_target.h): the default, and what requests may name. */
 	char *fixer_url, *fixer_model, *fixer_key_file;
 	char *fixer_allowed_urls; /* comma-separated URL prefixes; "" = none */
@@ -96,6 +98,7 @@ struct config {
 	char *mcp_allowed_origins;
 	int64_t fixer_timeout_ms;
 	/* The stateless tier (stateless.h). */
+	char *stateless; /* "on" or "off" */
 	char *stateless_bwrap, *stateless_python;
 	int64_t stateless_timeout_s, stateless_memory_mb, stateless_max_running;
 	/* The snapshot stores (blobstore.h). */

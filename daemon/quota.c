@@ -15,6 +15,8 @@ static const char *const names[QUOTA_COUNT] = {
     [QUOTA_REQUESTS_PER_SECOND] = "requests_per_second",
     [QUOTA_SNAPSHOT_KEEP] = "snapshot_keep",
     [QUOTA_SNAPSHOT_MAX_AGE_S] = "snapshot_max_age_s",
+    [QUOTA_STATELESS] = "stateless",
+    [QUOTA_STATELESS_RUNS] = "stateless_runs",
 };
 
 const char *quota_name(enum quota_name n)
@@ -41,6 +43,8 @@ void quota_from_config(const struct config *cfg, struct quota *out)
 	out->v[QUOTA_REQUESTS_PER_SECOND] = cfg->quota_requests_per_second;
 	out->v[QUOTA_SNAPSHOT_KEEP] = cfg->snapshot_keep;
 	out->v[QUOTA_SNAPSHOT_MAX_AGE_S] = cfg->snapshot_max_age_s;
+	out->v[QUOTA_STATELESS] = cfg->quota_stateless ? 1 : 0;
+	out->v[QUOTA_STATELESS_RUNS] = cfg->quota_stateless_runs;
 }
 
 int quota_override_parse(const char *text, size_t len, struct quota_override *out,
@@ -68,8 +72,18 @@ int quota_override_from_json(yajl_val v, struct quota_override *out, struct err 
 			return err_set(errp, ERR_BAD_REQUEST,
 				       "quota: unknown name '%.64s' (known: sessions, executions, "
 				       "memory_mb, exec_seconds_per_hour, requests_per_second, "
-				       "snapshot_keep, snapshot_max_age_s)",
+				       "snapshot_keep, snapshot_max_age_s, stateless, "
+				       "stateless_runs)",
 				       k);
+		if (n == QUOTA_STATELESS) { /* a permission: true or false */
+			if (!YAJL_IS_TRUE(x) && !YAJL_IS_FALSE(x))
+				return err_set(errp, ERR_BAD_REQUEST,
+					       "quota: %s: expected true or false, got %s", k,
+					       json_type_name(x));
+			o.set |= 1u << n;
+			o.v[n] = YAJL_IS_TRUE(x) ? 1 : 0;
+			continue;
+		}
 		if (!YAJL_IS_INTEGER(x))
 			return err_set(errp, ERR_BAD_REQUEST,
 				       "quota: %s: expected an integer, got %s", k,
@@ -93,11 +107,19 @@ void quota_merge(const struct quota *defaults, const struct quota_override *o, s
 		out->v[i] = o && (o->set & (1u << i)) ? o->v[i] : defaults->v[i];
 }
 
+static void value_to_json(yajl_gen g, int i, int64_t v)
+{
+	if (i == QUOTA_STATELESS)
+		jg_kv_bool(g, names[i], v != 0);
+	else
+		jg_kv_int(g, names[i], v);
+}
+
 void quota_to_json(const struct quota *q, yajl_gen g)
 {
 	jg_obj(g);
 	for (int i = 0; i < QUOTA_COUNT; i++)
-		jg_kv_int(g, names[i], q->v[i]);
+		value_to_json(g, i, q->v[i]);
 	jg_obj_end(g);
 }
 
@@ -106,7 +128,7 @@ void quota_override_to_json(const struct quota_override *o, yajl_gen g)
 	jg_obj(g);
 	for (int i = 0; i < QUOTA_COUNT; i++)
 		if (o->set & (1u << i))
-			jg_kv_int(g, names[i], o->v[i]);
+			value_to_json(g, i, o->v[i]);
 	jg_obj_end(g);
 }
 

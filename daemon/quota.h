@@ -5,7 +5,8 @@
  * and the admission hooks api_quota.c's. Unit-tested.
  *
  * A value of 0 means unlimited, everywhere: in the flags (the default, so a
- * server without quota flags behaves as before) and in an override. */
+ * server without quota flags behaves as before) and in an override; but for
+ * "stateless", a boolean (a permission, not a count). */
 #ifndef CI_QUOTA_H
 #define CI_QUOTA_H
 
@@ -28,6 +29,12 @@ enum quota_name {
 	 * of each workspace are kept, and for how long (0: no limit). */
 	QUOTA_SNAPSHOT_KEEP,
 	QUOTA_SNAPSHOT_MAX_AGE_S,
+	/* The stateless tier (stateless.h), per node: whether the tenant's runs
+	 * may take its rung at all (a boolean on the wire, 1 or 0 here: the one
+	 * quota where 0 is not "unlimited"), and how many of its runs may be in
+	 * it at once (0: up to --stateless-max-running). */
+	QUOTA_STATELESS,
+	QUOTA_STATELESS_RUNS,
 	QUOTA_COUNT,
 };
 
@@ -62,7 +69,8 @@ int quota_lookup(const char *name, size_t len, enum quota_name *out);
 void quota_from_config(const struct config *cfg, struct quota *out);
 
 /* Parse a JSON object of quota names to integers into *out. Every member
- * must be a known name with an integer in [0, QUOTA_MAX_VALUE]; the error
+ * must be a known name with an integer in [0, QUOTA_MAX_VALUE] ("stateless":
+ * true or false, stored as 1 or 0); the error
  * (bad_request) names the member otherwise, and *out is left empty. */
 int quota_override_parse(const char *text, size_t len, struct quota_override *out,
 			 struct err **errp);

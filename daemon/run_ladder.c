@@ -4,7 +4,11 @@
  *   manual     the answer carries a handoff (code, failures, packages,
  *              how to run it) and the run is done;
  *   stateless  the last code runs once in the stateless tier; its result
- *              answers when it succeeds, else the next rung;
+ *              answers when it succeeds, else the next rung. Not taken by
+ *              a run a quota refused (the tier counts against the quotas
+ *              too: the run's execution reservation covers it, and its
+ *              time is the run's), nor by a tenant whose "stateless" quota
+ *              is false, nor past its "stateless_runs" on this node;
  *   review     a case goes to the tenant's review queue; the run waits for
  *              the reviewer (runs_review_decided).
  * A rung that cannot answer (no tier, no queue) says why in
@@ -71,6 +75,8 @@ static void stateless_done(const struct exec_result *r, const struct err *e, voi
 	if (run == NULL)
 		return;
 	run->sl = NULL;
+	if (r)
+		run->exec_ms += r->duration_ms; /* exec_seconds_per_hour counts it */
 	if (r == NULL) {
 		note(run, "stateless: %s", e ? e->message : "no result");
 		run_ladder_next(run);
@@ -126,13 +132,28 @@ static bool try_rung(struct run *run, enum run_mode mode)
 		run_end(run, RUN_DONE);
 		return true;
 	case RUN_MODE_STATELESS: {
-		if (d->stateless == NULL || !stateless_available(d->stateless)) {
+		if (run->over_quota) {
+			note(run, "stateless: not taken: the tenant is over a quota, and the "
+				  "stateless tier counts against its quotas too");
+			return false;
+		}
+		if (run->req.stateless_denied) {
+			note(run,
+			     "stateless: not taken: the tenant's \"stateless\" quota is false");
+			return false;
+		}
+		if (d->stateless == NULL) {
+			note(run, "stateless: the tier is off on this node");
+			return false;
+		}
+		if (!stateless_available(d->stateless)) {
 			note(run, "stateless: the tier is not available on this node");
 			return false;
 		}
 		struct err *e = NULL;
 		struct run_token *t = run_token_new(run);
-		run->sl = stateless_run(d->stateless, code, len, 0, stateless_done, t, &e);
+		run->sl = stateless_run(d->stateless, run->tenant, run->req.stateless_cap, code,
+					len, 0, stateless_done, t, &e);
 		if (run->sl)
 			return true;
 		run_token_take(t);

@@ -291,6 +291,7 @@ int runs_start(struct runs *rs, const char *tenant, const char *key_id, const ch
 	rs->n_runs++;
 	rs->stats.started++;
 	if (unavailable) {
+		run->over_quota = true;
 		run->unavailable_why = xstrdup(unavailable);
 		defer_call(rs->d.base, unavailable_cb, run_token_new(run));
 	} else if (run_flow_begin(run, errp) < 0) {

@@ -67,6 +67,11 @@ struct run_request {
 	 * this request only, the memory is not changed. */
 	bool retry_hopeless;
 	char *image; /* POST /v1/runs only: NULL = the default profile */
+	/* Set by the API from the tenant's quotas, never by the client: the
+	 * stateless rung is not the tenant's (its "stateless" quota is false),
+	 * and its cap of runs in that tier at once (0: none of its own). */
+	bool stateless_denied;
+	int64_t stateless_cap;
 };
 /* Parsed by api_parse_run_request (api_requests.c). */
 void run_request_release(struct run_request *r);
@@ -109,7 +114,8 @@ void run_unwatch(struct run_watch *w);
 /* Start tenant's run of req (moved: req is left empty) in session
  * session_id, or in a fresh one-shot session of req->image when session_id
  * is NULL; fixer moved likewise. unavailable: the sandbox tier cannot take
- * the run (why: over a quota), which goes down its ladder at once. *out is
+ * the run (why: over a quota), which goes down its ladder at once, past the
+ * stateless rung (a quota bounds that tier too). *out is
  * the run (borrowed: watch it now, before returning to the loop).
  * -1 when it cannot start (the session is not there, too many runs). */
 int runs_start(struct runs *rs, const char *tenant, const char *key_id, const char *session_id,

@@ -109,6 +109,7 @@ struct run {
 	size_t ladder_next;    /* the next rung of req.on_failure */
 	char *unavailable;     /* the sandbox tier was unavailable: why */
 	char *unavailable_why; /* ... known at the start (a quota), until the loop */
+	bool over_quota;       /* refused by a quota: the stateless rung is not taken */
 	char *ladder_notes;    /* rungs tried that did not answer, and why */
 	struct exec_result *stateless_result;
 	char review_id[SESSION_ID_LEN + 1];

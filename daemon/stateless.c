@@ -23,10 +23,18 @@
  * Memory and processes are capped by rlimits (RLIMIT_AS, RLIMIT_NPROC), not a
  * cgroup: docs/security.md says why (a writable cgroup v2 with the memory and
  * pids controllers is not something the daemon can count on; on this
- * project's hosts the controllers sit in v1 hierarchies). */
+ * project's hosts the controllers sit in v1 hierarchies). RLIMIT_AS is per
+ * process, so the whole run's memory is bounded by a watchdog: a timer on
+ * the loop that walks each run's process tree in /proc (bwrap's children,
+ * every thread's, so a child forked from a thread is not missed) and sums
+ * their proportional set sizes (smaps_rollup's Pss: pages shared after a
+ * fork are counted once); above --stateless-memory-mb the run is killed.
+ * Its work per tick is bounded (STATELESS_WATCH_PIDS processes a run, and
+ * RLIMIT_NPROC keeps a run below that). */
 #include "stateless.h"
 
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/filter.h>
 #include <signal.h>
@@ -53,7 +61,9 @@ extern const char stateless_runner_source[];
 
 #define STATELESS_DONE_MAX (2u << 20) /* the runner keeps it under 1 MiB */
 #define STATELESS_MAX_SLOTS 64
-#define STATELESS_NPROC 64 /* processes (threads) per run's uid */
+/* Processes (threads) per run's uid: bwrap, the sandbox's init and 14 more.
+ * Each may map up to --stateless-memory-mb; the watchdog bounds the sum. */
+#define STATELESS_NPROC 16
 #define STATELESS_NOFILE 128
 #define STATELESS_FSIZE (32ull << 20) /* one file's size */
 #define STATELESS_WORKSPACE_BYTES "67108864"
@@ -62,6 +72,10 @@ extern const char stateless_runner_source[];
 #define STATELESS_DRAIN_MAX (4u << 20)   /* read per pipe after the exit */
 #define STATELESS_READ_TURN (256u << 10) /* read per pipe and loop turn */
 #define STATELESS_KILL_GRACE_S 2         /* after the init's kill, for bwrap's exit */
+#define STATELESS_WATCH_MS 50            /* the memory watchdog's period */
+/* Processes the watchdog reads per run and tick: more than RLIMIT_NPROC lets
+ * a run have (zombies on their way out included). */
+#define STATELESS_WATCH_PIDS 64
 
 enum stateless_probe { PROBE_PENDING, PROBE_OK, PROBE_FAILED };
 
@@ -101,6 +115,9 @@ struct stateless_call {
 	struct exec_result *r;
 	int64_t start_ms, timeout_s;
 	bool timed_out, cancelled, probe;
+	bool mem_killed;     /* over the memory bound: the watchdog killed it */
+	int64_t mem_peak_kb; /* the most the watchdog saw (kB of Pss, summed) */
+	char tenant[64];     /* whose run (the per-tenant cap) */
 	stateless_done_cb cb;
 	void *arg;
 };
@@ -113,6 +130,8 @@ struct stateless {
 	int last_slot;
 	size_t running;
 	LIST_HEAD(, stateless_call) calls;
+	struct event *watch_ev; /* the memory watchdog, armed while calls run */
+	uint64_t mem_kills;
 	enum stateless_probe probe;
 	struct sock_filter *bpf;
 	size_t bpf_len;
@@ -328,6 +347,14 @@ static void call_result(struct stateless_call *c, int wstatus, double cpu_s)
 	stream_finish(c, &c->out);
 	stream_finish(c, &c->err);
 	char reason[192];
+	if (c->mem_killed) {
+		snprintf(reason, sizeof(reason),
+			 "the stateless sandbox's processes used %lld MiB, over the run's %lld MiB "
+			 "(--stateless-memory-mb); it was killed",
+			 (long long)(c->mem_peak_kb >> 10), (long long)c->t->memory_mb);
+		exec_result_fail(r, EXEC_KILLED, false, reason);
+		return;
+	}
 	if (c->timed_out) {
 		snprintf(reason, sizeof(reason),
 			 "timed out at the %llds deadline; the stateless sandbox was killed",
@@ -478,6 +505,116 @@ static void info_cb(evutil_socket_t fd, short what, void *arg)
 	event_del(c->info_ev);
 	close(c->info_fd);
 	c->info_fd = -1;
+}
+
+/* --------------------------------------------------------------- watchdog */
+
+/* Up to size-1 bytes of a procfs file, NUL-terminated; its length, or -1. */
+static ssize_t proc_read(const char *path, char *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, size - 1);
+	close(fd);
+	if (n < 0)
+		return -1;
+	buf[n] = '\0';
+	return n;
+}
+
+/* The Pss of pid in kB (smaps_rollup: its private pages, and its share of
+ * those it shares), 0 when it is gone. */
+static int64_t proc_pss_kb(pid_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/smaps_rollup", (int)pid);
+	if (proc_read(path, buf, sizeof(buf)) <= 0)
+		return 0;
+	const char *p = strstr(buf, "\nPss:");
+	return p ? strtoll(p + 5, NULL, 10) : 0;
+}
+
+/* Append the children of every thread of pid to q (up to max). */
+static void proc_children(pid_t pid, pid_t *q, size_t *n, size_t max)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	if (d == NULL)
+		return;
+	struct dirent *de;
+	/* A process has at most STATELESS_NPROC threads: the loop is bounded. */
+	while ((de = readdir(d)) != NULL && *n < max) {
+		if (de->d_name[0] < '0' || de->d_name[0] > '9')
+			continue;
+		char cpath[96], buf[1024];
+		snprintf(cpath, sizeof(cpath), "/proc/%d/task/%.16s/children", (int)pid,
+			 de->d_name);
+		if (proc_read(cpath, buf, sizeof(buf)) <= 0)
+			continue;
+		char *p = buf, *end;
+		for (;;) {
+			long v = strtol(p, &end, 10);
+			if (end == p || *n >= max)
+				break;
+			if (v > 0)
+				q[(*n)++] = (pid_t)v;
+			p = end;
+		}
+	}
+	closedir(d);
+}
+
+/* The run's memory: the Pss of bwrap and of every process below it, in kB.
+ * A process moving between parents while it is read may be counted twice
+ * or missed for one tick: the next one sees it. */
+static int64_t call_pss_kb(const struct stateless_call *c)
+{
+	pid_t q[STATELESS_WATCH_PIDS];
+	size_t n = 0, head = 0;
+	q[n++] = c->pid;
+	int64_t kb = 0;
+	while (head < n) {
+		pid_t p = q[head++];
+		kb += proc_pss_kb(p);
+		proc_children(p, q, &n, STATELESS_WATCH_PIDS);
+	}
+	return kb;
+}
+
+static void watch_arm(struct stateless *t)
+{
+	if (!evtimer_pending(t->watch_ev, NULL)) {
+		struct timeval tv = {.tv_usec = STATELESS_WATCH_MS * 1000};
+		evtimer_add(t->watch_ev, &tv);
+	}
+}
+
+static void watch_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct stateless *t = arg;
+	int64_t bound_kb = t->memory_mb << 10;
+	struct stateless_call *c;
+	LIST_FOREACH (c, &t->calls, link) {
+		if (c->pid <= 0 || c->mem_killed || c->cancelled)
+			continue;
+		int64_t kb = call_pss_kb(c);
+		if (kb > c->mem_peak_kb)
+			c->mem_peak_kb = kb;
+		if (kb > bound_kb) {
+			/* Killed, not freed: the exit's event finishes the call. */
+			c->mem_killed = true;
+			t->mem_kills++;
+			log_warn("stateless tier: a run used %lld MiB, over its %lld MiB; killed",
+				 (long long)(kb >> 10), (long long)t->memory_mb);
+			call_kill(c);
+		}
+	}
+	if (!LIST_EMPTY(&t->calls))
+		watch_arm(t);
 }
 
 /* ------------------------------------------------------------------ spawn */
@@ -663,6 +800,7 @@ static struct stateless_call *call_start(struct stateless *t, const char *code, 
 	evtimer_add(c->timer_ev, &tv);
 	t->slots |= 1ull << slot;
 	LIST_INSERT_HEAD(&t->calls, c, link);
+	watch_arm(t);
 	return c;
 
 fail:
@@ -772,6 +910,7 @@ struct stateless *stateless_new(struct event_base *base, const struct config *cf
 	t->uid_top = cfg->sandbox_uid_base - 1;
 	t->last_slot = (int)t->max_running - 1; /* the first run takes slot 0 */
 	LIST_INIT(&t->calls);
+	t->watch_ev = evtimer_new(base, watch_cb, t);
 	t->bpf = stateless_seccomp_program(&t->bpf_len);
 	stateless_argv(t);
 	t->probe = PROBE_PENDING;
@@ -808,6 +947,8 @@ void stateless_free(struct stateless *t)
 			waitpid(c->pid, NULL, WNOHANG);
 		call_free(c);
 	}
+	if (t->watch_ev)
+		event_free(t->watch_ev);
 	free(t->bwrap);
 	free(t->python);
 	free(t->bpf);
@@ -820,9 +961,9 @@ bool stateless_available(const struct stateless *t)
 	return t && t->probe == PROBE_OK;
 }
 
-struct stateless_call *stateless_run(struct stateless *t, const char *code, size_t len,
-				     int64_t timeout_s, stateless_done_cb cb, void *arg,
-				     struct err **errp)
+struct stateless_call *stateless_run(struct stateless *t, const char *tenant, int64_t tenant_cap,
+				     const char *code, size_t len, int64_t timeout_s,
+				     stateless_done_cb cb, void *arg, struct err **errp)
 {
 	if (t->probe == PROBE_FAILED) {
 		err_set(errp, ERR_UNAVAILABLE, "the stateless tier is unavailable (see the log)");
@@ -831,6 +972,21 @@ struct stateless_call *stateless_run(struct stateless *t, const char *code, size
 	if ((int64_t)t->running >= t->max_running) {
 		err_set(errp, ERR_UNAVAILABLE, "the stateless tier is busy");
 		return NULL;
+	}
+	if (tenant_cap > 0) {
+		/* A cancelled call still holds its slot's uid until reaped: it
+		 * counts. */
+		int64_t mine = 0;
+		struct stateless_call *o;
+		LIST_FOREACH (o, &t->calls, link)
+			mine += !o->probe && strcmp(o->tenant, tenant) == 0;
+		if (mine >= tenant_cap) {
+			err_set(errp, ERR_QUOTA_EXCEEDED,
+				"tenant %s has %lld runs in the stateless tier on this node, its "
+				"stateless_runs quota",
+				tenant, (long long)mine);
+			return NULL;
+		}
 	}
 	/* Round-robin from the last one taken: a slot's uid just released may
 	 * still have processes on their way out (a killed fork bomb's), and
@@ -853,6 +1009,9 @@ struct stateless_call *stateless_run(struct stateless *t, const char *code, size
 		return NULL;
 	}
 	t->last_slot = slot;
+	snprintf(c->tenant, sizeof(c->tenant), "%s", tenant);
+	log_debug("stateless tier: a run of tenant %s started (slot %d, host uid %lld)", tenant,
+		  slot, (long long)(t->uid_top - slot));
 	c->cb = cb;
 	c->arg = arg;
 	t->running++;
@@ -872,4 +1031,9 @@ void stateless_cancel(struct stateless_call *c)
 size_t stateless_running(const struct stateless *t)
 {
 	return t ? t->running : 0;
+}
+
+uint64_t stateless_memory_kills(const struct stateless *t)
+{
+	return t ? t->mem_kills : 0;
 }

@@ -2,7 +2,8 @@
  * Python run once in a process sandbox that does not need the Docker
  * engine. bubblewrap gives new namespaces (no network at all), a read-only
  * system, an empty temporary /workspace and /tmp; rlimits cap CPU time,
- * memory, processes, file size and descriptors; a seccomp filter refuses
+ * memory, processes, file size and descriptors, and a watchdog the memory of
+ * the whole run (its processes together); a seccomp filter refuses
  * what the sandbox profile refuses. The child is watched through a pidfd
  * and killed at its deadline; output is read through pipes on the loop,
  * capped like any execution's. The result has the usual shape
@@ -34,14 +35,18 @@ bool stateless_available(const struct stateless *t);
 /* r borrowed for the callback; NULL with e when nothing ran. */
 typedef void (*stateless_done_cb)(const struct exec_result *r, const struct err *e, void *arg);
 
-/* Run code (len bytes) once, timeout_s 0 for the tier's default. */
-struct stateless_call *stateless_run(struct stateless *t, const char *code, size_t len,
-				     int64_t timeout_s, stateless_done_cb cb, void *arg,
-				     struct err **errp);
+/* Run tenant's code (len bytes) once, timeout_s 0 for the tier's default.
+ * tenant_cap: the most runs of tenant at once (0: no cap of its own); at it,
+ * quota_exceeded. */
+struct stateless_call *stateless_run(struct stateless *t, const char *tenant, int64_t tenant_cap,
+				     const char *code, size_t len, int64_t timeout_s,
+				     stateless_done_cb cb, void *arg, struct err **errp);
 /* Kill it; its callback will not run. NULL-safe. */
 void stateless_cancel(struct stateless_call *c);
 
 /* Runs in flight. */
 size_t stateless_running(const struct stateless *t);
+/* Runs the memory watchdog has killed. */
+uint64_t stateless_memory_kills(const struct stateless *t);
 
 #endif

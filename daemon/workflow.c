@@ -73,7 +73,10 @@ int workflow_start(struct workflow *w, struct event_base *base, const struct con
 	w->httpc = httpc_new(base);
 	if ((w->fixers = fixer_targets_new(cfg, errp)) == NULL)
 		return -1;
-	if ((w->stateless = stateless_new(base, cfg, errp)) == NULL)
+	/* --stateless off: no tier at all (the ladder's rung says so). */
+	if (strcmp(cfg->stateless, "off") == 0)
+		log_info("stateless tier: off (--stateless off)");
+	else if ((w->stateless = stateless_new(base, cfg, errp)) == NULL)
 		return -1;
 	if (webhook_start(w, base, cfg, errp) < 0)
 		return -1;

@@ -53,7 +53,8 @@ def test_quota_routes_overrides_and_bad_bodies(make_daemon):
     assert doc == {"tenant": "default", "overrides": {},
                    "quota": {"sessions": 5, "executions": 0, "memory_mb": 0,
                              "exec_seconds_per_hour": 0, "requests_per_second": 1000,
-                             "snapshot_keep": 50, "snapshot_max_age_s": 2592000}}
+                             "snapshot_keep": 50, "snapshot_max_age_s": 2592000,
+                             "stateless": True, "stateless_runs": 1}}
     doc = put_quota(d, {"sessions": 2, "executions": 0, "memory_mb": 4096})
     assert doc["overrides"] == {"sessions": 2, "executions": 0, "memory_mb": 4096}
     assert doc["quota"]["sessions"] == 2 and doc["quota"]["requests_per_second"] == 1000

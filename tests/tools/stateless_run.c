@@ -96,7 +96,7 @@ static void start_next(struct tool *tl)
 	c->index = tl->started++;
 	struct err *e = NULL;
 	tl->calls[c->index] = c;
-	c->sc = stateless_run(tl->t, tl->code, tl->len, tl->timeout_s, done_cb, c, &e);
+	c->sc = stateless_run(tl->t, "tool", 0, tl->code, tl->len, tl->timeout_s, done_cb, c, &e);
 	if (c->sc == NULL) {
 		tl->calls[c->index] = NULL;
 		print_line(NULL, e, 0);

@@ -2,6 +2,7 @@
  * the member named), merging over the flags, and the Retry-After
  * estimates. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "config.h"
 #include "json.h"
@@ -105,17 +106,46 @@ TEST(quota_json_shapes)
 	quota_override_to_json(&o, g);
 	size_t len;
 	CHECK_STR(jg_text(g, &len), "{\"executions\":2}");
-	struct quota q = {{1, 2, 3, 4, 5, 6, 7}};
+	struct quota q = {{1, 2, 3, 4, 5, 6, 7, 1, 9}};
 	AUTOGEN yajl_gen g2 = json_gen_new();
 	quota_to_json(&q, g2);
 	CHECK_STR(jg_text(g2, &len),
 		  "{\"sessions\":1,\"executions\":2,\"memory_mb\":3,\"exec_seconds_per_hour\":4,"
-		  "\"requests_per_second\":5,\"snapshot_keep\":6,\"snapshot_max_age_s\":7}");
+		  "\"requests_per_second\":5,\"snapshot_keep\":6,\"snapshot_max_age_s\":7,"
+		  "\"stateless\":true,\"stateless_runs\":9}");
 	/* What quota_override_to_json writes parses back to the same. */
 	struct quota_override back;
 	const char *text = jg_text(g, &len);
 	CHECK(quota_override_parse(text, len, &back, NULL) == 0);
 	CHECK(back.set == o.set && back.v[QUOTA_EXECUTIONS] == 2);
+}
+
+TEST(quota_stateless_is_a_boolean)
+{
+	struct quota_override o;
+	struct err *e = NULL;
+	CHECK(quota_override_parse("{\"stateless\":false,\"stateless_runs\":2}", 38, &o, NULL) ==
+	      0);
+	CHECK(o.set == ((1u << QUOTA_STATELESS) | (1u << QUOTA_STATELESS_RUNS)));
+	CHECK(o.v[QUOTA_STATELESS] == 0 && o.v[QUOTA_STATELESS_RUNS] == 2);
+	AUTOGEN yajl_gen g = json_gen_new();
+	quota_override_to_json(&o, g);
+	size_t len;
+	CHECK_STR(jg_text(g, &len), "{\"stateless\":false,\"stateless_runs\":2}");
+	/* An integer is not a permission, nor a permission a count. */
+	CHECK(quota_override_parse("{\"stateless\":1}", 15, &o, &e) < 0);
+	CHECK(e && strstr(e->message, "true or false"));
+	err_free(e);
+	e = NULL;
+	CHECK(quota_override_parse("{\"stateless_runs\":true}", 23, &o, &e) < 0);
+	err_free(e);
+	/* The flags' defaults: allowed, one run at a time. */
+	struct config cfg;
+	config_defaults(&cfg);
+	struct quota q;
+	quota_from_config(&cfg, &q);
+	CHECK(q.v[QUOTA_STATELESS] == 1 && q.v[QUOTA_STATELESS_RUNS] == 1);
+	config_free(&cfg);
 }
 
 TEST(quota_burst_and_retry_after)

@@ -1136,6 +1136,9 @@ export interface components {
             sessions?: components["schemas"]["QuotaValue"];
             snapshot_keep?: components["schemas"]["QuotaValue"];
             snapshot_max_age_s?: components["schemas"]["QuotaValue"];
+            /** @description Whether the tenant's runs may take the stateless rung of their ladder. */
+            stateless?: boolean;
+            stateless_runs?: components["schemas"]["QuotaValue"];
         };
         Ready: {
             checks: components["schemas"]["ReadyChecks"];
