@@ -28,15 +28,17 @@ extern char **environ;
  * ext4 or xfs), so the budget is the session's on the host's disk: a sparse
  * image let one tenant's writes, within its own budget, take the blocks
  * another's had been promised (issue 28, item 3). Nothing may give those
- * blocks back while the session lives: mkfs without discard, and the mount
+ * blocks back while the session lives: mkfs without discard, the mount
  * without discard (a discard on the loop device punches holes in the
- * image). No journal: a workspace does not outlive a host crash (the
- * restart sweeps it), and a journal would cost 8-32 MiB of every budget.
- * Nothing reserved for root (-m 0): the budget is the sandbox's.
- * nosuid,nodev,noexec: what Docker gives the tmpfs it replaces (noexec is
- * no boundary: security.md). mount -o loop sets autoclear, so the unmount
- * frees the loop device. lost+found goes: the sandbox cannot remove it and
- * would see it in every listing. */
+ * image) and with noinit_itable (ext4's lazy zeroing of its inode tables
+ * is a write-zeroes request, which the loop driver turns into a punched
+ * hole: 4 of a 64 MiB image's blocks went back; the tables read as zeros
+ * anyway, the image being allocated unwritten). No journal: a workspace does not outlive a host
+ * crash (the restart sweeps it), and a journal would cost 8-32 MiB of every budget. Nothing
+ * reserved for root (-m 0): the budget is the sandbox's. nosuid,nodev,noexec: what Docker gives the
+ * tmpfs it replaces (noexec is no boundary: security.md). mount -o loop sets autoclear, so the
+ * unmount frees the loop device. lost+found goes: the sandbox cannot remove it and would see it in
+ * every listing. */
 static const char make_sh[] =
     "set -e\n"
     "umask 077\n"
@@ -45,7 +47,7 @@ static const char make_sh[] =
     "mkfs.ext4 -F -q -m 0 -O ^has_journal -E nodiscard,root_owner=\"$4:$4\" "
     "\"$1\"\n"
     "mkdir -p \"$2\"\n"
-    "mount -t ext4 -o loop,nosuid,nodev,noexec \"$1\" \"$2\"\n"
+    "mount -t ext4 -o loop,nosuid,nodev,noexec,noinit_itable \"$1\" \"$2\"\n"
     "rmdir \"$2/lost+found\"\n"
     "chmod 0700 \"$2\"\n";
 
@@ -370,17 +372,34 @@ int workspace_disk_admit(const struct workspace_disk *wd, int64_t mb, int64_t he
 		return err_set(errp, ERR_UNAVAILABLE, "workspace: statvfs %s: %s", wd->dir,
 			       strerror(errno));
 	int64_t free_mb = (int64_t)(((unsigned long long)sv.f_bavail * sv.f_frsize) >> 20);
-	int64_t room = free_mb - wd->making_mb - headroom_mb;
+	/* What the images hold of their budget but not (or no longer) on the
+	 * disk is promised too: a hole in an image (whatever punched it) is
+	 * free space that its session will take back. */
+	int64_t holes = 0;
+	const struct workspace_vol *v;
+	LIST_FOREACH (v, &wd->vols, link) {
+		char img[PATH_MAX], mnt[PATH_MAX];
+		struct stat st;
+		vol_paths(wd, v->id, img, mnt);
+		if (v->making || stat(img, &st) < 0)
+			continue;
+		int64_t gap = (int64_t)st.st_size - (int64_t)st.st_blocks * 512;
+		if (gap > 0)
+			holes += gap;
+	}
+	int64_t holes_mb = (holes + (1 << 20) - 1) >> 20;
+	int64_t room = free_mb - wd->making_mb - holes_mb - headroom_mb;
 	if (mb <= room)
 		return 0;
 	return err_set(
 	    errp, ERR_UNAVAILABLE,
 	    "this node's disk has no room for a %lld MiB workspace: %lld MiB free under "
-	    "the state directory, %lld MiB of it promised to workspaces being made, and "
-	    "%lld MiB kept for snapshots (workspace-disk-headroom-mb); ask for a smaller "
-	    "limits.disk_mb, retry once sessions have ended, or create the session "
-	    "elsewhere",
-	    (long long)mb, (long long)free_mb, (long long)wd->making_mb, (long long)headroom_mb);
+	    "the state directory, %lld MiB of it promised to workspaces (being made, or not "
+	    "yet allocated), and %lld MiB kept for snapshots (workspace-disk-headroom-mb); "
+	    "ask for a smaller limits.disk_mb, retry once sessions have ended, or create the "
+	    "session elsewhere",
+	    (long long)mb, (long long)free_mb, (long long)(wd->making_mb + holes_mb),
+	    (long long)headroom_mb);
 }
 
 void workspace_disk_free(struct workspace_disk *wd)
