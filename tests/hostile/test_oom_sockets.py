@@ -55,3 +55,26 @@ def test_a_socket_buffer_bomb_restarts_only_the_kernel(hostile):
         status, doc = h.api.request("GET", "/v1/sessions/" + sid)
         assert status == 200, (status, doc)
     h.assert_daemon_fine()
+
+
+def test_a_program_that_lowers_its_own_score_ends_only_its_own_session(hostile):
+    # What docs/security.md says the fix does not cover: a program the
+    # session starts may write its oom_score_adj back down to Docker's floor
+    # (0), and a socket-buffer bomb from there kills the supervisor. The
+    # container ends and the session with it; nothing else does.
+    h = hostile
+    lower = ("import subprocess, sys\n"
+             "code = \"open('/proc/self/oom_score_adj', 'w').write('0')\\n\" + %r\n"
+             "p = subprocess.run([sys.executable, '-c', code])\n"
+             "print('child', p.returncode)\n" % SOCKET_BOMB)
+    with h.victim(limits={"memory_mb": 128, "exec_timeout_s": 30}) as s:
+        sid = s["id"]
+        r = h.exec(sid, lower, timeout_s=30)
+        assert r["status"] in ("killed", "ok"), r
+        if r["status"] == "killed" and r["reason"] and "session ended" in r["reason"]:
+            status, doc = h.api.request("GET", "/v1/sessions/" + sid)
+            assert status == 410 and "out of memory" in doc["error"]["message"], (status, doc)
+        else:  # the kernel, or the child alone, was the victim: the session lives
+            r = h.exec(sid, "print(1)")
+            assert r["status"] == "ok", r
+    h.assert_daemon_fine()
