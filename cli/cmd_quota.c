@@ -20,13 +20,15 @@ static const char *const quota_names[] = {"sessions",
 					  "memory_mb",
 					  "exec_seconds_per_hour",
 					  "requests_per_second",
+					  "disk_mb",
 					  "snapshot_keep",
 					  "snapshot_max_age_s"};
 #define NQUOTAS (sizeof(quota_names) / sizeof(quota_names[0]))
 
 /* The usage counters, each with the quota that bounds it. */
-static const char *const usage_names[NQUOTAS] = {"sessions", "executions", "memory_mb",
-						 "exec_seconds_last_hour", "requests_last_second"};
+static const char *const usage_names[NQUOTAS] = {
+    "sessions", "executions", "memory_mb", "exec_seconds_last_hour", "requests_last_second",
+    "disk_mb"};
 /* (The two retention limits have no usage counter: NULL.) */
 
 /* [a-z0-9][a-z0-9_-]{0,62}, as the daemon wants; checked here so a bad
@@ -110,7 +112,8 @@ static int quota_set_arg(struct cli_ctx *ctx, const char *arg, long long *set)
 		return cli_usage_error(ctx,
 				       "--set %s: want NAME=VALUE, NAME one of sessions, "
 				       "executions, memory_mb, exec_seconds_per_hour, "
-				       "requests_per_second, snapshot_keep, snapshot_max_age_s",
+				       "requests_per_second, disk_mb, snapshot_keep, "
+				       "snapshot_max_age_s",
 				       arg);
 	if (strcmp(eq + 1, "default") == 0)
 		set[i] = -2;
@@ -241,9 +244,10 @@ const struct cli_cmd cmd_quota = {
 	    "  --set NAME=VALUE  set the tenant's own quota NAME (repeatable): a whole number,\n"
 	    "                    'unlimited' (0), or 'default' to fall back to the server's.\n"
 	    "                    Names: sessions, executions, memory_mb,\n"
-	    "                    exec_seconds_per_hour, requests_per_second, and the\n"
-	    "                    snapshot retention limits snapshot_keep (per workspace)\n"
-	    "                    and snapshot_max_age_s.  Quotas not named keep their value.\n"
+	    "                    exec_seconds_per_hour, requests_per_second, disk_mb, and\n"
+	    "                    the snapshot retention limits snapshot_keep (per\n"
+	    "                    workspace) and snapshot_max_age_s.  Quotas not named keep\n"
+	    "                    their value.\n"
 	    "\n"
 	    "--json prints the answer: {\"tenant\":...,\"quota\":{...},\"overrides\":{...}}.\n",
     .run = quota_run,

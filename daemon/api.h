@@ -382,11 +382,12 @@ void api_quota_stop(struct http_api *api);
  * count the request. */
 void api_quota_gate(struct call *c, api_handler h);
 
-/* What a call asks to reserve before it runs: a session of memory_mb, an
- * execution that may run exec_timeout_s, or both (the one-shot). */
+/* What a call asks to reserve before it runs: a session of memory_mb and
+ * disk_mb, an execution that may run exec_timeout_s, or both (the
+ * one-shot). */
 struct api_quota_ask {
 	bool session;
-	int64_t memory_mb;
+	int64_t memory_mb, disk_mb;
 	bool exec;
 	int64_t exec_timeout_s;
 };

@@ -262,6 +262,7 @@ static void oneshot_body(struct call *c, const char *body, size_t len)
 	struct api_quota_ask ask = {
 	    .session = true,
 	    .memory_mb = cfg->memory_mb,
+	    .disk_mb = cfg->disk_mb,
 	    .exec = true,
 	    .exec_timeout_s = xr->timeout_s ? xr->timeout_s : cfg->exec_timeout_s,
 	};

@@ -84,6 +84,7 @@ static void usage_done(const struct err *e, const struct store_quota_usage *u, v
 	jg_kv_int(g, "sessions", u->sessions);
 	jg_kv_int(g, "executions", u->executions);
 	jg_kv_int(g, "memory_mb", u->memory_mb);
+	jg_kv_int(g, "disk_mb", u->disk_mb);
 	jg_str(g, "exec_seconds_last_hour");
 	jg_double(g, (double)u->exec_ms_last_hour / 1000.0);
 	jg_kv_int(g, "requests_last_second", u->requests_last_second);

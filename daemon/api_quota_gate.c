@@ -352,7 +352,8 @@ void api_quota_session_created(struct call *c, const struct session *s)
 	if (h == NULL || !h->session)
 		return;
 	store_quota_session_commit(c->api->store, h->tenant, h->session_member, s->id,
-				   s->limits.memory_mb, s->expires_at_ms + QUOTA_GRACE_MS);
+				   s->limits.memory_mb, s->limits.disk_mb,
+				   s->expires_at_ms + QUOTA_GRACE_MS);
 	h->session = false;
 }
 
@@ -449,7 +450,7 @@ static void admitted(const struct err *e, int refused, int64_t retry_s, void *ar
 	w->op = NULL;
 	bool session = w->ask.session;
 	const int64_t *v = w->eff.v;
-	bool limited = session ? v[QUOTA_SESSIONS] || v[QUOTA_MEMORY_MB]
+	bool limited = session ? v[QUOTA_SESSIONS] || v[QUOTA_MEMORY_MB] || v[QUOTA_DISK_MB]
 			       : v[QUOTA_EXECUTIONS] || v[QUOTA_EXEC_SECONDS_PER_HOUR];
 	if (admit_failed(w, e, refused, retry_s, limited))
 		return;
@@ -483,19 +484,22 @@ static void start_session(struct api_quota_wait *w)
 	snprintf(h->session_member, sizeof(h->session_member), "pending-%08x-%llu",
 		 c->api->id_prefix, (unsigned long long)++c->api->quota->seq);
 	int64_t lapse = clock_now_ms() + cfg->start_timeout_s * 1000 + QUOTA_GRACE_MS;
-	if (w->eff.v[QUOTA_SESSIONS] == 0 && w->eff.v[QUOTA_MEMORY_MB] == 0) {
+	if (w->eff.v[QUOTA_SESSIONS] == 0 && w->eff.v[QUOTA_MEMORY_MB] == 0 &&
+	    w->eff.v[QUOTA_DISK_MB] == 0) {
 		/* Nothing to enforce: reserved for the usage without waiting, so a
 		 * create costs no Redis round trip (the reservation's later move to
 		 * the session id follows on the same connection, in order). */
 		store_quota_session_admit(c->api->store, c->tenant, h->session_member,
-					  w->ask.memory_mb, lapse, &w->eff, NULL, NULL);
+					  w->ask.memory_mb, w->ask.disk_mb, lapse, &w->eff, NULL,
+					  NULL);
 		hold_take(h, true);
 		w->ask.session = false;
 		step(w);
 		return;
 	}
-	w->op = store_quota_session_admit(c->api->store, c->tenant, h->session_member,
-					  w->ask.memory_mb, lapse, &w->eff, admitted, w);
+	w->op =
+	    store_quota_session_admit(c->api->store, c->tenant, h->session_member, w->ask.memory_mb,
+				      w->ask.disk_mb, lapse, &w->eff, admitted, w);
 }
 
 static void start_exec(struct api_quota_wait *w)

@@ -240,6 +240,7 @@ static void run_body(struct call *c, const char *body, size_t len, bool oneshot)
 	struct api_quota_ask ask = {
 	    .session = oneshot,
 	    .memory_mb = cfg->memory_mb,
+	    .disk_mb = cfg->disk_mb,
 	    .exec = true,
 	    .exec_timeout_s = held,
 	};

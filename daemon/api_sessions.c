@@ -134,6 +134,7 @@ static void create_body(struct call *c, const char *body, size_t len)
 	struct api_quota_ask ask = {
 	    .session = true,
 	    .memory_mb = sr->set & SRQ_MEMORY ? sr->limits.memory_mb : c->api->cfg->memory_mb,
+	    .disk_mb = sr->set & SRQ_DISK ? sr->limits.disk_mb : c->api->cfg->disk_mb,
 	};
 	api_quota_admit(c, &ask, create_admitted, sr, sr_free);
 }

@@ -171,6 +171,11 @@ static const struct opt opt_table[] = {
      "where /workspace lives: loop (an ext4 image of disk_mb on the host's disk, its own "
      "budget; falls back to tmpfs where the node cannot) or tmpfs (charged to memory)",
      OPT_RESTART},
+    {"workspace-disk-headroom-mb", OPT_INT, O(workspace_disk_headroom_mb), "2048", 0, 1 << 30,
+     "with workspace-backend loop: free space under the state directory that no workspace "
+     "image may take (the snapshot spool and store, logs); a create that would leave less "
+     "is refused (503)",
+     OPT_LIVE},
     {"remove-on-exit", OPT_BOOL, O(remove_on_exit), "false", 0, 0,
      "remove session containers when the daemon exits", OPT_LIVE},
     {"http-head-timeout-s", OPT_INT, O(http_head_timeout_s), "10", 1, 3600,
@@ -237,6 +242,8 @@ static const struct opt opt_table[] = {
      "concurrent executions per tenant; 0 = unlimited", OPT_LIVE},
     {"quota-memory-mb", OPT_INT, O(quota_memory_mb), "0", 0, 1000000000,
      "the memory limits of a tenant's live sessions, summed; 0 = unlimited", OPT_LIVE},
+    {"quota-disk-mb", OPT_INT, O(quota_disk_mb), "0", 0, 1000000000,
+     "the disk_mb of a tenant's live sessions, summed; 0 = unlimited", OPT_LIVE},
     {"quota-exec-seconds-per-hour", OPT_INT, O(quota_exec_seconds_per_hour), "0", 0, 1000000000,
      "execution wall time per tenant in a sliding hour; 0 = unlimited", OPT_LIVE},
     {"quota-requests-per-second", OPT_INT, O(quota_requests_per_second), "0", 0, 1000000000,

@@ -66,6 +66,7 @@ struct config {
 	int64_t drain_timeout_s;
 	bool remove_on_exit;
 	char *workspace_backend;      /* loop or tmpfs (workspace_disk.h) */
+	int64_t workspace_disk_headroom_mb; /* free disk no new workspace image may take */
 	bool ipc_tmpfs;               /* the sessions' IPC directories on a tmpfs of their own */
 	int64_t http_head_timeout_s;  /* a request head, from its first byte */
 	int64_t http_idle_timeout_s;  /* waiting for a request */
@@ -86,7 +87,7 @@ struct config {
 	char *review_webhook_url; /* "" = no webhook (webhook.h) */
 	char *review_webhook_secret_file;
 	/* Per-tenant quotas' defaults (quota.h); 0 = unlimited. */
-	int64_t quota_sessions, quota_executions, quota_memory_mb;
+	int64_t quota_sessions, quota_executions, quota_memory_mb, quota_disk_mb;
 	int64_t quota_exec_seconds_per_hour, quota_requests_per_second;
 	bool quota_stateless;
 	int64_t quota_stateless_runs;

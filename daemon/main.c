@@ -448,6 +448,8 @@ out:
 	cluster_free(d.cluster);
 	workflow_close(&d.wf);
 	tls_free(d.tls);
+	if (status == 0)
+		manager_release_state_dir(d.mgr);
 	manager_free(d.mgr);
 	net_free(net);
 	proc_free_all();

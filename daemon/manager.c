@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/queue.h>
 #include <sys/stat.h>
 
@@ -594,6 +595,7 @@ struct manager *manager_new(struct event_base *base, const struct config *cfg,
 	m->store = store;
 	m->net = net;
 	m->sessions_dir = xstrdup(dir);
+	m->ipc_tmpfs = tmpfs;
 	TAILQ_INIT(&m->all);
 	TAILQ_INIT(&m->tombs);
 	create_pool_init(m);
@@ -602,6 +604,22 @@ struct manager *manager_new(struct event_base *base, const struct config *cfg,
 	event_add(m->sweep, &two);
 	store_set_connect_cb(store, manager_registry_write_back, m);
 	return m;
+}
+
+void manager_release_state_dir(struct manager *m)
+{
+	if (m == NULL || !m->ipc_tmpfs)
+		return;
+	if (!TAILQ_EMPTY(&m->all)) {
+		log_info("ipc: %s stays mounted: sandboxes outlive this daemon", m->sessions_dir);
+		return;
+	}
+	if (umount2(m->sessions_dir, UMOUNT_NOFOLLOW) < 0) {
+		log_warn("ipc: unmounting %s: %s", m->sessions_dir, strerror(errno));
+		return;
+	}
+	m->ipc_tmpfs = false;
+	log_info("ipc: %s unmounted (no sandbox outlives this daemon)", m->sessions_dir);
 }
 
 void manager_free(struct manager *m)

@@ -90,6 +90,12 @@ void manager_set_workspace(struct manager *m, const char *id, const char *tenant
 /* Free every session's runtime state. Containers are left running for the
  * next daemon to adopt (or removed by the caller first, per config). */
 void manager_free(struct manager *m);
+/* A clean exit: when no session or sandbox outlives the daemon (none was
+ * left, or remove-on-exit ended them all), the IPC tmpfs on
+ * <state-dir>/s is unmounted (the next daemon mounts its own). With
+ * sessions left for the next daemon to adopt it stays: their containers
+ * hold their IPC directories in it. Before manager_free. */
+void manager_release_state_dir(struct manager *m);
 
 /* Create a session from req (NULL: all defaults) for tenant. */
 int manager_create(struct manager *m, const struct session_request *req, const char *tenant,

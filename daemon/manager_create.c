@@ -419,7 +419,11 @@ static bool pool_can_serve(const struct manager *m, const struct session *s)
 static bool pool_may_start(void *arg)
 {
 	struct manager *m = arg;
-	return !m->draining && m->recovered && m->count < (size_t)m->cfg->max_sessions;
+	/* A warm sandbox's image takes disk like a session's: not from the
+	 * headroom either (its create would fail at the fallocate). */
+	return !m->draining && m->recovered && m->count < (size_t)m->cfg->max_sessions &&
+	       workspace_disk_admit(m->wsdisk, m->cfg->disk_mb, m->cfg->workspace_disk_headroom_mb,
+				    NULL) == 0;
 }
 
 static void pool_resize_deferred(evutil_socket_t fd, short what, void *arg)
@@ -570,6 +574,13 @@ int manager_create(struct manager *m, const struct session_request *req, const c
 			claim(warm, s, cb, arg);
 			return 0;
 		}
+	}
+	/* Its image is allocated whole at the make: refused here, with words,
+	 * rather than by fallocate's ENOSPC later (workspace_disk.h). */
+	if (workspace_disk_admit(m->wsdisk, s->limits.disk_mb, m->cfg->workspace_disk_headroom_mb,
+				 errp) < 0) {
+		session_free(s);
+		return -1;
 	}
 	session_new_id(s->id);
 	s->node = xstrdup(m->cfg->node);

@@ -85,6 +85,7 @@ struct manager {
 	struct store *store;
 	struct sandbox_net *net;
 	char *sessions_dir;
+	bool ipc_tmpfs; /* sessions_dir is the tmpfs of ipc_dir.h */
 	struct msession *buckets[BUCKETS];
 	TAILQ_HEAD(, msession) all;
 	size_t count;

@@ -13,6 +13,7 @@ static const char *const names[QUOTA_COUNT] = {
     [QUOTA_MEMORY_MB] = "memory_mb",
     [QUOTA_EXEC_SECONDS_PER_HOUR] = "exec_seconds_per_hour",
     [QUOTA_REQUESTS_PER_SECOND] = "requests_per_second",
+    [QUOTA_DISK_MB] = "disk_mb",
     [QUOTA_SNAPSHOT_KEEP] = "snapshot_keep",
     [QUOTA_SNAPSHOT_MAX_AGE_S] = "snapshot_max_age_s",
     [QUOTA_STATELESS] = "stateless",
@@ -41,6 +42,7 @@ void quota_from_config(const struct config *cfg, struct quota *out)
 	out->v[QUOTA_MEMORY_MB] = cfg->quota_memory_mb;
 	out->v[QUOTA_EXEC_SECONDS_PER_HOUR] = cfg->quota_exec_seconds_per_hour;
 	out->v[QUOTA_REQUESTS_PER_SECOND] = cfg->quota_requests_per_second;
+	out->v[QUOTA_DISK_MB] = cfg->quota_disk_mb;
 	out->v[QUOTA_SNAPSHOT_KEEP] = cfg->snapshot_keep;
 	out->v[QUOTA_SNAPSHOT_MAX_AGE_S] = cfg->snapshot_max_age_s;
 	out->v[QUOTA_STATELESS] = cfg->quota_stateless ? 1 : 0;
@@ -72,7 +74,7 @@ int quota_override_from_json(yajl_val v, struct quota_override *out, struct err 
 			return err_set(errp, ERR_BAD_REQUEST,
 				       "quota: unknown name '%.64s' (known: sessions, executions, "
 				       "memory_mb, exec_seconds_per_hour, requests_per_second, "
-				       "snapshot_keep, snapshot_max_age_s, stateless, "
+				       "disk_mb, snapshot_keep, snapshot_max_age_s, stateless, "
 				       "stateless_runs)",
 				       k);
 		if (n == QUOTA_STATELESS) { /* a permission: true or false */

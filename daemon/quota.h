@@ -25,6 +25,7 @@ enum quota_name {
 	QUOTA_MEMORY_MB,             /* the memory limits of live sessions, summed */
 	QUOTA_EXEC_SECONDS_PER_HOUR, /* execution wall time in a sliding hour */
 	QUOTA_REQUESTS_PER_SECOND,   /* a token bucket (quota_burst) */
+	QUOTA_DISK_MB,               /* the disk_mb of live sessions, summed */
 	/* Snapshot retention (snapshot.c), not admission: how many snapshots
 	 * of each workspace are kept, and for how long (0: no limit). */
 	QUOTA_SNAPSHOT_KEEP,

@@ -25,14 +25,18 @@
 	"local t = redis.call('TIME')\n" \
 	"local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
 
-/* Drop lapsed session reservations (KEYS[1] set, KEYS[2] memory). */
+/* Drop lapsed session reservations (KEYS[1] set, KEYS[2] memory, KEYS[3]
+ * disk). */
 #define LUA_SESSIONS_TRIM                                                              \
 	"local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)\n"             \
-	"for _, m in ipairs(gone) do redis.call('HDEL', KEYS[2], m) end\n"             \
+	"for _, m in ipairs(gone) do\n"                                                \
+	"  redis.call('HDEL', KEYS[2], m)\n"                                           \
+	"  redis.call('HDEL', KEYS[3], m)\n"                                           \
+	"end\n"                                                                        \
 	"if #gone > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now) end\n" \
-	"local function memory()\n"                                                    \
+	"local function summed(key)\n"                                                 \
 	"  local used = 0\n"                                                           \
-	"  for _, v in ipairs(redis.call('HVALS', KEYS[2])) do\n"                      \
+	"  for _, v in ipairs(redis.call('HVALS', key)) do\n"                          \
 	"    used = used + (tonumber(v) or 0)\n"                                       \
 	"  end\n"                                                                      \
 	"  return used\n"                                                              \
@@ -54,14 +58,17 @@
 	"  return sum\n"                                                               \
 	"end\n"
 
-/* KEYS: sessions, memory. ARGV: member, memory_mb, lapse_ms, max sessions,
- * max memory. */
+/* KEYS: sessions, memory, disk. ARGV: member, memory_mb, lapse_ms, max
+ * sessions, max memory, disk_mb, max disk. */
 static const char lua_session_admit[] = LUA_NOW LUA_SESSIONS_TRIM
     "local maxs, maxm, want = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[2])\n"
+    "local disk, maxd = tonumber(ARGV[6]) or 0, tonumber(ARGV[7]) or 0\n"
     "if maxs > 0 and redis.call('ZCARD', KEYS[1]) >= maxs then return {'sessions', 0} end\n"
-    "if maxm > 0 and memory() + want > maxm then return {'memory_mb', 0} end\n"
+    "if maxm > 0 and summed(KEYS[2]) + want > maxm then return {'memory_mb', 0} end\n"
+    "if maxd > 0 and summed(KEYS[3]) + disk > maxd then return {'disk_mb', 0} end\n"
     "redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])\n"
     "redis.call('HSET', KEYS[2], ARGV[1], want)\n"
+    "redis.call('HSET', KEYS[3], ARGV[1], disk)\n"
     "return {'', 0}\n";
 
 /* KEYS: execs, exec_seconds, exec_ms. ARGV: member, lapse_ms, max
@@ -127,15 +134,16 @@ static const char lua_request[] =
     "if ok then return {'', 0} end\n"
     "return {'requests_per_second', math.floor(tokens * 1000)}\n";
 
-/* KEYS: sessions, memory, execs, exec_seconds, exec_ms, requests. ARGV:
- * window. */
+/* KEYS: sessions, memory, disk, execs, exec_seconds, exec_ms, requests.
+ * ARGV: window. */
 static const char lua_usage[] = LUA_NOW LUA_SESSIONS_TRIM LUA_WINDOW_TRIM
-    "redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)\n"
-    "local sum = trim(KEYS[4], KEYS[5], now, tonumber(ARGV[1]))\n"
-    "local h = redis.call('HMGET', KEYS[6], 'sec', 'n')\n"
+    "redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)\n"
+    "local sum = trim(KEYS[5], KEYS[6], now, tonumber(ARGV[1]))\n"
+    "local h = redis.call('HMGET', KEYS[7], 'sec', 'n')\n"
     "local n = 0\n"
     "if tonumber(h[1]) == math.floor(now / 1000) then n = tonumber(h[2]) or 0 end\n"
-    "return {redis.call('ZCARD', KEYS[1]), memory(), redis.call('ZCARD', KEYS[3]), sum, n}\n";
+    "return {redis.call('ZCARD', KEYS[1]), summed(KEYS[2]), redis.call('ZCARD', KEYS[4]), sum, "
+    "n, summed(KEYS[3])}\n";
 
 static struct store_script s_session_admit = {.text = lua_session_admit};
 static struct store_script s_exec_admit = {.text = lua_exec_admit};
@@ -185,11 +193,11 @@ static void op_int(struct store_quota_op *op, int64_t v)
 }
 
 /* A script's keys: their count, then each, the tenant's. */
-static const char *const keys_sessions[] = {"sessions", "memory", NULL};
+static const char *const keys_sessions[] = {"sessions", "memory", "disk", NULL};
 static const char *const keys_execs[] = {"execs", "exec_seconds", "exec_ms", NULL};
 static const char *const keys_requests[] = {"requests", NULL};
-static const char *const keys_usage[] = {"sessions", "memory",   "execs", "exec_seconds",
-					 "exec_ms",  "requests", NULL};
+static const char *const keys_usage[] = {"sessions",     "memory",  "disk",     "execs",
+					 "exec_seconds", "exec_ms", "requests", NULL};
 
 static void op_keys(struct store_quota_op *op, const char *tenant, const char *const *names)
 {
@@ -316,7 +324,7 @@ static void deliver_admit(struct store_quota_op *op, const redisReply *r)
 
 static void deliver_usage(struct store_quota_op *op, const redisReply *r)
 {
-	if (r->type != REDIS_REPLY_ARRAY || r->elements != 5) {
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 6) {
 		deliver_error(op, "redis: the usage script answered in an unexpected shape");
 		return;
 	}
@@ -326,6 +334,7 @@ static void deliver_usage(struct store_quota_op *op, const redisReply *r)
 	    .executions = reply_int(r, 2),
 	    .exec_ms_last_hour = reply_int(r, 3),
 	    .requests_last_second = reply_int(r, 4),
+	    .disk_mb = reply_int(r, 5),
 	};
 	op->usage_cb(NULL, &u, op->arg);
 }
@@ -422,8 +431,9 @@ int store_quota_put(struct store *st, const char *tenant, const struct quota_ove
 
 struct store_quota_op *store_quota_session_admit(struct store *st, const char *tenant,
 						 const char *member, int64_t memory_mb,
-						 int64_t lapse_ms, const struct quota *q,
-						 store_quota_admit_cb cb, void *arg)
+						 int64_t disk_mb, int64_t lapse_ms,
+						 const struct quota *q, store_quota_admit_cb cb,
+						 void *arg)
 {
 	struct store_quota_op *op = op_new(st, cb ? OP_ADMIT : OP_FIRE, &s_session_admit, arg);
 	op->admit_cb = cb;
@@ -433,13 +443,15 @@ struct store_quota_op *store_quota_session_admit(struct store *st, const char *t
 	op_int(op, lapse_ms);
 	op_int(op, q->v[QUOTA_SESSIONS]);
 	op_int(op, q->v[QUOTA_MEMORY_MB]);
+	op_int(op, disk_mb);
+	op_int(op, q->v[QUOTA_DISK_MB]);
 	return op_start(op);
 }
 
 /* A MULTI of plain commands, fire and forget (a session's reservation
  * moved or given back). */
 static void session_multi(struct store *st, const char *tenant, const char *drop, const char *id,
-			  int64_t memory_mb, int64_t lapse_ms)
+			  int64_t memory_mb, int64_t disk_mb, int64_t lapse_ms)
 {
 	if (st->ac == NULL || !st->connected)
 		return;
@@ -448,24 +460,28 @@ static void session_multi(struct store *st, const char *tenant, const char *drop
 			  drop);
 	redisAsyncCommand(st->ac, NULL, NULL, "HDEL %squota:%s:memory %s", st->prefix, tenant,
 			  drop);
+	redisAsyncCommand(st->ac, NULL, NULL, "HDEL %squota:%s:disk %s", st->prefix, tenant, drop);
 	if (id) {
 		redisAsyncCommand(st->ac, NULL, NULL, "ZADD %squota:%s:sessions %lld %s",
 				  st->prefix, tenant, (long long)lapse_ms, id);
 		redisAsyncCommand(st->ac, NULL, NULL, "HSET %squota:%s:memory %s %lld", st->prefix,
 				  tenant, id, (long long)memory_mb);
+		redisAsyncCommand(st->ac, NULL, NULL, "HSET %squota:%s:disk %s %lld", st->prefix,
+				  tenant, id, (long long)disk_mb);
 	}
 	redisAsyncCommand(st->ac, NULL, NULL, "EXEC");
 }
 
 void store_quota_session_commit(struct store *st, const char *tenant, const char *member,
-				const char *id, int64_t memory_mb, int64_t lapse_ms)
+				const char *id, int64_t memory_mb, int64_t disk_mb,
+				int64_t lapse_ms)
 {
-	session_multi(st, tenant, member, id, memory_mb, lapse_ms);
+	session_multi(st, tenant, member, id, memory_mb, disk_mb, lapse_ms);
 }
 
 void store_quota_session_release(struct store *st, const char *tenant, const char *member)
 {
-	session_multi(st, tenant, member, NULL, 0, 0);
+	session_multi(st, tenant, member, NULL, 0, 0, 0);
 }
 
 void store_quota_session_restore(struct store *st, const struct session *s)
@@ -478,6 +494,8 @@ void store_quota_session_restore(struct store *st, const struct session *s)
 			  s->tenant, (long long)(s->expires_at_ms + QUOTA_GRACE_MS), s->id);
 	redisAsyncCommand(st->ac, NULL, NULL, "HSETNX %squota:%s:memory %s %lld", st->prefix,
 			  s->tenant, s->id, (long long)s->limits.memory_mb);
+	redisAsyncCommand(st->ac, NULL, NULL, "HSETNX %squota:%s:disk %s %lld", st->prefix,
+			  s->tenant, s->id, (long long)s->limits.disk_mb);
 	redisAsyncCommand(st->ac, NULL, NULL, "EXEC");
 }
 
@@ -486,6 +504,7 @@ void store_quota_end_cmds(struct store *st, const char *tenant, const char *id)
 	redisAsyncCommand(st->ac, NULL, NULL, "ZREM %squota:%s:sessions %s", st->prefix, tenant,
 			  id);
 	redisAsyncCommand(st->ac, NULL, NULL, "HDEL %squota:%s:memory %s", st->prefix, tenant, id);
+	redisAsyncCommand(st->ac, NULL, NULL, "HDEL %squota:%s:disk %s", st->prefix, tenant, id);
 }
 
 void store_quota_touch_cmds(struct store *st, const char *tenant, const char *id,

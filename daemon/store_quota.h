@@ -7,6 +7,7 @@
  *   P quota:T:sessions        sorted set: live session (or pending create) →
  *                             when the reservation lapses (ms)
  *   P quota:T:memory          hash: the same members → memory limit (MB)
+ *   P quota:T:disk            hash: the same members → disk_mb
  *   P quota:T:execs           sorted set: running execution → when it lapses
  *   P quota:T:exec_seconds    sorted set: "<duration ms>:<exec>" → end (ms)
  *   P quota:T:exec_ms         the durations in that set, summed (ms)
@@ -49,18 +50,21 @@ struct store_quota_op *store_quota_get(struct store *st, const char *tenant, sto
 int store_quota_put(struct store *st, const char *tenant, const struct quota_override *o,
 		    store_done_cb cb, void *arg, struct store_quota_op **opp, struct err **errp);
 
-/* Reserve a session slot of memory_mb for member (a pending create) until
- * lapse_ms, if q allows it (sessions, memory_mb). cb NULL: reserved
- * without an answer (nothing to enforce; counted for the usage). */
+/* Reserve a session slot of memory_mb and disk_mb for member (a pending
+ * create) until lapse_ms, if q allows it (sessions, memory_mb, disk_mb).
+ * cb NULL: reserved without an answer (nothing to enforce; counted for the
+ * usage). */
 struct store_quota_op *store_quota_session_admit(struct store *st, const char *tenant,
 						 const char *member, int64_t memory_mb,
-						 int64_t lapse_ms, const struct quota *q,
-						 store_quota_admit_cb cb, void *arg);
+						 int64_t disk_mb, int64_t lapse_ms,
+						 const struct quota *q, store_quota_admit_cb cb,
+						 void *arg);
 
 /* The create of member succeeded as session id: the reservation is moved
  * to id, lapsing at lapse_ms. Fire and forget. */
 void store_quota_session_commit(struct store *st, const char *tenant, const char *member,
-				const char *id, int64_t memory_mb, int64_t lapse_ms);
+				const char *id, int64_t memory_mb, int64_t disk_mb,
+				int64_t lapse_ms);
 
 /* Give back a session reservation (a create that failed). Fire and forget.
  * A session's own ending releases its id with its tombstone (store.c). */
@@ -93,7 +97,7 @@ struct store_quota_op *store_quota_request(struct store *st, const char *tenant,
 void store_quota_count(struct store *st, const char *tenant, int64_t n);
 
 struct store_quota_usage {
-	int64_t sessions, executions, memory_mb;
+	int64_t sessions, executions, memory_mb, disk_mb;
 	int64_t exec_ms_last_hour;
 	int64_t requests_last_second;
 };

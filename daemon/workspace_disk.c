@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/queue.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,24 +23,31 @@
 
 extern char **environ;
 
-/* $1 image, $2 mount point, $3 MiB, $4 uid. No journal: a workspace does
- * not outlive a host crash (the restart sweeps it), and a journal would
- * cost 8-32 MiB of every budget. Nothing reserved for root (-m 0): the
- * budget is the sandbox's. discard: a deleted file gives its blocks back
- * to the host's disk (the image stays sparse). nosuid,nodev,noexec: what
- * Docker gives the tmpfs it replaces (noexec is no boundary: security.md).
- * mount -o loop sets autoclear, so the unmount frees the loop device.
- * lost+found goes: the sandbox cannot remove it and would see it in every
- * listing. */
+/* $1 image, $2 mount point, $3 MiB, $4 uid. The image is allocated whole
+ * (fallocate: unwritten extents, no data written, milliseconds for GiBs on
+ * ext4 or xfs), so the budget is the session's on the host's disk: a sparse
+ * image let one tenant's writes, within its own budget, take the blocks
+ * another's had been promised (issue 28, item 3). Nothing may give those
+ * blocks back while the session lives: mkfs without discard, the mount
+ * without discard (a discard on the loop device punches holes in the
+ * image) and with noinit_itable (ext4's lazy zeroing of its inode tables
+ * is a write-zeroes request, which the loop driver turns into a punched
+ * hole: 4 of a 64 MiB image's blocks went back; the tables read as zeros
+ * anyway, the image being allocated unwritten). No journal: a workspace does not outlive a host
+ * crash (the restart sweeps it), and a journal would cost 8-32 MiB of every budget. Nothing
+ * reserved for root (-m 0): the budget is the sandbox's. nosuid,nodev,noexec: what Docker gives the
+ * tmpfs it replaces (noexec is no boundary: security.md). mount -o loop sets autoclear, so the
+ * unmount frees the loop device. lost+found goes: the sandbox cannot remove it and would see it in
+ * every listing. */
 static const char make_sh[] =
     "set -e\n"
     "umask 077\n"
     "rm -f \"$1\"\n"
-    "truncate -s \"$3\"M \"$1\"\n"
+    "fallocate -l \"$3\"M \"$1\"\n"
     "mkfs.ext4 -F -q -m 0 -O ^has_journal -E nodiscard,root_owner=\"$4:$4\" "
     "\"$1\"\n"
     "mkdir -p \"$2\"\n"
-    "mount -t ext4 -o loop,nosuid,nodev,noexec,discard \"$1\" \"$2\"\n"
+    "mount -t ext4 -o loop,nosuid,nodev,noexec,noinit_itable \"$1\" \"$2\"\n"
     "rmdir \"$2/lost+found\"\n"
     "chmod 0700 \"$2\"\n";
 
@@ -55,6 +63,7 @@ struct workspace_vol {
 	char id[SESSION_ID_LEN + 8];
 	int64_t mb, uid;
 	bool busy;          /* a helper runs for it */
+	bool making;        /* its make runs: v->mb is in wd->making_mb */
 	bool remove_wanted; /* remove once the helper in flight ends */
 	bool forgotten;     /* nobody holds it: free when the helper ends */
 	workspace_disk_cb cb, rcb;
@@ -66,6 +75,9 @@ struct workspace_disk {
 	struct event_base *base;
 	char *dir; /* <state-dir>/w */
 	bool loop;
+	/* MiB of images admitted whose fallocate may not have run yet: not in
+	 * statvfs's count of free blocks, so counted here. */
+	int64_t making_mb;
 	LIST_HEAD(, workspace_vol) vols;
 };
 
@@ -123,6 +135,8 @@ static void vol_made(int status, void *arg)
 {
 	struct workspace_vol *v = arg;
 	v->busy = false;
+	v->making = false;
+	v->wd->making_mb -= v->mb;
 	if (v->forgotten) {
 		vol_free(v);
 		return;
@@ -152,6 +166,8 @@ struct workspace_vol *workspace_vol_make(struct workspace_disk *wd, const char *
 	v->uid = uid;
 	v->cb = cb;
 	v->arg = arg;
+	v->making = true;
+	wd->making_mb += mb;
 	vol_run(v, make_sh, vol_made); /* proc_run calls back from the loop */
 	return v;
 }
@@ -304,7 +320,8 @@ static const char *loop_probe(const char *dir, const char *docker_socket)
 	bool mounted = is_mount_point(mnt);
 	int removed = run_sync(remove_sh, img, mnt, "", "");
 	if (made != 0 || !mounted)
-		return "a probe image could not be made and mounted (truncate, mkfs.ext4, mount -o "
+		return "a probe image could not be made and mounted (fallocate, mkfs.ext4, mount "
+		       "-o "
 		       "loop)";
 	if (removed != 0)
 		return "a probe image could not be unmounted";
@@ -343,6 +360,46 @@ struct workspace_disk *workspace_disk_new(struct event_base *base, const char *s
 	else
 		log_info("workspace: /workspace is a tmpfs of disk_mb (charged to memory)");
 	return wd;
+}
+
+int workspace_disk_admit(const struct workspace_disk *wd, int64_t mb, int64_t headroom_mb,
+			 struct err **errp)
+{
+	if (!workspace_disk_is_loop(wd))
+		return 0;
+	struct statvfs sv;
+	if (statvfs(wd->dir, &sv) < 0)
+		return err_set(errp, ERR_UNAVAILABLE, "workspace: statvfs %s: %s", wd->dir,
+			       strerror(errno));
+	int64_t free_mb = (int64_t)(((unsigned long long)sv.f_bavail * sv.f_frsize) >> 20);
+	/* What the images hold of their budget but not (or no longer) on the
+	 * disk is promised too: a hole in an image (whatever punched it) is
+	 * free space that its session will take back. */
+	int64_t holes = 0;
+	const struct workspace_vol *v;
+	LIST_FOREACH (v, &wd->vols, link) {
+		char img[PATH_MAX], mnt[PATH_MAX];
+		struct stat st;
+		vol_paths(wd, v->id, img, mnt);
+		if (v->making || stat(img, &st) < 0)
+			continue;
+		int64_t gap = (int64_t)st.st_size - (int64_t)st.st_blocks * 512;
+		if (gap > 0)
+			holes += gap;
+	}
+	int64_t holes_mb = (holes + (1 << 20) - 1) >> 20;
+	int64_t room = free_mb - wd->making_mb - holes_mb - headroom_mb;
+	if (mb <= room)
+		return 0;
+	return err_set(
+	    errp, ERR_UNAVAILABLE,
+	    "this node's disk has no room for a %lld MiB workspace: %lld MiB free under "
+	    "the state directory, %lld MiB of it promised to workspaces (being made, or not "
+	    "yet allocated), and %lld MiB kept for snapshots (workspace-disk-headroom-mb); "
+	    "ask for a smaller limits.disk_mb, retry once sessions have ended, or create the "
+	    "session elsewhere",
+	    (long long)mb, (long long)free_mb, (long long)(wd->making_mb + holes_mb),
+	    (long long)headroom_mb);
 }
 
 void workspace_disk_free(struct workspace_disk *wd)

@@ -4,20 +4,21 @@
  * and a tmpfs is charged to the container's memory cgroup: a session that
  * uploaded 480 MB of a 512 MB memory limit had its next 50 MB allocation
  * killed as out of memory. With workspace-backend loop each session gets
- * a sparse file of disk_mb on the host's disk, formatted ext4 (no journal,
+ * a file of disk_mb on the host's disk, allocated whole (fallocate: the
+ * budget is reserved, not promised), formatted ext4 (no journal,
  * nothing reserved, its root owned by the session's uid), loop-mounted at
  * <state-dir>/w/<id> and bind-mounted as /workspace: a full disk is ENOSPC
  * inside the sandbox, and the memory limit counts memory only.
  *
  * Docker's own size option (--storage-opt size=) needs overlay2 on xfs with
  * pquota; on this engine it is refused (docs/operations.md). The loop route
- * needs root, /dev/loop-control, mkfs.ext4 and an engine in the daemon's
+ * needs root, /dev/loop-control, fallocate, mkfs.ext4 and an engine in the daemon's
  * mount namespace (else its bind source would be an empty directory of the
  * engine's, and the files would land on its disk with no cap):
  * workspace_disk_new checks all of it once, with a real image, and falls
  * back to tmpfs when any of it is missing, saying why.
  *
- * The helpers (truncate, mkfs.ext4, mount, umount) run through proc_run, off
+ * The helpers (fallocate, mkfs.ext4, mount, umount) run through proc_run, off
  * the loop, as one /bin/sh script each with the paths as arguments.
  *
  * For the snapshots (next issue): workspace_disk_path(wd, id, buf, size)
@@ -61,6 +62,15 @@ void workspace_disk_free(struct workspace_disk *wd);
 
 /* True when sessions get a loop-mounted image (else a tmpfs). */
 bool workspace_disk_is_loop(const struct workspace_disk *wd);
+/* Admission of a new image of mb MiB: 0 when the file system under the
+ * state directory has room for it beside the images being made and
+ * headroom_mb left over (for the snapshot spool and store, and the host's
+ * own writes), else -1 with an unavailable error that says so. Always 0
+ * with the tmpfs backend (the workspace is memory then). The images are
+ * allocated whole at their make (fallocate), so admitted is promised. */
+int workspace_disk_admit(const struct workspace_disk *wd, int64_t mb, int64_t headroom_mb,
+			 struct err **errp);
+
 /* "loop" or "tmpfs": what the node actually uses. */
 const char *workspace_disk_backend(const struct workspace_disk *wd);
 

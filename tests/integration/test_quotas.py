@@ -53,7 +53,7 @@ def test_quota_routes_overrides_and_bad_bodies(make_daemon):
     assert doc == {"tenant": "default", "overrides": {},
                    "quota": {"sessions": 5, "executions": 0, "memory_mb": 0,
                              "exec_seconds_per_hour": 0, "requests_per_second": 1000,
-                             "snapshot_keep": 50, "snapshot_max_age_s": 2592000,
+                             "disk_mb": 0, "snapshot_keep": 50, "snapshot_max_age_s": 2592000,
                              "stateless": True, "stateless_runs": 1}}
     doc = put_quota(d, {"sessions": 2, "executions": 0, "memory_mb": 4096})
     assert doc["overrides"] == {"sessions": 2, "executions": 0, "memory_mb": 4096}
@@ -82,7 +82,7 @@ def test_quota_routes_overrides_and_bad_bodies(make_daemon):
     status, own = d.api.request("GET", "/v1/usage")
     assert status == 200 and own["tenant"] == "default"
     assert set(own["usage"]) == {"sessions", "executions", "memory_mb", "exec_seconds_last_hour",
-                                 "requests_last_second"}
+                                 "requests_last_second", "disk_mb"}
     # Requests are counted in batches (a tenant's every 100 ms): polling
     # /v1/usage is itself a tenant's requests.
     wait_for(lambda: d.api.request("GET", "/v1/usage")[1]["usage"]["requests_last_second"] >= 1,

@@ -106,13 +106,13 @@ TEST(quota_json_shapes)
 	quota_override_to_json(&o, g);
 	size_t len;
 	CHECK_STR(jg_text(g, &len), "{\"executions\":2}");
-	struct quota q = {{1, 2, 3, 4, 5, 6, 7, 1, 9}};
+	struct quota q = {{1, 2, 3, 4, 5, 6, 7, 8, 1, 10}};
 	AUTOGEN yajl_gen g2 = json_gen_new();
 	quota_to_json(&q, g2);
 	CHECK_STR(jg_text(g2, &len),
 		  "{\"sessions\":1,\"executions\":2,\"memory_mb\":3,\"exec_seconds_per_hour\":4,"
-		  "\"requests_per_second\":5,\"snapshot_keep\":6,\"snapshot_max_age_s\":7,"
-		  "\"stateless\":true,\"stateless_runs\":9}");
+		  "\"requests_per_second\":5,\"disk_mb\":6,\"snapshot_keep\":7,"
+		  "\"snapshot_max_age_s\":8,\"stateless\":true,\"stateless_runs\":10}");
 	/* What quota_override_to_json writes parses back to the same. */
 	struct quota_override back;
 	const char *text = jg_text(g, &len);

@@ -888,7 +888,7 @@ export interface components {
                  * @description quota_exceeded only, the quota's name.
                  * @enum {string}
                  */
-                quota?: "sessions" | "executions" | "memory_mb" | "exec_seconds_per_hour" | "requests_per_second";
+                quota?: "sessions" | "executions" | "memory_mb" | "exec_seconds_per_hour" | "requests_per_second" | "disk_mb";
             };
         };
         /**
@@ -1125,10 +1125,11 @@ export interface components {
             paths?: string[] | null;
             variables?: boolean;
         } | null;
-        Quota: WithRequired<components["schemas"]["QuotaValues"], "sessions" | "executions" | "memory_mb" | "exec_seconds_per_hour" | "requests_per_second">;
+        Quota: WithRequired<components["schemas"]["QuotaValues"], "sessions" | "executions" | "memory_mb" | "exec_seconds_per_hour" | "requests_per_second" | "disk_mb">;
         /** @description 0 is unlimited. */
         QuotaValue: number;
         QuotaValues: {
+            disk_mb?: components["schemas"]["QuotaValue"];
             exec_seconds_per_hour?: components["schemas"]["QuotaValue"];
             executions?: components["schemas"]["QuotaValue"];
             memory_mb?: components["schemas"]["QuotaValue"];
@@ -1303,6 +1304,8 @@ export interface components {
             quota: components["schemas"]["Quota"];
             tenant: components["schemas"]["TenantName"];
             usage: {
+                /** @description the disk_mb of the tenant's live sessions, summed */
+                disk_mb: number;
                 exec_seconds_last_hour: number;
                 executions: number;
                 memory_mb: number;

@@ -92,6 +92,35 @@ def _get_ipython():
     return _magics().get_ipython()
 
 
+
+def _raise_oom_score():
+    """Make this kernel the memory cgroup's first OOM victim, whatever its
+    RSS: memory held outside any process's RSS (socket buffers, pipe pages:
+    kernel memory charged to the cgroup) must cost the kernel, not the
+    supervisor, whose RSS may be the larger (issue 28, item 10).
+
+    The supervisor is not dumpable (supervisor.py, _not_dumpable) and the
+    kernel inherits that, which makes /proc/self/* root's: the write below
+    failed with EACCES and the kernel kept oom_score_adj 0. So the kernel is
+    dumpable only for the write, before any code of the session runs, and
+    not dumpable again after it (ptrace is denied by seccomp anyway)."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+    except (OSError, ImportError):
+        libc = None
+    PR_SET_DUMPABLE = 4
+    if libc is not None:
+        libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+    try:
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")
+    except OSError:
+        pass
+    finally:
+        if libc is not None:
+            libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+
 class _Stream:
     __slots__ = ("name", "head_left", "tail", "tail_cap", "dropped", "spilled")
 
@@ -242,11 +271,7 @@ class Kernel:
             os.setpgid(0, 0)           # the supervisor kills the group on exit
         except OSError:
             pass
-        try:
-            with open("/proc/self/oom_score_adj", "w") as f:
-                f.write("1000")
-        except OSError:
-            pass
+        _raise_oom_score()
         signal.set_wakeup_fd(-1)
         for sig in (signal.SIGTERM, signal.SIGCHLD, signal.SIGHUP, signal.SIGQUIT):
             signal.signal(sig, signal.SIG_DFL)
