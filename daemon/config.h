@@ -65,7 +65,7 @@ struct config {
 	int64_t max_body_bytes;
 	int64_t drain_timeout_s;
 	bool remove_on_exit;
-	char *workspace_backend;      /* loop or tmpfs (workspace_disk.h) */
+	char *workspace_backend;            /* loop or tmpfs (workspace_disk.h) */
 	int64_t workspace_disk_headroom_mb; /* free disk no new workspace image may take */
 	bool ipc_tmpfs;               /* the sessions' IPC directories on a tmpfs of their own */
 	int64_t http_head_timeout_s;  /* a request head, from its first byte */
