@@ -895,13 +895,14 @@ export interface components {
          * @description Each code has one status: bad_request 400, bad_path 400, unauthorized
          *     401, forbidden 403, not_found 404, method_not_allowed 405, busy 409,
          *     conflict 409, is_a_directory 409, expired 410, node_lost 410,
-         *     payload_too_large 413, corrupt 422, quota_exceeded 429, internal 500,
-         *     unavailable 503, timeout 504. (`method_not_allowed` and
-         *     `is_a_directory` come with issue 16.)
+         *     payload_too_large 413, unsupported_media_type 415, corrupt 422,
+         *     quota_exceeded 429, internal 500, unavailable 503, timeout 504.
+         *     (`method_not_allowed` and `is_a_directory` come with issue 16,
+         *     `unsupported_media_type` with issue 28.)
          *
          * @enum {string}
          */
-        ErrorCode: "bad_request" | "bad_path" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "busy" | "conflict" | "is_a_directory" | "expired" | "node_lost" | "payload_too_large" | "corrupt" | "quota_exceeded" | "internal" | "unavailable" | "timeout";
+        ErrorCode: "bad_request" | "bad_path" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "busy" | "conflict" | "is_a_directory" | "expired" | "node_lost" | "payload_too_large" | "unsupported_media_type" | "corrupt" | "quota_exceeded" | "internal" | "unavailable" | "timeout";
         ExecError: {
             ename: string | null;
             evalue: string | null;
@@ -1479,6 +1480,19 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /** @description unsupported_media_type: the request carries a body (or a Content-Type)
+         *     that is not `application/json` (parameters such as `; charset=utf-8`
+         *     are fine). Every JSON route takes only JSON, so a cross-site form or
+         *     `text/plain` POST is refused before anything runs.
+         *      */
+        UnsupportedMediaType: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
     };
     parameters: {
         AuditAction: string;
@@ -1600,15 +1614,7 @@ export interface operations {
                 };
             };
             413: components["responses"]["PayloadTooLarge"];
-            /** @description The body is not application/json. */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": Record<string, never>;
-                };
-            };
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["QuotaExceeded"];
             503: components["responses"]["Unavailable"];
         };
@@ -1875,6 +1881,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             503: components["responses"]["Unavailable"];
         };
     };
@@ -2013,6 +2020,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             503: components["responses"]["Unavailable"];
         };
     };
@@ -2120,6 +2128,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["QuotaExceeded"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
@@ -2299,6 +2308,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["QuotaExceeded"];
             503: components["responses"]["Unavailable"];
         };
@@ -2336,6 +2346,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["QuotaExceeded"];
             503: components["responses"]["Unavailable"];
         };
@@ -2367,6 +2378,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["QuotaExceeded"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
@@ -2461,6 +2473,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["Corrupt"];
             429: components["responses"]["QuotaExceeded"];
             500: components["responses"]["Internal"];
@@ -2557,6 +2570,7 @@ export interface operations {
             409: components["responses"]["Busy"];
             410: components["responses"]["Gone"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["QuotaExceeded"];
             503: components["responses"]["Unavailable"];
         };
@@ -2594,6 +2608,7 @@ export interface operations {
             409: components["responses"]["Busy"];
             410: components["responses"]["Gone"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["QuotaExceeded"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
@@ -2855,6 +2870,7 @@ export interface operations {
             409: components["responses"]["Busy"];
             410: components["responses"]["Gone"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["QuotaExceeded"];
             503: components["responses"]["Unavailable"];
             504: components["responses"]["Timeout"];
@@ -2893,6 +2909,7 @@ export interface operations {
             409: components["responses"]["Busy"];
             410: components["responses"]["Gone"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["QuotaExceeded"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
@@ -2943,6 +2960,7 @@ export interface operations {
             409: components["responses"]["Busy"];
             410: components["responses"]["Gone"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["QuotaExceeded"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
