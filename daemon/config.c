@@ -246,8 +246,9 @@ static const struct opt opt_table[] = {
      "http://localhost:6274); \"\" = none more",
      OPT_LIVE},
     {"fixer-key-dir", OPT_STR, O(fixer_key_dir), "", 0, 0,
-     "directory of key files a request's fixer.api_key_file may name (read at start and on "
-     "SIGHUP); \"\" = none",
+     "directory of key files a request's fixer.api_key_file may name, one subdirectory per "
+     "tenant (DIR/TENANT/NAME: a tenant names only its own; read at start and on SIGHUP); "
+     "\"\" = none",
      OPT_LIVE},
     {"stateless-bwrap", OPT_STR, O(stateless_bwrap), "/usr/bin/bwrap", 0, 0,
      "bubblewrap binary of the stateless tier (a weak, Docker-free fallback)", OPT_RESTART},
