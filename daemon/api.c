@@ -340,16 +340,18 @@ static bool request_from_here(struct call *c)
 }
 
 /* Every body the API reads is JSON but a file upload's: a request that
- * carries one (or says what it carries) must say application/json. A
- * cross-site form or text/plain POST is refused before anything runs. */
+ * carries one must say application/json. A cross-site form or text/plain
+ * POST is refused before anything runs. (A request without a body is not
+ * judged by its Content-Type: libcurl says form-urlencoded on any POST; a
+ * browser's empty one carries an Origin, judged above.) */
 static bool media_type_ok(struct call *c, const struct api_route *route)
 {
 	if (route->handler == api_files_put)
 		return true; /* raw bytes, any type */
 	struct http_req *req = c->req;
 	const char *ct = http_req_header(req, "Content-Type");
-	bool has_body = http_req_content_length(req) != 0;
-	if ((ct || has_body) && !http_guard_content_type_is_json(ct)) {
+	bool has_body = http_req_content_length(req) != 0; /* -1: chunked */
+	if (has_body && !http_guard_content_type_is_json(ct)) {
 		api_fail(c, ERR_UNSUPPORTED_MEDIA_TYPE,
 			 "Content-Type %.100s is not application/json: a request body of this "
 			 "route is JSON, sent with Content-Type: application/json",

@@ -11,6 +11,7 @@ runs: no session created, no code run, no gc and no drain.
 import json
 
 from harness import wait_for
+from harness.http import raw_exchange
 
 EVIL = "http://evil.test:8000"
 
@@ -58,10 +59,15 @@ def test_cross_site_text_plain_posts_run_nothing(hostile):
         assert "Origin" in _error(r)["message"], r.body
         # the same without an Origin (a page's form, a sandbox's curl): a
         # JSON route takes only a JSON body
+        raw = raw or b"{}"
         r = h.api.send(method, path, raw=raw, headers={"Content-Type": "text/plain"})
         assert r.status == 415 and _error(r)["code"] == "unsupported_media_type", \
             (path, r.status, r.body)
         assert "application/json" in _error(r)["message"], r.body
+        resp = raw_exchange(h.d.port, b"%s %s HTTP/1.1\r\nHost: localhost\r\nConnection: close"
+                            b"\r\nContent-Length: %d\r\n\r\n%s"
+                            % (method.encode(), path.encode(), len(raw), raw), timeout=30)
+        assert resp.startswith(b"HTTP/1.1 415 "), (path, resp[:200])  # no type at all
         r = h.api.send(method, path, raw=raw,
                        headers={"Content-Type": "application/x-www-form-urlencoded"})
         assert r.status == 415, (path, r.status, r.body)
