@@ -642,6 +642,7 @@ void manager_free(struct manager *m)
 	pool_free(m->pool);
 	workspace_disk_free(m->wsdisk);
 	manager_shutdown_free(m); /* the loop stopped before it ended: nobody waits */
+	manager_recovery_abandon(m);
 	event_free(m->sweep);
 	manager_tombs_free(m);
 	uid_range_free(m->uids);

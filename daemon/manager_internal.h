@@ -96,6 +96,7 @@ struct manager {
 	struct shutdown_op *shutdown;  /* in progress */
 	bool draining;
 	bool recovering, recovered;
+	struct recovery *recovery; /* the one under way (manager_recovery.c) */
 	manager_event_fn listener;
 	void *listener_arg;
 	manager_exit_hook exit_hook; /* the snapshot engine's (manager_set_exit_snapshot) */
@@ -234,6 +235,8 @@ void manager_tombs_expire(struct manager *m, int64_t now_ms);
 
 /* manager_recovery.c */
 void manager_registry_write_back(void *arg);
+/* At exit: a recovery still under way is freed, now or at its last callback. */
+void manager_recovery_abandon(struct manager *m);
 void manager_sweep_cb(evutil_socket_t fd, short what, void *arg);
 /* Shutdowns still in progress when the daemon exits: freed, nobody told. */
 void manager_shutdown_free(struct manager *m);

@@ -37,6 +37,8 @@ struct recovery {
 	struct manager *m;
 	int pending;
 	bool failed;
+	bool recorded;  /* Redis's records came back (the store called back) */
+	bool abandoned; /* the manager is gone: the next callback frees this */
 	struct listed *containers;
 	size_t n_containers;
 	struct session **records;
@@ -156,6 +158,7 @@ static void recovery_step_done(struct recovery *r)
 {
 	if (--r->pending > 0)
 		return;
+	r->m->recovery = NULL;
 	if (r->failed) {
 		struct timeval one = {1, 0};
 		event_base_once(r->m->base, -1, EV_TIMEOUT, recovery_retry_cb, r->m, &one);
@@ -168,10 +171,33 @@ static void recovery_step_done(struct recovery *r)
 	recovery_free(r);
 }
 
+/* The daemon stops with a recovery under way (an engine that does not
+ * answer keeps its listing pending): Docker never calls back once the loop
+ * has stopped, Redis may (its pending replies end when the store is freed).
+ * So a recovery whose records are in goes now; one still waiting for them
+ * goes when they come, without its manager. */
+void manager_recovery_abandon(struct manager *m)
+{
+	struct recovery *r = m->recovery;
+	if (r == NULL)
+		return;
+	m->recovery = NULL;
+	if (r->recorded) {
+		recovery_free(r);
+		return;
+	}
+	r->abandoned = true;
+	r->m = NULL;
+}
+
 static void recovery_listed(const struct docker_result *res,
 			    const struct docker_container_summary *list, size_t n, void *arg)
 {
 	struct recovery *r = arg;
+	if (r->abandoned) {
+		recovery_free(r);
+		return;
+	}
 	if (res->error) {
 		log_warn("recovery: %s; retrying", res->error->message);
 		r->failed = true;
@@ -191,6 +217,11 @@ static void recovery_records(const struct err *e, const char *const *records, co
 			     const int64_t *expires_ms, size_t n, void *arg)
 {
 	struct recovery *r = arg;
+	if (r->abandoned) {
+		recovery_free(r);
+		return;
+	}
+	r->recorded = true;
 	if (e) {
 		log_warn("recovery: %s; retrying", e->message);
 		r->failed = true;
@@ -224,6 +255,7 @@ void manager_recover(struct manager *m)
 	struct recovery *r = xcalloc(1, sizeof(*r));
 	r->m = m;
 	r->pending = 2;
+	m->recovery = r;
 	list_containers(m, recovery_listed, r);
 	store_node_records(m->store, recovery_records, r);
 }

@@ -129,9 +129,13 @@ def fake_pair(make_daemon, tmp_path):
     a = make_daemon(*common, "--forward-stall-timeout-s", "2")
     b = make_daemon(*common, "--advertise-url", peer.url, prefix=a.prefix)
     sid = b.api.create()["id"]
-    # Until A routes B's session (to the fake peer: any answer but 404 will do).
-    wait_for(lambda: a.api.request("GET", "/v1/sessions/%s/files" % sid, timeout=10)[0] != 404,
-             15, interval=0.1, what="A routing to B's advertised URL")
+    # Until A routes B's session to the fake peer: the peer got a connection
+    # from A. (Any answer but 404 was not enough: A may know the session's
+    # node before that node's address, and answers 503 "retry shortly".)
+    def routed():
+        a.api.request("GET", "/v1/sessions/%s/files" % sid, timeout=10)
+        return len(peer.conns) > 0
+    wait_for(routed, 30, interval=0.1, what="A routing to B's advertised URL")
     try:
         yield a, b, peer, sid
     finally:

@@ -166,8 +166,37 @@ def container_rw_bytes(h, sid):
 
 
 def host_used_mb():
-    st = os.statvfs("/")
-    return (st.f_blocks - st.f_bfree) * st.f_frsize / 1e6
+    """The daemon's disk use on the host, in MB: what its state directory
+    holds on the state directory's own file system (`du -sx`: workspace
+    images, spools, records; not what is mounted below it). What a sandbox
+    writes reaches the host's disk through its workspace image (here) or its
+    container's writable layer (container_rw_bytes): between them, all of
+    it. Measured per daemon, not as the host's `df`: the suite runs beside
+    others (the service images' build writes gigabytes), and a machine-wide
+    figure moved by 1.5 GB during one fill (issue 27)."""
+    root = HOSTILE_STATE_DIR[0]
+    dev = os.lstat(root).st_dev
+    total = 0
+    for top, dirs, files in os.walk(root):
+        for name in list(dirs):
+            try:
+                if os.lstat(os.path.join(top, name)).st_dev != dev:
+                    dirs.remove(name)  # a mount below the state dir
+            except FileNotFoundError:
+                dirs.remove(name)
+        for name in files:
+            try:
+                st = os.lstat(os.path.join(top, name))
+            except FileNotFoundError:
+                continue  # removed while we walked
+            if st.st_dev == dev:
+                total += st.st_blocks * 512
+    return total / 1e6
+
+
+# The state directory host_used_mb() measures: set by the hostile fixture's
+# users below (each case's daemon).
+HOSTILE_STATE_DIR = [None]
 
 
 FILL = r"""
@@ -188,6 +217,7 @@ print(n >> 20, err.errno if err else None, errno.errorcode.get(err.errno) if err
 
 
 def _fill_case(h, target):
+    HOSTILE_STATE_DIR[0] = h.d.state_dir
     before = host_used_mb()
     with h.victim(limits={"disk_mb": 32, "memory_mb": 128}) as s:
         r = h.exec(s["id"], FILL % target)
@@ -231,6 +261,7 @@ def test_one_huge_file_stops_at_the_disk_limit(hostile):
     # One file larger than disk_mb: RLIMIT_FSIZE (EFBIG) or the tmpfs size
     # (ENOSPC) stops it, whichever comes first; nothing reaches the host.
     h = hostile
+    HOSTILE_STATE_DIR[0] = h.d.state_dir
     before = host_used_mb()
     with h.victim(limits={"disk_mb": 16}) as s:
         # With workspace-backend loop the image (16 MiB) is allocated at create.
@@ -256,6 +287,7 @@ def test_filling_dev_shm_is_contained(hostile):
     # /dev/shm (private IPC) is another tmpfs the code can write: it is
     # charged to the memory cgroup, so it ends in ENOSPC or an OOM kill.
     h = hostile
+    HOSTILE_STATE_DIR[0] = h.d.state_dir
     before = host_used_mb()
     with h.victim(limits={"memory_mb": 128}) as s:
         r = h.exec(s["id"], FILL % "/dev/shm")
