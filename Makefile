@@ -49,10 +49,10 @@ DAEMON_LIB_SRCS := daemon/log.c daemon/config.c \
 	daemon/session.c daemon/session_json.c daemon/digest.c daemon/api_requests.c daemon/frame.c daemon/capbuf.c daemon/exec_result.c \
 	daemon/container_spec.c daemon/seccomp.c daemon/uid_range.c daemon/ipc_dir.c daemon/workspace_disk.c daemon/kernel_frame.c daemon/kernel.c daemon/files.c \
 	daemon/netpolicy.c daemon/resolver.c daemon/egress_head.c daemon/egress.c daemon/proc.c daemon/network.c \
-	daemon/curl_loop.c daemon/httpc.c daemon/fixer_prompt.c daemon/fixer.c daemon/fixer_target.c daemon/docker.c daemon/docker_api.c daemon/docker_json.c daemon/store.c daemon/store_sentinel.c daemon/http_head_scan.c daemon/http_reply.c \
+	daemon/curl_loop.c daemon/httpc.c daemon/fixer_prompt.c daemon/fixer.c daemon/fixer_target.c daemon/docker.c daemon/docker_api.c daemon/docker_json.c daemon/store.c daemon/store_sentinel.c daemon/http_head_scan.c daemon/http_guard.c daemon/http_reply.c \
 	daemon/http_request.c daemon/http_server.c daemon/manager.c daemon/manager_create.c \
 	daemon/manager_exec.c daemon/install.c daemon/manager_install.c daemon/manager_pip.c daemon/api_packages.c daemon/manager_teardown.c daemon/pool.c daemon/pool_demand.c daemon/manager_recovery.c daemon/manager_oneshot.c \
-	daemon/quota.c daemon/store_quota.c daemon/fdbudget.c daemon/procstat.c daemon/listen_guard.c daemon/api_route.c daemon/api.c daemon/api_probes.c \
+	daemon/quota.c daemon/store_quota.c daemon/fdbudget.c daemon/log_keyed.c daemon/procstat.c daemon/listen_guard.c daemon/api_route.c daemon/api.c daemon/api_probes.c \
 	daemon/api_sessions.c daemon/api_exec.c daemon/api_files.c daemon/api_events.c daemon/api_load.c \
 	daemon/apikey.c daemon/apikey_cache.c daemon/store_keys.c daemon/api_auth.c daemon/api_keys.c \
 	daemon/api_version.c daemon/api_images.c daemon/tls.c \

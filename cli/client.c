@@ -255,8 +255,11 @@ static struct curl_slist *client_headers(struct client *c, const struct client_r
 	if (t == NULL)
 		goto oom;
 	h = t;
-	if (req->content_type != NULL) {
-		line = xasprintf("Content-Type: %s", req->content_type);
+	/* No type: none at all ("Content-Type:" removes the form-urlencoded
+	 * one libcurl would add to a POST). */
+	{
+		line = req->content_type != NULL ? xasprintf("Content-Type: %s", req->content_type)
+						 : xstrdup("Content-Type:");
 		t = curl_slist_append(h, line);
 		free(line);
 		if (t == NULL)

@@ -15,6 +15,7 @@
 #include "defer.h"
 #include "clock.h"
 #include "files.h"
+#include "http_guard.h"
 #include "json.h"
 #include "log.h"
 #include "metrics.h"
@@ -305,10 +306,70 @@ void api_fail_session(struct call *c, struct err *e)
 
 /* ---- dispatch ---- */
 
+/* Whether a web page may have sent this request: refused (answered, false)
+ * when its Origin is neither listed nor the daemon's own, or, without keys,
+ * when its Host is not loopback (a DNS-rebound name). http_guard.h says
+ * why. A unix socket's client is no browser: its Host is not checked. */
+static bool request_from_here(struct call *c)
+{
+	const struct config *cfg = c->api->cfg;
+	struct http_req *req = c->req;
+	const char *origin = http_req_header(req, "Origin");
+	const char *host = http_req_header(req, "Host");
+	bool mcp = strcmp(http_req_path(req), "/mcp") == 0;
+	if (origin && !http_guard_origin_listed(cfg->allowed_origins, origin) &&
+	    !http_guard_origin_is_host(origin, host) &&
+	    !(mcp && http_guard_origin_listed(cfg->mcp_allowed_origins, origin))) {
+		api_fail(c, ERR_FORBIDDEN,
+			 "Origin %.200s is not allowed (--allowed-origins%s): the API refuses "
+			 "requests a web page of another origin sent",
+			 origin, mcp ? ", --mcp-allowed-origins" : "");
+		return false;
+	}
+	if (cfg->admin_key_file[0] == '\0' && host && !http_guard_host_is_loopback(host)) {
+		char peer[64];
+		http_req_peer(req, peer, sizeof(peer));
+		if (strcmp(peer, "unix") != 0) {
+			api_fail(
+			    c, ERR_FORBIDDEN,
+			    "Host %.200s is not loopback: without API keys (--admin-key-file) "
+			    "the daemon answers only requests for 127.0.0.1, [::1] or localhost "
+			    "(a DNS-rebound name is refused)",
+			    host);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* Every body the API reads is JSON but a file upload's: a request that
+ * carries one must say application/json. A cross-site form or text/plain
+ * POST is refused before anything runs. (A request without a body is not
+ * judged by its Content-Type: libcurl says form-urlencoded on any POST; a
+ * browser's empty one carries an Origin, judged above.) */
+static bool media_type_ok(struct call *c, const struct api_route *route)
+{
+	if (route->handler == api_files_put)
+		return true; /* raw bytes, any type */
+	struct http_req *req = c->req;
+	const char *ct = http_req_header(req, "Content-Type");
+	bool has_body = http_req_content_length(req) != 0; /* -1: chunked */
+	if (has_body && !http_guard_content_type_is_json(ct)) {
+		api_fail(c, ERR_UNSUPPORTED_MEDIA_TYPE,
+			 "Content-Type %.100s is not application/json: a request body of this "
+			 "route is JSON, sent with Content-Type: application/json",
+			 ct ? ct : "(none)");
+		return false;
+	}
+	return true;
+}
+
 static void on_request(struct http_req *req, void *arg)
 {
 	struct http_api *api = arg;
 	struct call *c = call_new(api, req);
+	if (!request_from_here(c))
+		return;
 	struct api_match m;
 	api_route_match(api_routes, api_routes_count, http_req_method(req), http_req_path(req), &m);
 	/* Past max-connections the probes' reserve took it: the probes are
@@ -373,6 +434,8 @@ static void on_request(struct http_req *req, void *arg)
 			 http_req_path(req), m.allow);
 		return;
 	}
+	if (!media_type_ok(c, m.route))
+		return;
 	api_resolve_tenant(c, m.route);
 }
 

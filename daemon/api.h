@@ -345,10 +345,11 @@ void api_runs_session(struct call *c);
 void api_runs_oneshot(struct call *c);
 void api_runs_get(struct call *c);
 void api_runs_stop(struct http_api *api);
-/* The fixer a run may use: the request's own (within the allowed URLs and
- * key files), or the daemon's default, or none; into *out (owned). */
-int api_runs_fixer(struct http_api *api, const struct run_request *req, struct run_fixer *out,
-		   struct err **errp);
+/* The fixer tenant's run may use: the request's own (within the allowed
+ * URLs and the tenant's key files), or the daemon's default, or none; into
+ * *out (owned). */
+int api_runs_fixer(struct http_api *api, const char *tenant, const struct run_request *req,
+		   struct run_fixer *out, struct err **errp);
 
 /* api_failures.c: the tenant's failure memory. */
 void api_failures_list(struct call *c);

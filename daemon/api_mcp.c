@@ -5,8 +5,9 @@
  * Mcp-Session-Id is issued, and so GET (a server stream) and DELETE (a
  * session's end) are 405. The caller is the route's: the same Bearer keys,
  * tenant and request quota as the v1 API (api.c). An Origin header that
- * --mcp-allowed-origins does not list is refused 403 (DNS rebinding: a web
- * page in a browser must not reach a daemon on loopback). */
+ * neither --allowed-origins nor --mcp-allowed-origins lists is refused 403
+ * before the route is reached, as on every route (api.c, http_guard.h: a
+ * web page in a browser must not reach a daemon on loopback). */
 #include "api.h"
 
 #include <stdio.h>
@@ -20,24 +21,6 @@
 #include "mcp_rpc.h"
 #include "mcp_tools.h"
 #include "version.h"
-
-/* Whether origin is one of the comma-separated list (exact, no spaces). */
-static bool origin_allowed(const char *list, const char *origin)
-{
-	size_t n = strlen(origin);
-	for (const char *p = list ? list : ""; *p;) {
-		while (*p == ' ' || *p == ',')
-			p++;
-		const char *end = p + strcspn(p, ",");
-		size_t len = (size_t)(end - p);
-		while (len && p[len - 1] == ' ')
-			len--;
-		if (len && len == n && strncasecmp(p, origin, n) == 0)
-			return true;
-		p = end;
-	}
-	return false;
-}
 
 /* Whether the client takes application/json (else it asked for
  * text/event-stream only, and gets the answer as one event). */
@@ -175,14 +158,6 @@ static void mcp_body(struct call *c, const char *body, size_t len)
 
 void api_mcp_post(struct call *c)
 {
-	const char *origin = http_req_header(c->req, "Origin");
-	if (origin && !origin_allowed(c->api->cfg->mcp_allowed_origins, origin)) {
-		api_fail(c, ERR_FORBIDDEN,
-			 "Origin %.200s is not allowed (--mcp-allowed-origins); /mcp refuses "
-			 "browsers of other origins",
-			 origin);
-		return;
-	}
 	const char *pv = http_req_header(c->req, "MCP-Protocol-Version");
 	if (pv && strcmp(mcp_negotiate(pv), pv) != 0) {
 		api_fail(

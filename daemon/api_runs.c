@@ -79,14 +79,14 @@ void api_runs_stop(struct http_api *api)
 
 /* ---- the fixer ---- */
 
-int api_runs_fixer(struct http_api *api, const struct run_request *req, struct run_fixer *out,
-		   struct err **errp)
+int api_runs_fixer(struct http_api *api, const char *tenant, const struct run_request *req,
+		   struct run_fixer *out, struct err **errp)
 {
 	memset(out, 0, sizeof(*out));
 	if (req->fixer_null || api->fixers == NULL)
 		return 0; /* "fixer": null: the rules only */
 	struct fixer_target t = {0};
-	int rc = fixer_targets_resolve(api->fixers, req->fixer_url, req->fixer_model,
+	int rc = fixer_targets_resolve(api->fixers, tenant, req->fixer_url, req->fixer_model,
 				       req->fixer_key_file, &t, errp);
 	if (rc < 0)
 		return -1;
@@ -203,7 +203,7 @@ static void run_body(struct call *c, const char *body, size_t len, bool oneshot)
 	struct api_run_call *rc = rc_new(c);
 	rc->oneshot = oneshot;
 	if (api_parse_run_request(body, len, oneshot, &rc->req, &e) < 0 ||
-	    api_runs_fixer(c->api, &rc->req, &rc->fixer, &e) < 0) {
+	    api_runs_fixer(c->api, c->tenant, &rc->req, &rc->fixer, &e) < 0) {
 		rc_free(rc);
 		api_reply(c, 0, NULL, e);
 		err_free(e);

@@ -269,13 +269,19 @@ static const struct opt opt_table[] = {
      "comma-separated URL prefixes a request's own fixer.url may start with; \"\" = a request "
      "may not name a URL",
      OPT_LIVE},
+    {"allowed-origins", OPT_STR, O(allowed_origins), "", 0, 0,
+     "comma-separated Origin values every route accepts (exact, e.g. http://localhost:6274), "
+     "besides the daemon's own (its reviewer's page); \"\" = a request with any other Origin "
+     "header is refused (403: a web page must not drive the API)",
+     OPT_LIVE},
     {"mcp-allowed-origins", OPT_STR, O(mcp_allowed_origins), "", 0, 0,
-     "comma-separated Origin values /mcp accepts (exact, e.g. http://localhost:6274); \"\" = "
-     "a request with any Origin header is refused (403; the MCP spec's DNS-rebinding defence)",
+     "comma-separated Origin values /mcp accepts besides --allowed-origins (exact, e.g. "
+     "http://localhost:6274); \"\" = none more",
      OPT_LIVE},
     {"fixer-key-dir", OPT_STR, O(fixer_key_dir), "", 0, 0,
-     "directory of key files a request's fixer.api_key_file may name (read at start and on "
-     "SIGHUP); \"\" = none",
+     "directory of key files a request's fixer.api_key_file may name, one subdirectory per "
+     "tenant (DIR/TENANT/NAME: a tenant names only its own; read at start and on SIGHUP); "
+     "\"\" = none",
      OPT_LIVE},
     {"stateless", OPT_STR, O(stateless), "on", 0, 0,
      "on or off: the stateless tier (the ladder's \"stateless\" rung, python3 on the host in "

@@ -95,7 +95,10 @@ struct config {
 	char *fixer_url, *fixer_model, *fixer_key_file;
 	char *fixer_allowed_urls; /* comma-separated URL prefixes; "" = none */
 	char *fixer_key_dir;      /* "" = requests may not name key files */
-	/* The Origins /mcp accepts (api_mcp.c), comma-separated; "" = none. */
+	/* The Origins every route accepts besides the daemon's own
+	 * (http_guard.h), comma-separated; "" = none. /mcp also accepts
+	 * mcp_allowed_origins (the older, /mcp-only option). */
+	char *allowed_origins;
 	char *mcp_allowed_origins;
 	int64_t fixer_timeout_ms;
 	/* The stateless tier (stateless.h). */

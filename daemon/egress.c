@@ -9,6 +9,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/listener.h>
@@ -24,6 +25,7 @@
 #include "fdbudget.h"
 #include "listen_guard.h"
 #include "log.h"
+#include "log_keyed.h"
 #include "netpolicy.h"
 #include "resolver.h"
 #include "session.h"
@@ -41,6 +43,10 @@
 #define MAX_LOCAL 64
 /* Interfaces come and go (Docker adds bridges): re-read this often at most. */
 #define LOCAL_REFRESH_MS 5000
+/* Refusal lines a session may write per window (its code can ask for
+ * refusals as fast as the loop answers them); the counters count all. */
+#define REFUSAL_LOG_BURST 10
+#define REFUSAL_LOG_WINDOW_MS 10000
 
 struct egress_listener {
 	struct evconnlistener *l;
@@ -60,6 +66,7 @@ struct egress {
 	size_t n_local;
 	int64_t local_read_ms;
 	struct egress_stats stats;
+	struct log_keyed refusal_log; /* per session ("-": no session) */
 	size_t n_conns;
 	LIST_HEAD(, egress_listener) listeners;
 	LIST_HEAD(, egress_conn) conns;
@@ -170,8 +177,20 @@ static void conn_refuse(struct egress_conn *c, int status, const char *fmt, ...)
 		c->eg->stats.denied++;
 	else
 		c->eg->stats.failed++;
-	log_info("egress: session %s (%s) %s %s:%d: %s", c->session[0] ? c->session : "-", c->src,
-		 status == 403 ? "DENIED" : "FAILED", c->host[0] ? c->host : "?", c->port, msg);
+	const char *session = c->session[0] ? c->session : "-";
+	uint32_t left_out = 0;
+	char more[96] = "";
+	if (log_keyed_allow(&c->eg->refusal_log, session, clock_mono_ms(), REFUSAL_LOG_WINDOW_MS,
+			    REFUSAL_LOG_BURST, &left_out)) {
+		if (left_out)
+			snprintf(more, sizeof(more),
+				 " (%" PRIu32
+				 " refusals of this session not logged before this one)",
+				 left_out);
+		log_info("egress: session %s (%s) %s %s:%d: %s%s", session, c->src,
+			 status == 403 ? "DENIED" : "FAILED", c->host[0] ? c->host : "?", c->port,
+			 msg, more);
+	}
 	c->state = EC_REFUSING;
 	if (c->upstream) {
 		bufferevent_free(c->upstream);
@@ -675,6 +694,11 @@ size_t egress_session_ended(struct egress *eg, const char *session_id)
 	if (closed)
 		log_info("egress: session %s ended: %zu proxy connections closed", session_id,
 			 closed);
+	uint32_t left_out = log_keyed_forget(&eg->refusal_log, session_id);
+	if (left_out)
+		log_info("egress: session %s ended: %" PRIu32 " refusals of it were not logged "
+			 "(rate-limited; ci_egress_decisions_total counts them all)",
+			 session_id, left_out);
 	return closed;
 }
 
@@ -840,5 +864,6 @@ void egress_free(struct egress *eg)
 	while (!LIST_EMPTY(&eg->conns))
 		conn_free(LIST_FIRST(&eg->conns));
 	resolver_free(eg->resolver);
+	log_keyed_release(&eg->refusal_log);
 	free(eg);
 }

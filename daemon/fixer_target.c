@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "apikey.h"
 #include "config.h"
 #include "xalloc.h"
 
@@ -26,6 +27,7 @@
 #define FIXER_KEY_NAME_MAX 255
 
 struct fixer_key {
+	char *tenant; /* the subdirectory it was read from */
 	char *name;
 	char *key;
 };
@@ -56,6 +58,7 @@ void fixer_targets_free(struct fixer_targets *ft)
 		free(ft->prefixes[i]);
 	free(ft->prefixes);
 	for (struct fixer_key *k = ft->keys; k < ft->keys + ft->n_keys; k++) {
+		free(k->tenant);
 		free(k->name);
 		free_secret(k->key);
 	}
@@ -177,17 +180,22 @@ static int load_prefixes(struct fixer_targets *ft, const char *csv, struct err *
 	return 0;
 }
 
-static int load_key_dir(struct fixer_targets *ft, const char *dir, struct err **errp)
+/* One tenant's subdirectory: its regular files, not hidden ones. */
+static int load_tenant_keys(struct fixer_targets *ft, int parent, const char *dir,
+			    const char *tenant, struct err **errp)
 {
-	DIR *d = opendir(dir);
-	if (d == NULL)
-		return err_set(errp, ERR_BAD_REQUEST, "fixer-key-dir %s: %s", dir, strerror(errno));
-	ft->key_dir = true;
+	int fd = openat(parent, tenant, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (d == NULL) {
+		int saved = errno;
+		if (fd >= 0)
+			close(fd);
+		return err_set(errp, ERR_BAD_REQUEST, "fixer-key-dir %s/%s: %s", dir, tenant,
+			       strerror(saved));
+	}
 	int rc = 0;
 	struct dirent *de;
 	while (rc == 0 && (de = readdir(d)) != NULL) {
-		/* Hidden names are left out: ".", "..", and the ..data links a
-		 * Kubernetes secret volume keeps. */
 		if (de->d_name[0] == '.')
 			continue;
 		struct stat st;
@@ -202,8 +210,47 @@ static int load_key_dir(struct fixer_targets *ft, const char *dir, struct err **
 		rc = read_key(dirfd(d), de->d_name, "fixer-key-dir: key file", &key, errp);
 		if (rc == 0) {
 			ft->keys = xrealloc(ft->keys, (ft->n_keys + 1) * sizeof(*ft->keys));
-			ft->keys[ft->n_keys++] = (struct fixer_key){xstrdup(de->d_name), key};
+			ft->keys[ft->n_keys++] =
+			    (struct fixer_key){xstrdup(tenant), xstrdup(de->d_name), key};
 		}
+	}
+	closedir(d);
+	return rc;
+}
+
+/* DIR/TENANT/NAME: a key belongs to the tenant whose subdirectory holds it,
+ * and only that tenant's requests may name it. A file at the top level
+ * would be anyone's: it stops the load, like a subdirectory whose name is
+ * no tenant's. Hidden names are left out (".", "..", and the ..data links
+ * a Kubernetes secret volume keeps); links are followed (the directory is
+ * the operator's). */
+static int load_key_dir(struct fixer_targets *ft, const char *dir, struct err **errp)
+{
+	DIR *d = opendir(dir);
+	if (d == NULL)
+		return err_set(errp, ERR_BAD_REQUEST, "fixer-key-dir %s: %s", dir, strerror(errno));
+	ft->key_dir = true;
+	int rc = 0;
+	struct dirent *de;
+	while (rc == 0 && (de = readdir(d)) != NULL) {
+		if (de->d_name[0] == '.')
+			continue;
+		struct stat st;
+		if (fstatat(dirfd(d), de->d_name, &st, 0) != 0)
+			continue;
+		if (S_ISREG(st.st_mode))
+			rc = err_set(errp, ERR_BAD_REQUEST,
+				     "fixer-key-dir %s: %s is a file at the top; key files go in a "
+				     "directory per tenant (%s/TENANT/NAME), so that a tenant can "
+				     "name only its own",
+				     dir, de->d_name, dir);
+		else if (S_ISDIR(st.st_mode) && !apikey_tenant_valid(de->d_name))
+			rc = err_set(errp, ERR_BAD_REQUEST,
+				     "fixer-key-dir %s: %s is not a tenant name ([a-z0-9][a-z0-9_-]"
+				     "{0,62}); key files go in a directory per tenant",
+				     dir, de->d_name);
+		else if (S_ISDIR(st.st_mode))
+			rc = load_tenant_keys(ft, dirfd(d), dir, de->d_name, errp);
 	}
 	closedir(d);
 	return rc;
@@ -261,8 +308,8 @@ static bool given(const char *s)
 	return s && s[0];
 }
 
-static int key_by_name(const struct fixer_targets *ft, const char *name, const char **key,
-		       struct err **errp)
+static int key_by_name(const struct fixer_targets *ft, const char *tenant, const char *name,
+		       const char **key, struct err **errp)
 {
 	if (!ft->key_dir)
 		return err_set(errp, ERR_BAD_REQUEST,
@@ -272,17 +319,20 @@ static int key_by_name(const struct fixer_targets *ft, const char *name, const c
 		return err_set(errp, ERR_BAD_REQUEST,
 			       "fixer.api_key_file: must be the plain name of a file in the key "
 			       "directory (no /, no leading dot)");
-	for (size_t i = 0; i < ft->n_keys; i++)
-		if (strcmp(ft->keys[i].name, name) == 0) {
+	for (size_t i = 0; tenant && i < ft->n_keys; i++)
+		if (strcmp(ft->keys[i].tenant, tenant) == 0 &&
+		    strcmp(ft->keys[i].name, name) == 0) {
 			*key = ft->keys[i].key;
 			return 0;
 		}
 	return err_set(errp, ERR_BAD_REQUEST,
-		       "fixer.api_key_file: no key file of that name in the key directory");
+		       "fixer.api_key_file: no key file of that name among this tenant's (the key "
+		       "directory's subdirectory named after the tenant)");
 }
 
-int fixer_targets_resolve(const struct fixer_targets *ft, const char *url, const char *model,
-			  const char *api_key_file, struct fixer_target *out, struct err **errp)
+int fixer_targets_resolve(const struct fixer_targets *ft, const char *tenant, const char *url,
+			  const char *model, const char *api_key_file, struct fixer_target *out,
+			  struct err **errp)
 {
 	*out = (struct fixer_target){0};
 	const char *key = NULL;
@@ -315,7 +365,7 @@ int fixer_targets_resolve(const struct fixer_targets *ft, const char *url, const
 	} else {
 		model = ft->def.model;
 	}
-	if (given(api_key_file) && key_by_name(ft, api_key_file, &key, errp) < 0)
+	if (given(api_key_file) && key_by_name(ft, tenant, api_key_file, &key, errp) < 0)
 		return -1;
 	if (!given(url))
 		return FIXER_NONE;

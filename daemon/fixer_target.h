@@ -3,7 +3,9 @@
  * The operator names a default fixer (--fixer-url, --fixer-model, its key
  * in --fixer-key-file) and may let requests choose their own: a URL that
  * starts with one of --fixer-allowed-urls, and a key by the name of a file
- * in --fixer-key-dir. Both are off by default, because a request's fixer
+ * in its tenant's subdirectory of --fixer-key-dir (DIR/TENANT/NAME: a
+ * tenant never names another's key). Both are off by default, because a
+ * request's fixer
  * is a place the daemon POSTs to and a file it reads: a tenant must never
  * make it reach an arbitrary address (SSRF) or read an arbitrary host
  * file. The key files are read when the rules are made (at start and on
@@ -42,15 +44,17 @@ enum fixer_resolved {
 	FIXER_OK = 1,   /* *out filled */
 };
 
-/* The fixer of a request's optional fixer.url, fixer.model and
+/* The fixer of tenant's request's optional fixer.url, fixer.model and
  * fixer.api_key_file (NULL or "": not given). A request URL must be http
  * or https, without userinfo, and start with an allowed prefix on a
- * boundary; a key file must be a plain name of a file in the key
- * directory. The default key goes only with the default URL. Returns
- * FIXER_OK with *out (owned copies, fixer_target_clear), FIXER_NONE, or
- * -1 with a bad_request error naming what was refused. */
-int fixer_targets_resolve(const struct fixer_targets *ft, const char *url, const char *model,
-			  const char *api_key_file, struct fixer_target *out, struct err **errp);
+ * boundary; a key file must be a plain name of a file in the tenant's
+ * subdirectory of the key directory. The default key goes only with the
+ * default URL. Returns FIXER_OK with *out (owned copies,
+ * fixer_target_clear), FIXER_NONE, or -1 with a bad_request error naming
+ * what was refused. */
+int fixer_targets_resolve(const struct fixer_targets *ft, const char *tenant, const char *url,
+			  const char *model, const char *api_key_file, struct fixer_target *out,
+			  struct err **errp);
 
 /* Free what fixer_targets_resolve put in t and zero it. NULL-safe. */
 void fixer_target_clear(struct fixer_target *t);

@@ -24,6 +24,9 @@ static const char *const drop_always[] = {
     "X-Forwarded-For",
     "X-Request-Id",
     "traceparent",
+    /* Checked where the call entered (api.c): the owner's own Host differs,
+     * so the entry node's page would not be its own there. */
+    "Origin",
 };
 
 /* Whether the comma-separated list names name (case-insensitive). */

@@ -28,6 +28,7 @@ static const struct {
     [ERR_NODE_LOST] = {"node_lost", 410},
     [ERR_IS_A_DIRECTORY] = {"is_a_directory", 409},
     [ERR_METHOD_NOT_ALLOWED] = {"method_not_allowed", 405},
+    [ERR_UNSUPPORTED_MEDIA_TYPE] = {"unsupported_media_type", 415},
 };
 
 #define ERR_NCODES (sizeof(err_table) / sizeof(err_table[0]))

@@ -36,6 +36,7 @@ enum err_code {
 	ERR_IS_A_DIRECTORY, /* a file operation named a directory without asking for one (409) */
 	ERR_METHOD_NOT_ALLOWED, /* a known path, another method: the Allow header lists them (405)
 				 */
+	ERR_UNSUPPORTED_MEDIA_TYPE, /* a JSON route's body not sent as application/json (415) */
 };
 
 struct err {

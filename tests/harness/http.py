@@ -174,6 +174,11 @@ class Client:
         if body is not None:
             hdrs.setdefault("Content-Type", "application/json")
             return json.dumps(body).encode(), hdrs
+        # A raw body goes as JSON too unless the caller says otherwise (a
+        # test of malformed JSON, say): the daemon refuses (415) a body of
+        # another type on its JSON routes; a file upload takes any type.
+        if raw is not None and not any(k.lower() == "content-type" for k in hdrs):
+            hdrs["Content-Type"] = "application/json"
         return raw, hdrs
 
     def send(self, method, path, body=None, raw=None, headers=None, timeout=None,

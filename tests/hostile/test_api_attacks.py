@@ -157,7 +157,7 @@ def test_path_traversal_is_bad_path(hostile, fs):
             assert PASSWD_MARK not in data
     # A literal '../' in the request target, as some clients send it.
     resp = raw_http(h, b"GET /v1/sessions/%s/files/../../../etc/passwd HTTP/1.1\r\n"
-                       b"Host: x\r\nConnection: close\r\n\r\n" % sid.encode())
+                       b"Host: localhost\r\nConnection: close\r\n\r\n" % sid.encode())
     assert status_of(resp) in (400, 404), resp[:300]
     assert PASSWD_MARK not in resp
     # A 10 KiB path.
@@ -185,7 +185,7 @@ def test_oversized_bodies_are_413(hostile, fs):
     except (BrokenPipeError, ConnectionResetError):
         pass  # the daemon may close once it has answered 413
     # A Content-Length far beyond anything: refused before reading.
-    resp = raw_http(h, b"POST /v1/sessions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+    resp = raw_http(h, b"POST /v1/sessions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json"
                        b"\r\nContent-Length: 99999999999999\r\n\r\n{")
     assert status_of(resp) in (400, 413), resp[:300]
     h.assert_daemon_fine()
@@ -266,12 +266,12 @@ def test_garbage_http_and_header_floods(hostile):
                  b"HELO evil\r\n\r\n",
                  b"GET\r\n\r\n",
                  b"GET / HTTP/9.9\r\n\r\n",
-                 b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+                 b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\n"
                  b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
                  b"POST /v1/sessions HTTP/1.1\r\nContent-Length: -1\r\n\r\n{}",
                  b"POST /v1/sessions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
                  b"fffffffffffffffff\r\n",
-                 b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"X: y\r\n" * 10 + b"\n\n\n"):
+                 b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n" + b"X: y\r\n" * 10 + b"\n\n\n"):
         resp = raw_http(h, junk, timeout=5)
         st = status_of(resp)
         sid = _created_id(resp)
@@ -280,10 +280,10 @@ def test_garbage_http_and_header_floods(hostile):
         assert st is None or 400 <= st < 500 or st == 200, (junk[:60], resp[:300])
         assert h.api.request("GET", "/healthz", timeout=5)[0] == 200
     # One header of 20 KiB, and 200 small headers: 431.
-    resp = raw_http(h, b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 20480 +
+    resp = raw_http(h, b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Big: " + b"a" * 20480 +
                     b"\r\n\r\n")
     assert status_of(resp) == 431, resp[:300]
-    resp = raw_http(h, b"GET /healthz HTTP/1.1\r\nHost: x\r\n" +
+    resp = raw_http(h, b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n" +
                     b"".join(b"X-H%d: v\r\n" % i for i in range(200)) + b"\r\n")
     # docs/api.md says 431 above 64 fields; the daemon answers 400 (noted in
     # the report): either way it is refused.
@@ -313,9 +313,9 @@ def test_conflicting_content_lengths_are_refused(hostile):
     h = hostile
     created = []
     try:
-        for junk in (b"POST /v1/sessions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
+        for junk in (b"POST /v1/sessions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 2\r\n"
                      b"Content-Length: 7\r\n\r\n{}",
-                     b"POST /v1/sessions HTTP/1.1\r\nHost: x\r\nContent-Length: 2, 7\r\n\r\n{}"):
+                     b"POST /v1/sessions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 2, 7\r\n\r\n{}"):
             resp = raw_http(h, junk, timeout=5)
             sid = _created_id(resp)
             if sid:
@@ -339,13 +339,13 @@ def test_aborted_request_bodies_leak_nothing(hostile, redis_server, tmpdir_sessi
     d = Daemon(redis_server, tmpdir_session, ("--pool-size", "0"),
                env={"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:quarantine_size_mb=4"})
     try:
-        kinds = [b"POST /v1/sessions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{",
-                 b"POST /v1/sessions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+        kinds = [b"POST /v1/sessions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{",
+                 b"POST /v1/sessions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
                  b"\r\n5\r\n{\"a\"",
-                 b"POST /v1/sessions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
+                 b"POST /v1/sessions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 2\r\n"
                  b"Transfer-Encoding: chunked\r\n\r\n{}",
                  b"POST /v1/sessions/00000000-0000-4000-8000-000000000000/exec HTTP/1.1\r\n"
-                 b"Host: x\r\nContent-Length: 100\r\n\r\n{"]
+                 b"Host: localhost\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"]
         def burst(n):
             for i in range(n):
                 raw_connect(d.port, kinds[i % len(kinds)], timeout=5).close()

@@ -36,12 +36,12 @@ HOSTILE_PATHS = [
 def send_hostile(d):
     taken = 0
     for head, ok in HOSTILE_HEADS:
-        req = b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + head + b"Connection: close\r\n\r\n"
+        req = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n" + head + b"Connection: close\r\n\r\n"
         st = status_of(raw_exchange(d.port, req))
         assert (st == 200) == ok, (head, st)
         taken += ok
     for path, ok in HOSTILE_PATHS:
-        req = b"GET " + path + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        req = b"GET " + path + b" HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
         st = status_of(raw_exchange(d.port, req))
         assert (st in (404, 405)) == ok, (path, st)
         taken += ok

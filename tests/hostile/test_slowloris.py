@@ -26,7 +26,7 @@ PER_PEER = 200
 MAX_CONNS = 4096  # the default of --max-connections
 LEGIT = "127.0.0.2"
 # A head that never completes at one byte a second within these tests.
-HEAD = b"GET /healthz HTTP/1.1\r\nHost: slow.test\r\nX-Slow: " + b"a" * 200 + b"\r\n\r\n"
+HEAD = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Slow: " + b"a" * 200 + b"\r\n\r\n"
 
 
 class _Conn:

@@ -471,7 +471,7 @@ def test_long_poll_cap_gone_clients_and_shutdown(make_daemon):
     and freed (the ASan daemon reports no leak)."""
     d = make_daemon()
     start = audit(d.api)["next"]
-    req = ("GET /v1/audit?wait_s=30&since=%s HTTP/1.1\r\nHost: t\r\n\r\n" % start).encode()
+    req = ("GET /v1/audit?wait_s=30&since=%s HTTP/1.1\r\nHost: localhost\r\n\r\n" % start).encode()
     socks = [raw_connect(d.port, req) for _ in range(64)]
 
     def probe():

@@ -4,6 +4,7 @@ harness.FakeLLM: fixed at attempt 2, the fixer down or past its deadline
 (--fixer-allowed-urls, --fixer-key-dir)."""
 import json
 import os
+import shutil
 import tempfile
 
 from harness import FakeLLM, free_port
@@ -62,10 +63,19 @@ def test_a_request_may_not_name_a_fixer_url_unless_allowed(make_daemon):
         assert llm.requests == []
 
 
-def test_a_request_names_an_allowed_url_and_a_key_file_by_name(make_daemon):
+def _key_dir(files):
+    """A --fixer-key-dir of files {"TENANT/NAME": key}; its path."""
     keys = tempfile.mkdtemp(prefix="citest-fixer-keys-")
-    with open(os.path.join(keys, "tenant-a"), "w") as f:
-        f.write("sk-tenant-a\n")
+    for rel, key in files.items():
+        os.makedirs(os.path.dirname(os.path.join(keys, rel)), exist_ok=True)
+        with open(os.path.join(keys, rel), "w") as f:
+            f.write(key + "\n")
+    return keys
+
+
+def test_a_request_names_an_allowed_url_and_a_key_file_by_name(make_daemon):
+    # keyless: every caller is the tenant "default", whose keys are default/
+    keys = _key_dir({"default/tenant-a": "sk-tenant-a"})
     try:
         with FakeLLM(replies={"m1": [FIXED]}) as llm:
             d = make_daemon("--fixer-allowed-urls", llm.url, "--fixer-key-dir", keys)
@@ -73,7 +83,7 @@ def test_a_request_names_an_allowed_url_and_a_key_file_by_name(make_daemon):
                 "url": llm.url, "model": "m1", "api_key_file": "tenant-a"}})
             assert status == 200 and doc["status"] == "ok", doc
             assert llm.headers[0]["Authorization"] == "Bearer sk-tenant-a"
-            for bad in ["../tenant-a", "/etc/passwd", "nope"]:
+            for bad in ["../tenant-a", "/etc/passwd", "nope", "default/tenant-a"]:
                 status, doc = run(d, {"code": BROKEN, "fixer": {
                     "url": llm.url, "model": "m1", "api_key_file": bad}})
                 assert status == 400 and "fixer.api_key_file" in doc["error"]["message"], doc
@@ -81,6 +91,40 @@ def test_a_request_names_an_allowed_url_and_a_key_file_by_name(make_daemon):
                 "url": "http://127.0.0.1:%d/v1" % free_port(), "model": "m1"}})
             assert status == 400 and "fixer.url" in doc["error"]["message"], doc
     finally:
-        for name in os.listdir(keys):
-            os.unlink(os.path.join(keys, name))
-        os.rmdir(keys)
+        shutil.rmtree(keys)
+
+
+def test_a_tenant_names_only_its_own_key_files(make_daemon):
+    """Issue 28 item 7: tenant b named tenant a's key file and the fixer got
+    a's bearer key. Key files are per tenant (DIR/TENANT/NAME) now."""
+    keys = _key_dir({"a/openai": "sk-of-tenant-a", "b/openai": "sk-of-tenant-b",
+                     "a/only-a": "sk-only-a"})
+    try:
+        with FakeLLM(replies={"m1": [FIXED, FIXED]}) as llm:
+            d = make_daemon("--fixer-allowed-urls", llm.url, "--fixer-key-dir", keys,
+                            admin_key="k" * 40)
+            a = d.client(d.key("a")["key"])
+            b = d.client(d.key("b")["key"])
+
+            def run_as(c, key_file):
+                sid = c.create()["id"]
+                try:
+                    return c.request("POST", "/v1/sessions/%s/runs" % sid, {
+                        "code": BROKEN, "fixer": {"url": llm.url, "model": "m1",
+                                                  "api_key_file": key_file}}, timeout=120)
+                finally:
+                    c.delete(sid)
+            # b names a's file, by each spelling: refused before any call
+            for name in ("only-a", "../a/only-a", "a/only-a"):
+                status, doc = run_as(b, name)
+                assert status == 400 and "fixer.api_key_file" in doc["error"]["message"], doc
+            assert llm.requests == [], "the fixer was called with a key b may not name"
+            # the same name is each tenant's own key
+            status, doc = run_as(b, "openai")
+            assert status == 200 and doc["status"] == "ok", doc
+            status, doc = run_as(a, "openai")
+            assert status == 200 and doc["status"] == "ok", doc
+            got = [h["Authorization"] for h in llm.headers]
+            assert got == ["Bearer sk-of-tenant-b", "Bearer sk-of-tenant-a"], got
+    finally:
+        shutil.rmtree(keys)

@@ -354,7 +354,7 @@ def test_forward_inflight_cap_and_a_caller_leaving_mid_upload(make_daemon, tmp_p
                  what="the forward's place to be free again")
         # Half of a 32 MiB upload, then the caller goes.
         s = socket.create_connection(("127.0.0.1", a.port), timeout=10)
-        s.sendall(b"PUT /v1/sessions/%s/files/half.bin HTTP/1.1\r\nHost: a\r\n"
+        s.sendall(b"PUT /v1/sessions/%s/files/half.bin HTTP/1.1\r\nHost: localhost\r\n"
                   b"Content-Length: %d\r\n\r\n" % (sid.encode(), 32 << 20))
         block = os.urandom(1 << 20)
         for _ in range(16):

@@ -454,7 +454,7 @@ def test_a_client_gone_during_its_key_lookup_runs_no_handler(make_daemon, tmp_pa
         k = d.key("acme")["key"]
         c = d.client(k)
         body = b'{"idle_timeout_s": 300}'
-        req = (b"POST /v1/sessions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+        req = (b"POST /v1/sessions HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer %s\r\n"
                b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
                % (k.encode(), len(body), body))
         # Redis stopped (SIGSTOP, by pid): the key's lookup stays in flight.
@@ -489,7 +489,7 @@ def test_a_client_gone_during_its_key_lookup_runs_no_handler(make_daemon, tmp_pa
         try:
             before = redis_unread()
             other = k.split(".")[0][:-1] + ("0" if k[15] != "0" else "1") + "." + "Z" * 43
-            held = raw_connect(d.port, b"GET /v1/sessions HTTP/1.1\r\nHost: x\r\n"
+            held = raw_connect(d.port, b"GET /v1/sessions HTTP/1.1\r\nHost: localhost\r\n"
                                        b"Authorization: Bearer %s\r\n\r\n" % other.encode())
             wait_for(lambda: redis_unread() >= before + 40, 10, interval=0.01,
                      what="the second lookup to be sent to Redis")

@@ -128,7 +128,7 @@ def test_plain_http_to_the_tls_port_is_refused_and_serving_goes_on(make_daemon, 
     d = tls_daemon(make_daemon, certs, "--pool-size", "0")
     for _ in range(3):
         with socket.create_connection(("127.0.0.1", d.port), timeout=10) as s:
-            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
             got = b""
             while True:
                 try:
@@ -189,7 +189,7 @@ def test_slow_request_head_after_handshake_is_closed(make_daemon, certs):
     raw = socket.create_connection(("127.0.0.1", d.port), timeout=10)
     s = context_for(certs["a"][0]).wrap_socket(raw, server_hostname="127.0.0.1")
     s.settimeout(0.2)
-    slow = Trickle(s, b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 200)
+    slow = Trickle(s, b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Slow: " + b"a" * 200)
     try:
         wait_for(slow.step, 30, interval=0.1, what="the slow head to be closed")
         assert slow.sent < len(slow.data)

@@ -87,6 +87,7 @@ TEST(err_codes_have_names_and_statuses_both_ways)
 	    {ERR_INTERNAL, "internal", 500},
 	    {ERR_IS_A_DIRECTORY, "is_a_directory", 409},
 	    {ERR_METHOD_NOT_ALLOWED, "method_not_allowed", 405},
+	    {ERR_UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", 415},
 	};
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
 		enum err_code back = ERR_INTERNAL;

@@ -16,12 +16,22 @@ struct kdir {
 	char path[64];
 	char files[8][128];
 	int n;
+	char dirs[4][128];
+	int n_dirs;
 };
 
+/* name may be "SUBDIR/NAME" (a tenant's key): the subdirectory is made. */
 static void kdir_add(struct kdir *k, const char *name, const char *text)
 {
 	char dir[sizeof(k->path)];
 	memcpy(dir, k->path, sizeof(dir));
+	for (const char *slash = strchr(name, '/'); slash && k->n_dirs < 4;
+	     slash = strchr(slash + 1, '/')) {
+		snprintf(k->dirs[k->n_dirs], sizeof(k->dirs[0]), "%s/%.*s", dir,
+			 (int)(slash - name), name);
+		if (mkdir(k->dirs[k->n_dirs], 0700) == 0)
+			k->n_dirs++;
+	}
 	snprintf(k->files[k->n], sizeof(k->files[0]), "%s/%s", dir, name);
 	FILE *f = fopen(k->files[k->n++], "w");
 	fputs(text, f);
@@ -42,6 +52,8 @@ static void kdir_remove(struct kdir *k)
 {
 	for (int i = 0; i < k->n; i++)
 		unlink(k->files[i]);
+	for (int i = k->n_dirs - 1; i >= 0; i--)
+		rmdir(k->dirs[i]);
 	rmdir(k->path);
 }
 
@@ -65,12 +77,14 @@ static struct fixer_targets *targets(const char *url, const char *model, const c
 	return ft;
 }
 
-/* resolve's outcome: 1 (and *t), 0, or -1 with the message in why. */
-static int resolve(const struct fixer_targets *ft, const char *url, const char *model,
-		   const char *key_file, struct fixer_target *t, char *why, size_t why_size)
+/* resolve's outcome for tenant's request: 1 (and *t), 0, or -1 with the
+ * message in why. */
+static int resolve_as(const struct fixer_targets *ft, const char *tenant, const char *url,
+		      const char *model, const char *key_file, struct fixer_target *t, char *why,
+		      size_t why_size)
 {
 	struct err *e = NULL;
-	int rc = fixer_targets_resolve(ft, url, model, key_file, t, &e);
+	int rc = fixer_targets_resolve(ft, tenant, url, model, key_file, t, &e);
 	why[0] = '\0';
 	if (rc < 0) {
 		CHECK(e != NULL && e->code == ERR_BAD_REQUEST);
@@ -79,6 +93,13 @@ static int resolve(const struct fixer_targets *ft, const char *url, const char *
 	}
 	err_free(e);
 	return rc;
+}
+
+/* ... for tenant "a". */
+static int resolve(const struct fixer_targets *ft, const char *url, const char *model,
+		   const char *key_file, struct fixer_target *t, char *why, size_t why_size)
+{
+	return resolve_as(ft, "a", url, model, key_file, t, why, why_size);
 }
 
 TEST(fixer_target_defaults_and_no_fixer)
@@ -187,7 +208,8 @@ TEST(fixer_target_default_key_never_goes_to_a_request_url)
 TEST(fixer_target_key_files_by_plain_name_from_memory)
 {
 	struct kdir k;
-	kdir_make(&k, (const char *[]){"tenant-a", "sk-a\n", ".hidden", "sk-hidden\n", NULL});
+	kdir_make(&k, (const char *[]){"a/tenant-a", "sk-a\n", "a/.hidden", "sk-hidden\n",
+				       "b/tenant-b", "sk-b\n", NULL});
 	struct err *e = NULL;
 	struct fixer_target t = {0};
 	char why[256] = "";
@@ -207,21 +229,78 @@ TEST(fixer_target_key_files_by_plain_name_from_memory)
 	CHECK(resolve(ft, NULL, NULL, "tenant-a", &t, why, sizeof(why)) == FIXER_OK);
 	CHECK_STR(t.key, "sk-a");
 	fixer_target_clear(&t);
-	kdir_add(&k, "later", "sk-later");
-	static const char *refused[] = {"later",   "../tenant-a", "/etc/passwd", "a/b",
-					".hidden", "..",          ".",           "nope"};
+	kdir_add(&k, "a/later", "sk-later");
+	static const char *refused[] = {
+	    "later", "../tenant-a", "/etc/passwd", "a/b",           ".hidden",   "..",
+	    ".",     "nope",        "tenant-b",    "../b/tenant-b", "b/tenant-b"};
 	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
 		CHECK(resolve(ft, NULL, NULL, refused[i], &t, why, sizeof(why)) == -1);
 		CHECK(strncmp(why, "fixer.api_key_file", 18) == 0);
 	}
+	/* Each tenant names its own keys only (issue 28 item 7). */
+	CHECK(resolve_as(ft, "b", NULL, NULL, "tenant-b", &t, why, sizeof(why)) == FIXER_OK);
+	CHECK_STR(t.key, "sk-b");
+	fixer_target_clear(&t);
+	CHECK(resolve_as(ft, "b", NULL, NULL, "tenant-a", &t, why, sizeof(why)) == -1);
+	CHECK(resolve_as(ft, "c", NULL, NULL, "tenant-a", &t, why, sizeof(why)) == -1);
+	CHECK(resolve_as(ft, NULL, NULL, NULL, "tenant-a", &t, why, sizeof(why)) == -1);
 	fixer_targets_free(ft);
+	kdir_remove(&k);
+}
+
+/* A key file at the top of the directory, or under a name that is no
+ * tenant's, would be nobody's or anybody's: the load stops, naming it. */
+TEST(fixer_target_key_dir_holds_a_directory_per_tenant)
+{
+	static const char *const layouts[][3] = {
+	    {"shared-key", "", "is a file at the top"},
+	    {"Not_A_Tenant/k", "", "is not a tenant name"},
+	    {"a/k", "-bad/k", "is not a tenant name"},
+	};
+	for (size_t i = 0; i < sizeof(layouts) / sizeof(layouts[0]); i++) {
+		struct kdir k;
+		kdir_make(&k, NULL);
+		kdir_add(&k, layouts[i][0], "sk\n");
+		if (layouts[i][1][0])
+			kdir_add(&k, layouts[i][1], "sk\n");
+		struct err *e = NULL;
+		CHECK(targets("", "m", "", "", k.path, &e) == NULL);
+		CHECK(e && strstr(e->message, layouts[i][2]) &&
+		      strstr(e->message, "fixer-key-dir"));
+		err_free(e);
+		kdir_remove(&k);
+	}
+	/* An empty tenant directory, and links (a Kubernetes secret volume's
+	 * ..data and its per-tenant links) are fine. */
+	struct kdir k;
+	kdir_make(&k, (const char *[]){".data/a/openai", "sk-linked\n", NULL});
+	char link_path[192], target[192];
+	snprintf(link_path, sizeof(link_path), "%s/a", k.path);
+	snprintf(target, sizeof(target), "%s/.data/a", k.path);
+	CHECK(symlink(target, link_path) == 0);
+	char empty[192];
+	snprintf(empty, sizeof(empty), "%s/empty", k.path);
+	CHECK(mkdir(empty, 0700) == 0);
+	struct err *e = NULL;
+	struct fixer_targets *ft = targets("http://a.test/v1", "m", "", "", k.path, &e);
+	CHECK(ft != NULL && e == NULL);
+	struct fixer_target t = {0};
+	char why[256];
+	CHECK(resolve_as(ft, "a", NULL, NULL, "openai", &t, why, sizeof(why)) == FIXER_OK);
+	CHECK_STR(t.key, "sk-linked");
+	fixer_target_clear(&t);
+	CHECK(resolve_as(ft, "empty", NULL, NULL, "openai", &t, why, sizeof(why)) == -1);
+	fixer_targets_free(ft);
+	err_free(e);
+	unlink(link_path);
+	rmdir(empty);
 	kdir_remove(&k);
 }
 
 TEST(fixer_target_refuses_bad_options_at_load)
 {
 	struct kdir k;
-	kdir_make(&k, (const char *[]){"two-lines", "sk-1\nsk-2\n", "empty", "\n", NULL});
+	kdir_make(&k, (const char *[]){"a/two-lines", "sk-1\nsk-2\n", "a/empty", "\n", NULL});
 	static const struct {
 		const char *url, *key_file, *allowed, *key_dir, *error;
 	} cases[] = {

@@ -9,7 +9,7 @@ See clients/python/README.md."""
 from .errors import (BadPath, BadRequest, Busy, CiError, Conflict, ConnectionFailed, Corrupt,
                      Expired, Forbidden, Internal, IsADirectory, MethodNotAllowed, NodeLost, NotFound,
                      PayloadTooLarge, ProtocolError, QuotaExceeded, Timeout, Unauthorized,
-                     Unavailable)
+                     Unavailable, UnsupportedMediaType)
 from .execution import Execution, ExecutionError, FileChange, OutputChunk, Result, Run
 from .sandbox import Files, Sandbox
 
@@ -18,6 +18,6 @@ __version__ = "0.1.0"
 __all__ = [
     "Sandbox", "Files", "Execution", "ExecutionError", "OutputChunk", "Result", "FileChange",
     "Run", "CiError", "BadRequest", "BadPath", "Unauthorized", "Forbidden", "NotFound",
-    "MethodNotAllowed", "Busy", "Conflict", "IsADirectory", "Expired", "NodeLost", "PayloadTooLarge", "Corrupt",
+    "MethodNotAllowed", "UnsupportedMediaType", "Busy", "Conflict", "IsADirectory", "Expired", "NodeLost", "PayloadTooLarge", "Corrupt",
     "QuotaExceeded", "Internal", "Unavailable", "Timeout", "ConnectionFailed", "ProtocolError",
 ]

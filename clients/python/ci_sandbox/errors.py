@@ -53,6 +53,10 @@ class MethodNotAllowed(CiError):
     """405: the route does not take this method."""
 
 
+class UnsupportedMediaType(CiError):
+    """415: a JSON body sent without Content-Type: application/json."""
+
+
 class Busy(CiError):
     """409 busy: an execution is already running, or the session is starting."""
 
@@ -139,6 +143,7 @@ BY_CODE = {
     "forbidden": Forbidden,
     "not_found": NotFound,
     "method_not_allowed": MethodNotAllowed,
+    "unsupported_media_type": UnsupportedMediaType,
     "busy": Busy,
     "conflict": Conflict,
     "is_a_directory": IsADirectory,
@@ -156,8 +161,8 @@ BY_CODE = {
 # typed by its status.
 BY_STATUS = {
     400: BadRequest, 401: Unauthorized, 403: Forbidden, 404: NotFound, 405: MethodNotAllowed,
-    409: Busy, 410: Expired, 413: PayloadTooLarge, 422: Corrupt, 429: QuotaExceeded,
-    500: Internal, 503: Unavailable, 504: Timeout,
+    409: Busy, 410: Expired, 413: PayloadTooLarge, 415: UnsupportedMediaType, 422: Corrupt,
+    429: QuotaExceeded, 500: Internal, 503: Unavailable, 504: Timeout,
 }
 
 

@@ -40,6 +40,7 @@ export class Unauthorized extends CiError {}
 export class Forbidden extends CiError {}
 export class NotFound extends CiError {}
 export class MethodNotAllowed extends CiError {}
+export class UnsupportedMediaType extends CiError {}
 export class Busy extends CiError {}
 export class Conflict extends CiError {}
 export class IsADirectory extends Conflict {}
@@ -71,6 +72,7 @@ const BY_CODE: Record<ErrorCode, ErrorClass> = {
   forbidden: Forbidden,
   not_found: NotFound,
   method_not_allowed: MethodNotAllowed,
+  unsupported_media_type: UnsupportedMediaType,
   busy: Busy,
   conflict: Conflict,
   is_a_directory: IsADirectory,
@@ -87,7 +89,8 @@ const BY_CODE: Record<ErrorCode, ErrorClass> = {
 const BY_STATUS: Record<number, [ErrorClass, ErrorCode]> = {
   400: [BadRequest, "bad_request"], 401: [Unauthorized, "unauthorized"], 403: [Forbidden, "forbidden"],
   404: [NotFound, "not_found"], 405: [MethodNotAllowed, "method_not_allowed"], 409: [Busy, "busy"],
-  410: [Expired, "expired"], 413: [PayloadTooLarge, "payload_too_large"], 422: [Corrupt, "corrupt"],
+  410: [Expired, "expired"], 413: [PayloadTooLarge, "payload_too_large"],
+  415: [UnsupportedMediaType, "unsupported_media_type"], 422: [Corrupt, "corrupt"],
   429: [QuotaExceeded, "quota_exceeded"], 500: [Internal, "internal"], 503: [Unavailable, "unavailable"],
   504: [Timeout, "timeout"],
 };

@@ -895,13 +895,14 @@ export interface components {
          * @description Each code has one status: bad_request 400, bad_path 400, unauthorized
          *     401, forbidden 403, not_found 404, method_not_allowed 405, busy 409,
          *     conflict 409, is_a_directory 409, expired 410, node_lost 410,
-         *     payload_too_large 413, corrupt 422, quota_exceeded 429, internal 500,
-         *     unavailable 503, timeout 504. (`method_not_allowed` and
-         *     `is_a_directory` come with issue 16.)
+         *     payload_too_large 413, unsupported_media_type 415, corrupt 422,
+         *     quota_exceeded 429, internal 500, unavailable 503, timeout 504.
+         *     (`method_not_allowed` and `is_a_directory` come with issue 16,
+         *     `unsupported_media_type` with issue 28.)
          *
          * @enum {string}
          */
-        ErrorCode: "bad_request" | "bad_path" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "busy" | "conflict" | "is_a_directory" | "expired" | "node_lost" | "payload_too_large" | "corrupt" | "quota_exceeded" | "internal" | "unavailable" | "timeout";
+        ErrorCode: "bad_request" | "bad_path" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "busy" | "conflict" | "is_a_directory" | "expired" | "node_lost" | "payload_too_large" | "unsupported_media_type" | "corrupt" | "quota_exceeded" | "internal" | "unavailable" | "timeout";
         ExecError: {
             /** @description The last line of the submitted code on the stack (the innermost frame of this execution's cell, even when the exception was raised inside a library): its 1-based number in the code and its text (at most 512 bytes). null when no frame of the submitted code is in the traceback (Python only; a run's attempt that could not run has none). */
             cell_line?: null | {
@@ -1503,6 +1504,19 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /** @description unsupported_media_type: the request carries a body (or a Content-Type)
+         *     that is not `application/json` (parameters such as `; charset=utf-8`
+         *     are fine). Every JSON route takes only JSON, so a cross-site form or
+         *     `text/plain` POST is refused before anything runs.
+         *      */
+        UnsupportedMediaType: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
     };
     parameters: {
         AuditAction: string;
@@ -1625,15 +1639,7 @@ export interface operations {
             };
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
-            /** @description The body is not application/json. */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": Record<string, never>;
-                };
-            };
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["QuotaExceeded"];
             503: components["responses"]["Unavailable"];
         };
@@ -1901,6 +1907,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             503: components["responses"]["Unavailable"];
         };
     };
@@ -2040,6 +2047,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             503: components["responses"]["Unavailable"];
         };
     };
@@ -2148,6 +2156,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["QuotaExceeded"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
@@ -2328,6 +2337,7 @@ export interface operations {
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["QuotaExceeded"];
             503: components["responses"]["Unavailable"];
         };
@@ -2366,6 +2376,7 @@ export interface operations {
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["QuotaExceeded"];
             503: components["responses"]["Unavailable"];
         };
@@ -2398,6 +2409,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["QuotaExceeded"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
@@ -2493,6 +2505,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["Corrupt"];
             429: components["responses"]["QuotaExceeded"];
             500: components["responses"]["Internal"];
@@ -2590,6 +2603,7 @@ export interface operations {
             409: components["responses"]["Busy"];
             410: components["responses"]["Gone"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["QuotaExceeded"];
             503: components["responses"]["Unavailable"];
         };
@@ -2628,6 +2642,7 @@ export interface operations {
             409: components["responses"]["Busy"];
             410: components["responses"]["Gone"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["QuotaExceeded"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
@@ -2891,6 +2906,7 @@ export interface operations {
             409: components["responses"]["Busy"];
             410: components["responses"]["Gone"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["QuotaExceeded"];
             503: components["responses"]["Unavailable"];
             504: components["responses"]["Timeout"];
@@ -2930,6 +2946,7 @@ export interface operations {
             409: components["responses"]["Busy"];
             410: components["responses"]["Gone"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["QuotaExceeded"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
@@ -2981,6 +2998,7 @@ export interface operations {
             409: components["responses"]["Busy"];
             410: components["responses"]["Gone"];
             413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["QuotaExceeded"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
