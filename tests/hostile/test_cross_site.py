@@ -115,7 +115,7 @@ def test_rebound_host_reads_nothing(hostile):
         assert r.status == 403 and _error(r)["code"] == "forbidden", (path, r.status, r.body)
         assert b"mine" not in r.body and sid.encode() not in r.body, r.body
         assert "Host" in _error(r)["message"], r.body
-    for bad in ("localhost.evil.test", "127.0.0.1.evil.test:%d" % h.d.port, "10.0.0.1"):
+    for bad in ("localhost.evil.test", "127.0.0.1.evil.test:%d" % h.d.port, "192.0.2.1"):
         r = h.api.send("GET", "/v1/sessions", headers={"Host": bad})
         assert r.status == 403, (bad, r.status)
     h.assert_daemon_fine()
